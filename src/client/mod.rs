@@ -1,0 +1,454 @@
+//! Talking to a plugin: endpoints, a bounded connect (socket appears, server answers, Probe
+//! says ready), and RPC calls that always carry a deadline and come back as [`RpcError`]s an
+//! operator can act on.
+//!
+//! One [`Connection`] per endpoint is made and reused for the whole run: a tonic channel is
+//! cheap to clone and multiplexes concurrent calls over one HTTP/2 connection.
+
+mod codec;
+mod endpoint;
+mod error;
+
+use std::{
+    collections::BTreeMap,
+    future::Future,
+    io,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use prost_reflect::{DynamicMessage, MethodDescriptor};
+use tonic::transport::Channel;
+
+pub use codec::DynamicCodec;
+pub use endpoint::{Endpoint, EndpointError};
+pub use error::{
+    ConnectError, ErrorOrigin, RpcError, code_name, direction, human_duration, parse_code,
+};
+
+use crate::proto::v1::{
+    self, controller_client::ControllerClient, group_controller_client::GroupControllerClient,
+    identity_client::IdentityClient, node_client::NodeClient,
+    snapshot_metadata_client::SnapshotMetadataClient,
+};
+
+/// Limits that apply to every connection and call.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// How long [`Connection::connect`] waits for the socket, the server and readiness.
+    pub connect_timeout: Duration,
+    /// The deadline of every single RPC.
+    pub rpc_timeout: Duration,
+    /// The largest response message accepted, in bytes.
+    pub max_message_size: usize,
+}
+
+/// The default `--connect-timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `--rpc-timeout`.
+pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `--max-message-size` (gRPC's usual 4 MiB).
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            rpc_timeout: DEFAULT_RPC_TIMEOUT,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+        }
+    }
+}
+
+/// Latency and outcome counts of the calls made over a connection, per RPC.
+#[derive(Debug, Default)]
+pub struct CallStats {
+    by_rpc: Mutex<BTreeMap<String, RpcStats>>,
+}
+
+/// What [`CallStats`] keeps for one RPC.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RpcStats {
+    /// Calls made.
+    pub calls: u64,
+    /// Calls that ended in an error code (including expected ones).
+    pub errors: u64,
+    /// Each call's duration, in the order they finished.
+    #[serde(skip)]
+    pub durations: Vec<Duration>,
+}
+
+impl CallStats {
+    fn record(&self, rpc: &str, elapsed: Duration, ok: bool) {
+        let mut map = self.by_rpc.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = map.entry(rpc.to_owned()).or_default();
+        entry.calls += 1;
+        entry.errors += u64::from(!ok);
+        entry.durations.push(elapsed);
+    }
+
+    /// A copy of the statistics so far, by RPC name.
+    pub fn snapshot(&self) -> BTreeMap<String, RpcStats> {
+        self.by_rpc.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// A live, probed connection to one plugin endpoint.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    endpoint: Endpoint,
+    channel: Channel,
+    options: ClientOptions,
+    stats: Arc<CallStats>,
+}
+
+impl Connection {
+    /// Connects to `endpoint` within `options.connect_timeout`: waits for the socket to
+    /// appear, for the server to accept, and for `Probe` to report ready (or leave `ready`
+    /// unset). Each failure mode gets its own [`ConnectError`].
+    pub async fn connect(endpoint: Endpoint, options: ClientOptions) -> Result<Self, ConnectError> {
+        let started = Instant::now();
+        let deadline = started + options.connect_timeout;
+        if let Endpoint::Unix(path) = &endpoint {
+            wait_for_socket(path, started, deadline).await?;
+        }
+        let channel = open_channel(&endpoint, started, deadline).await?;
+        let connection = Connection {
+            endpoint,
+            channel,
+            options,
+            stats: Arc::default(),
+        };
+        connection.wait_until_ready(started, deadline).await?;
+        Ok(connection)
+    }
+
+    /// The endpoint this connection talks to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The limits this connection applies.
+    pub fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
+    /// Per-RPC latency and outcome counts of every call made through this connection.
+    pub fn stats(&self) -> &CallStats {
+        &self.stats
+    }
+
+    /// The underlying channel, for callers that bring their own client (benchmarks).
+    pub fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
+    /// A typed Identity client on this connection.
+    pub fn identity(&self) -> IdentityClient<Channel> {
+        IdentityClient::new(self.channel.clone()).max_decoding_message_size(self.options.max_message_size)
+    }
+
+    /// A typed Controller client on this connection.
+    pub fn controller(&self) -> ControllerClient<Channel> {
+        ControllerClient::new(self.channel.clone()).max_decoding_message_size(self.options.max_message_size)
+    }
+
+    /// A typed Node client on this connection.
+    pub fn node(&self) -> NodeClient<Channel> {
+        NodeClient::new(self.channel.clone()).max_decoding_message_size(self.options.max_message_size)
+    }
+
+    /// A typed GroupController client on this connection.
+    pub fn group_controller(&self) -> GroupControllerClient<Channel> {
+        GroupControllerClient::new(self.channel.clone())
+            .max_decoding_message_size(self.options.max_message_size)
+    }
+
+    /// A typed SnapshotMetadata client on this connection.
+    pub fn snapshot_metadata(&self) -> SnapshotMetadataClient<Channel> {
+        SnapshotMetadataClient::new(self.channel.clone())
+            .max_decoding_message_size(self.options.max_message_size)
+    }
+
+    /// Runs one typed RPC under the connection's deadline and records it in [`Self::stats`].
+    ///
+    /// ```no_run
+    /// # async fn f(conn: csi_conform::client::Connection) -> Result<(), csi_conform::client::RpcError> {
+    /// use csi_conform::proto::v1::GetPluginInfoRequest;
+    /// let mut identity = conn.identity();
+    /// let info = conn
+    ///     .call("GetPluginInfo", GetPluginInfoRequest {}, |r| async move { identity.get_plugin_info(r).await })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn call<Req, Resp, F, Fut>(&self, rpc: &str, request: Req, send: F) -> Result<Resp, RpcError>
+    where
+        F: FnOnce(tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        self.call_within(rpc, request, self.options.rpc_timeout, send).await
+    }
+
+    async fn call_within<Req, Resp, F, Fut>(
+        &self,
+        rpc: &str,
+        request: Req,
+        timeout: Duration,
+        send: F,
+    ) -> Result<Resp, RpcError>
+    where
+        F: FnOnce(tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(timeout);
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(timeout, send(request)).await;
+        let elapsed = started.elapsed();
+        let result = match outcome {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(RpcError::from_status(rpc, &status, elapsed)),
+            Err(_) => Err(RpcError::deadline(rpc, timeout)),
+        };
+        self.stats.record(rpc, elapsed, result.is_ok());
+        tracing::debug!(
+            rpc,
+            elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+            code = result.as_ref().err().map_or("OK", RpcError::code_name),
+            "rpc"
+        );
+        result
+    }
+
+    /// Calls any unary CSI RPC with a request built at run time; the response comes back as
+    /// a dynamic message of the method's output type.
+    pub async fn call_dynamic(
+        &self,
+        method: &MethodDescriptor,
+        request: DynamicMessage,
+    ) -> Result<DynamicMessage, RpcError> {
+        let path = method_path(method);
+        let codec = DynamicCodec::new(method.output());
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+            .max_decoding_message_size(self.options.max_message_size);
+        self.call(method.name(), request, |r| async move {
+            grpc.ready().await.map_err(|e| {
+                tonic::Status::from_error(Box::new(e))
+            })?;
+            grpc.unary(r, path, codec).await
+        })
+        .await
+    }
+
+    /// Calls a server-streaming CSI RPC (the SnapshotMetadata service) and collects every
+    /// message of the stream, all under one deadline.
+    pub async fn call_dynamic_streaming(
+        &self,
+        method: &MethodDescriptor,
+        request: DynamicMessage,
+    ) -> Result<Vec<DynamicMessage>, RpcError> {
+        let path = method_path(method);
+        let codec = DynamicCodec::new(method.output());
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+            .max_decoding_message_size(self.options.max_message_size);
+        self.call(method.name(), request, |r| async move {
+            grpc.ready().await.map_err(|e| tonic::Status::from_error(Box::new(e)))?;
+            let response = grpc.server_streaming(r, path, codec).await?;
+            let (metadata, mut stream, extensions) = response.into_parts();
+            let mut messages = Vec::new();
+            while let Some(message) = stream.message().await? {
+                messages.push(message);
+            }
+            Ok(tonic::Response::from_parts(metadata, messages, extensions))
+        })
+        .await
+    }
+
+    async fn wait_until_ready(&self, started: Instant, deadline: Instant) -> Result<(), ConnectError> {
+        let mut not_ready = 0u32;
+        let mut last_error: Option<RpcError> = None;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let per_call = remaining.min(self.options.rpc_timeout).max(Duration::from_millis(10));
+            let mut identity = self.identity();
+            let outcome = self
+                .call_within("Probe", v1::ProbeRequest {}, per_call, |r| async move {
+                    identity.probe(r).await
+                })
+                .await;
+            match outcome {
+                Ok(response) => match response.ready {
+                    None | Some(true) => return Ok(()),
+                    Some(false) => not_ready += 1,
+                },
+                Err(e) if e.origin == ErrorOrigin::Deadline => {
+                    if Instant::now() >= deadline {
+                        return Err(ConnectError::Silent {
+                            endpoint: self.endpoint.clone(),
+                            waited: started.elapsed(),
+                        });
+                    }
+                }
+                Err(e) if e.origin == ErrorOrigin::Transport => {
+                    return Err(ConnectError::NotGrpc {
+                        endpoint: self.endpoint.clone(),
+                        detail: e.message,
+                    });
+                }
+                Err(e) if e.code == tonic::Code::Unimplemented => {
+                    return Err(ConnectError::NotCsi {
+                        endpoint: self.endpoint.clone(),
+                        code: e.code_name(),
+                        detail: e.message,
+                    });
+                }
+                Err(e) => last_error = Some(e),
+            }
+            if Instant::now() >= deadline {
+                let waited = started.elapsed();
+                return Err(match last_error {
+                    Some(error) if not_ready == 0 => ConnectError::Unhealthy {
+                        endpoint: self.endpoint.clone(),
+                        error,
+                        waited,
+                    },
+                    _ => ConnectError::NeverReady {
+                        endpoint: self.endpoint.clone(),
+                        waited,
+                        probes: not_ready,
+                    },
+                });
+            }
+            let pause = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+/// The gRPC path of a method: `/csi.v1.Controller/CreateVolume`.
+pub fn method_path(method: &MethodDescriptor) -> http::uri::PathAndQuery {
+    let path = format!("/{}/{}", method.parent_service().full_name(), method.name());
+    http::uri::PathAndQuery::try_from(path).expect("CSI method paths are valid URIs")
+}
+
+async fn wait_for_socket(path: &std::path::Path, started: Instant, deadline: Instant) -> Result<(), ConnectError> {
+    use std::os::unix::fs::FileTypeExt;
+    loop {
+        match tokio::fs::metadata(path).await {
+            Ok(meta) if meta.file_type().is_socket() => return Ok(()),
+            Ok(meta) => {
+                let kind = if meta.is_dir() {
+                    "a directory"
+                } else if meta.is_file() {
+                    "a regular file"
+                } else {
+                    "not a socket"
+                };
+                return Err(ConnectError::NotASocket {
+                    path: path.to_owned(),
+                    kind: kind.to_owned(),
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if Instant::now() >= deadline {
+                    return Err(ConnectError::NoSocket {
+                        path: path.to_owned(),
+                        waited: started.elapsed(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Err(e) => {
+                return Err(ConnectError::Other {
+                    endpoint: Endpoint::Unix(path.to_owned()),
+                    detail: e.to_string(),
+                });
+            }
+        }
+    }
+}
+
+async fn open_channel(endpoint: &Endpoint, started: Instant, deadline: Instant) -> Result<Channel, ConnectError> {
+    loop {
+        let attempt = connect_once(endpoint, deadline).await;
+        match attempt {
+            Ok(channel) => return Ok(channel),
+            Err(e) => {
+                let io_kind = io_error_kind(&e);
+                let retryable = matches!(
+                    io_kind,
+                    Some(io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound)
+                );
+                if retryable && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                let detail = error_chain(&e);
+                return Err(if retryable {
+                    ConnectError::Refused {
+                        endpoint: endpoint.clone(),
+                        waited: started.elapsed(),
+                        detail,
+                    }
+                } else {
+                    ConnectError::Other {
+                        endpoint: endpoint.clone(),
+                        detail,
+                    }
+                });
+            }
+        }
+    }
+}
+
+async fn connect_once(endpoint: &Endpoint, deadline: Instant) -> Result<Channel, tonic::transport::Error> {
+    let timeout = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+    match endpoint {
+        Endpoint::Unix(path) => {
+            let path = path.clone();
+            tonic::transport::Endpoint::from_static("http://localhost")
+                .connect_timeout(timeout)
+                .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+                    let path = path.clone();
+                    async move {
+                        let stream = tokio::net::UnixStream::connect(path).await?;
+                        Ok::<_, io::Error>(hyper_util::rt::TokioIo::new(stream))
+                    }
+                }))
+                .await
+        }
+        Endpoint::Tcp { host, port } => {
+            let host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
+            tonic::transport::Endpoint::from_shared(format!("http://{host}:{port}"))?
+                .connect_timeout(timeout)
+                .tcp_nodelay(true)
+                .connect()
+                .await
+        }
+    }
+}
+
+fn io_error_kind(e: &(dyn std::error::Error + 'static)) -> Option<io::ErrorKind> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = current {
+        if let Some(io) = err.downcast_ref::<io::Error>() {
+            return Some(io.kind());
+        }
+        current = err.source();
+    }
+    None
+}
+
+/// Joins an error and its sources into one line: `transport error: connection refused`.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        current = err.source();
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,7 @@
+//! Findings and run results ([`model`]), and every way they are written out.
+
+pub mod model;
+
+pub use model::{
+    Counts, Expectation, Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
+};

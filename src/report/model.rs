@@ -1,0 +1,348 @@
+//! The results of a run: findings with a severity, per-scenario and per-suite results, and the
+//! whole run. The suite engine produces these; every output format (console, JUnit, JSON)
+//! renders them and nothing else.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+/// How a finding, or a whole scenario, came out. Ordered from best to worst, so the outcome
+/// of a scenario is the maximum of its findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Checked and conformant.
+    Pass,
+    /// Not run: a required capability is not advertised, or a filter left it out.
+    Skip,
+    /// A tolerated deviation (such as an unconfirmed ValidateVolumeCapabilities); a failure
+    /// under `--strict`.
+    Warn,
+    /// The plugin broke a spec MUST.
+    Fail,
+    /// The harness could not run the check (plugin unreachable, bad suite, teardown trouble
+    /// of its own).
+    Error,
+}
+
+impl Severity {
+    /// The lower-case word used in every output (`pass`, `fail`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Pass => "pass",
+            Severity::Skip => "skip",
+            Severity::Warn => "warn",
+            Severity::Fail => "fail",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One observation made while running a scenario.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// How bad it is.
+    pub severity: Severity,
+    /// A short stable word for the kind of finding, e.g. `unexpected-code`,
+    /// `assertion`, `unconfirmed`, `teardown`, `skipped-capability`.
+    pub kind: String,
+    /// One readable sentence; never contains secret values.
+    pub message: String,
+    /// The step it arose in (0-based), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<usize>,
+    /// The RPC involved, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<String>,
+    /// A one-line summary of the request sent, secrets redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// What the check expected (a code, a value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// What the plugin did instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub got: Option<String>,
+    /// The plugin's own status message, if it answered with an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_message: Option<String>,
+}
+
+impl Finding {
+    /// A finding with just a severity, kind and message.
+    pub fn new(severity: Severity, kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Finding {
+            severity,
+            kind: kind.into(),
+            message: message.into(),
+            step: None,
+            rpc: None,
+            request: None,
+            expected: None,
+            got: None,
+            plugin_message: None,
+        }
+    }
+}
+
+/// How a run handled a scenario listed in `--expect-failures`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum Expectation {
+    /// The scenario failed as the list says; reported, but it does not fail the run.
+    ExpectedFailure {
+        /// The reason given in the list.
+        reason: String,
+    },
+    /// The scenario was listed as failing but passed: the list is stale.
+    UnexpectedPass {
+        /// The reason given in the list.
+        reason: String,
+    },
+}
+
+/// The result of one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    /// The scenario's stable id (`controller.create-volume.no-name`).
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// The spec section it checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+    /// Its tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The csi-sanity case numbers it covers (see `../shared/parity/csi-sanity-cases.txt`).
+    #[serde(default)]
+    pub parity: Vec<u32>,
+    /// The overall outcome: the worst finding's severity, or `pass` when there is none.
+    pub outcome: Severity,
+    /// Why it was skipped, when `outcome` is `skip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    /// Everything observed, in order.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// Wall time spent, teardown included.
+    #[serde(with = "duration_secs")]
+    pub duration: Duration,
+    /// Set when the scenario is listed in `--expect-failures`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectation: Option<Expectation>,
+}
+
+impl ScenarioResult {
+    /// Recomputes `outcome` from the findings (a skip stays a skip).
+    pub fn settle(&mut self) {
+        if self.outcome == Severity::Skip && self.findings.iter().all(|f| f.severity <= Severity::Skip) {
+            return;
+        }
+        self.outcome = self
+            .findings
+            .iter()
+            .map(|f| f.severity)
+            .filter(|s| *s != Severity::Skip)
+            .max()
+            .unwrap_or(Severity::Pass);
+    }
+
+    /// Whether this result makes the run fail (exit code 1).
+    pub fn fails_run(&self, strict: bool) -> bool {
+        if matches!(self.expectation, Some(Expectation::ExpectedFailure { .. })) {
+            return false;
+        }
+        if matches!(self.expectation, Some(Expectation::UnexpectedPass { .. })) {
+            return true;
+        }
+        match self.outcome {
+            Severity::Fail | Severity::Error => true,
+            Severity::Warn => strict,
+            Severity::Pass | Severity::Skip => false,
+        }
+    }
+}
+
+/// The results of one suite, scenarios in the suite's own order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuiteResult {
+    /// The suite's id (`controller`).
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Where it came from: `builtin:controller.yaml` or a file path.
+    pub source: String,
+    /// Its scenarios' results.
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+/// Counts by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Passed scenarios.
+    pub pass: usize,
+    /// Failed scenarios.
+    pub fail: usize,
+    /// Scenarios that passed with warnings.
+    pub warn: usize,
+    /// Skipped scenarios.
+    pub skip: usize,
+    /// Scenarios the harness could not run.
+    pub error: usize,
+}
+
+impl Counts {
+    /// Counts one outcome.
+    pub fn add(&mut self, outcome: Severity) {
+        match outcome {
+            Severity::Pass => self.pass += 1,
+            Severity::Fail => self.fail += 1,
+            Severity::Warn => self.warn += 1,
+            Severity::Skip => self.skip += 1,
+            Severity::Error => self.error += 1,
+        }
+    }
+
+    /// All scenarios counted.
+    pub fn total(&self) -> usize {
+        self.pass + self.fail + self.warn + self.skip + self.error
+    }
+}
+
+/// Per-RPC latency over the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcLatency {
+    /// Calls made.
+    pub calls: u64,
+    /// Calls answered with an error code (expected ones included).
+    pub errors: u64,
+    /// Fastest call, in seconds.
+    pub min: f64,
+    /// Median call, in seconds.
+    pub median: f64,
+    /// Slowest call, in seconds.
+    pub max: f64,
+}
+
+/// A whole run: what was tested, with what settings, and every result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The csi-conform version that ran.
+    pub tool_version: String,
+    /// The plugin's name (GetPluginInfo).
+    pub plugin_name: String,
+    /// The plugin's vendor_version.
+    pub plugin_version: String,
+    /// The endpoints tested, as given.
+    pub endpoints: Vec<String>,
+    /// Every capability the plugin advertised, as `scope:NAME`.
+    pub capabilities: Vec<String>,
+    /// The seed of property-based checks (replay with `--seed`).
+    pub seed: u64,
+    /// Whether warnings count as failures.
+    pub strict: bool,
+    /// When the run started (RFC 3339, UTC).
+    pub started_at: String,
+    /// Wall time of the run.
+    #[serde(with = "duration_secs")]
+    pub duration: Duration,
+    /// Results per suite.
+    pub suites: Vec<SuiteResult>,
+    /// Per-RPC latency, by RPC name.
+    #[serde(default)]
+    pub rpc_latency: BTreeMap<String, RpcLatency>,
+    /// Set when the run was cut short (signal, run timeout): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
+}
+
+impl RunReport {
+    /// Counts of scenario outcomes over all suites.
+    pub fn counts(&self) -> Counts {
+        let mut counts = Counts::default();
+        for s in self.suites.iter().flat_map(|s| &s.scenarios) {
+            counts.add(s.outcome);
+        }
+        counts
+    }
+
+    /// Whether the run failed (exit code 1): any failure or error, an unexpected pass of a
+    /// listed failure, an interruption, or (with `strict`) any warning.
+    pub fn failed(&self) -> bool {
+        self.interrupted.is_some()
+            || self
+                .suites
+                .iter()
+                .flat_map(|s| &s.scenarios)
+                .any(|s| s.fails_run(self.strict))
+    }
+}
+
+/// Serialises a duration as fractional seconds.
+pub mod duration_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Serialises as seconds (f64).
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64((d.as_secs_f64() * 1e6).round() / 1e6)
+    }
+
+    /// Deserialises from seconds (f64).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(findings: Vec<Severity>) -> ScenarioResult {
+        let mut s = ScenarioResult {
+            id: "x".into(),
+            title: "x".into(),
+            spec: None,
+            tags: vec![],
+            parity: vec![],
+            outcome: Severity::Pass,
+            skip_reason: None,
+            findings: findings.into_iter().map(|sev| Finding::new(sev, "k", "m")).collect(),
+            duration: Duration::ZERO,
+            expectation: None,
+        };
+        s.settle();
+        s
+    }
+
+    #[test]
+    fn outcome_is_the_worst_finding() {
+        assert_eq!(scenario(vec![]).outcome, Severity::Pass);
+        assert_eq!(scenario(vec![Severity::Pass, Severity::Warn]).outcome, Severity::Warn);
+        assert_eq!(scenario(vec![Severity::Warn, Severity::Fail, Severity::Pass]).outcome, Severity::Fail);
+        assert_eq!(scenario(vec![Severity::Fail, Severity::Error]).outcome, Severity::Error);
+    }
+
+    #[test]
+    fn warnings_fail_only_under_strict_and_expected_failures_do_not_fail() {
+        let warn = scenario(vec![Severity::Warn]);
+        assert!(!warn.fails_run(false));
+        assert!(warn.fails_run(true));
+        let mut fail = scenario(vec![Severity::Fail]);
+        assert!(fail.fails_run(false));
+        fail.expectation = Some(Expectation::ExpectedFailure { reason: "known".into() });
+        assert!(!fail.fails_run(false));
+        let mut pass = scenario(vec![]);
+        pass.expectation = Some(Expectation::UnexpectedPass { reason: "known".into() });
+        assert!(pass.fails_run(false));
+    }
+}
