@@ -207,6 +207,14 @@ impl Connection {
         let elapsed = started.elapsed();
         let result = match outcome {
             Ok(Ok(response)) => Ok(response.into_inner()),
+            // A server that enforces our grpc-timeout header answers CANCELLED (tonic) or
+            // DEADLINE_EXCEEDED (grpc-go) at about the deadline: that is our deadline too.
+            Ok(Err(status))
+                if matches!(status.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded)
+                    && elapsed >= timeout.mul_f64(0.9) =>
+            {
+                Err(RpcError::deadline(rpc, timeout))
+            }
             Ok(Err(status)) => Err(RpcError::from_status(rpc, &status, elapsed)),
             Err(_) => Err(RpcError::deadline(rpc, timeout)),
         };
@@ -451,4 +459,83 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         current = err.source();
     }
     parts.join(": ")
+}
+
+/// Which endpoints play which role: the controller (at most one) and the node plugins (one
+/// per node). The same endpoint may play both roles; it then gets one shared connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    /// The controller endpoint, if the plugin is to be driven as a controller.
+    pub controller: Option<Endpoint>,
+    /// The node endpoints, node 0 first.
+    pub nodes: Vec<Endpoint>,
+}
+
+/// Live connections for every role of [`Targets`].
+#[derive(Debug, Clone)]
+pub struct Connections {
+    /// The controller's connection.
+    pub controller: Option<Connection>,
+    /// One connection per node endpoint, node 0 first.
+    pub nodes: Vec<Connection>,
+}
+
+impl Targets {
+    /// Resolves the command-line forms: `--endpoint` serves every role unless
+    /// `--controller-endpoint` / `--node-endpoint` override it.
+    pub fn resolve(endpoint: Option<Endpoint>, controller: Option<Endpoint>, nodes: Vec<Endpoint>) -> Self {
+        let controller = controller.or_else(|| endpoint.clone());
+        let nodes = if nodes.is_empty() { endpoint.into_iter().collect() } else { nodes };
+        Targets { controller, nodes }
+    }
+
+    /// Whether no endpoint was given at all.
+    pub fn is_empty(&self) -> bool {
+        self.controller.is_none() && self.nodes.is_empty()
+    }
+
+    /// Every distinct endpoint, controller first.
+    pub fn distinct(&self) -> Vec<Endpoint> {
+        let mut all: Vec<Endpoint> = Vec::new();
+        for e in self.controller.iter().chain(&self.nodes) {
+            if !all.contains(e) {
+                all.push(e.clone());
+            }
+        }
+        all
+    }
+
+    /// Connects to every distinct endpoint concurrently, one connection each.
+    pub async fn connect(&self, options: &ClientOptions) -> Result<Connections, ConnectError> {
+        let distinct = self.distinct();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, endpoint) in distinct.iter().cloned().enumerate() {
+            let options = options.clone();
+            tasks.spawn(async move { (i, Connection::connect(endpoint, options).await) });
+        }
+        let mut connected: Vec<Option<Connection>> = vec![None; distinct.len()];
+        let mut first_error: Option<(usize, ConnectError)> = None;
+        while let Some(joined) = tasks.join_next().await {
+            let (i, result) = joined.expect("connect tasks do not panic");
+            match result {
+                Ok(conn) => connected[i] = Some(conn),
+                Err(e) => {
+                    if first_error.as_ref().is_none_or(|(j, _)| i < *j) {
+                        first_error = Some((i, e));
+                    }
+                }
+            }
+        }
+        if let Some((_, e)) = first_error {
+            return Err(e);
+        }
+        let by_endpoint = |e: &Endpoint| {
+            let i = distinct.iter().position(|d| d == e).expect("every target is in distinct");
+            connected[i].clone().expect("every distinct endpoint connected")
+        };
+        Ok(Connections {
+            controller: self.controller.as_ref().map(by_endpoint),
+            nodes: self.nodes.iter().map(by_endpoint).collect(),
+        })
+    }
 }

@@ -1,0 +1,245 @@
+//! Connecting to plugins that are missing, dead, not gRPC, not CSI, never ready, unhealthy or
+//! silent: each gives its own clear error, within the configured wait.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use csi_conform::{
+    client::{ClientOptions, ConnectError, Connection, Endpoint},
+    proto::v1::{self, identity_server},
+};
+use tokio::{io::AsyncReadExt, io::AsyncWriteExt, net::UnixListener};
+use tonic::{Request, Response, Status};
+
+fn options(connect: Duration) -> ClientOptions {
+    ClientOptions {
+        connect_timeout: connect,
+        rpc_timeout: Duration::from_secs(5),
+        ..ClientOptions::default()
+    }
+}
+
+async fn connect_err(path: &Path, connect: Duration) -> (ConnectError, Duration) {
+    let started = Instant::now();
+    let err = Connection::connect(Endpoint::Unix(path.to_owned()), options(connect))
+        .await
+        .expect_err("connecting must fail");
+    (err, started.elapsed())
+}
+
+fn sock(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+#[tokio::test]
+async fn a_missing_socket_is_named_with_the_time_waited() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "absent.sock");
+    let (err, took) = connect_err(&path, Duration::from_millis(300)).await;
+    assert!(matches!(err, ConnectError::NoSocket { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.starts_with(&format!("no socket at {}", path.display())), "{text}");
+    assert!(text.contains("waited 3"), "{text}");
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(3), "{took:?}");
+}
+
+#[tokio::test]
+async fn a_socket_that_appears_late_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "late.sock");
+    let server_path = path.clone();
+    let server = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        serve_identity(&server_path, Identity::Ready(None)).await;
+    });
+    let conn = Connection::connect(Endpoint::Unix(path), options(Duration::from_secs(5))).await;
+    assert!(conn.is_ok(), "{:?}", conn.err());
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_regular_file_is_not_a_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "file.sock");
+    std::fs::write(&path, b"").unwrap();
+    let (err, _) = connect_err(&path, Duration::from_secs(5)).await;
+    assert_eq!(
+        err.to_string(),
+        format!("{} exists but is not a unix socket (a regular file)", path.display())
+    );
+}
+
+#[tokio::test]
+async fn a_dead_socket_says_nobody_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "dead.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let (err, took) = connect_err(&path, Duration::from_millis(400)).await;
+    assert!(matches!(err, ConnectError::Refused { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("nobody is listening at unix://"), "{text}");
+    assert!(text.contains("crashed leaves its socket file behind"), "{text}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_grpc_is_recognised() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "http.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = stream.read(&mut buf).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    let (err, _) = connect_err(&path, Duration::from_secs(5)).await;
+    assert!(matches!(err, ConnectError::NotGrpc { .. }), "{err:?}");
+    assert!(err.to_string().contains("does not speak gRPC"), "{err}");
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_silent_server_is_reported_after_the_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "silent.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let (err, took) = connect_err(&path, Duration::from_millis(500)).await;
+    assert!(matches!(err, ConnectError::Silent { .. }), "{err:?}");
+    assert!(err.to_string().contains("did not answer Probe within"), "{err}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_grpc_server_without_the_identity_service_is_not_csi() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "grpc.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_routes(tonic::service::Routes::default())
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+            .await
+    });
+    let (err, _) = connect_err(&path, Duration::from_secs(5)).await;
+    assert!(matches!(err, ConnectError::NotCsi { .. }), "{err:?}");
+    assert!(err.to_string().contains("is not a CSI plugin: Probe answered UNIMPLEMENTED"), "{err}");
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_plugin_that_never_becomes_ready_says_how_long_it_waited() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "notready.sock");
+    let server_path = path.clone();
+    let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Ready(Some(false))).await });
+    let (err, took) = connect_err(&path, Duration::from_millis(700)).await;
+    let ConnectError::NeverReady { probes, waited, .. } = &err else { panic!("{err:?}") };
+    assert!(*probes >= 2, "{probes}");
+    assert!(*waited >= Duration::from_millis(700), "{waited:?}");
+    assert!(err.to_string().contains("never became ready: Probe answered ready=false"), "{err}");
+    assert!(took < Duration::from_secs(3));
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_plugin_whose_probe_fails_is_reported_unhealthy_with_its_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "sick.sock");
+    let server_path = path.clone();
+    let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Failing).await });
+    let (err, _) = connect_err(&path, Duration::from_millis(400)).await;
+    assert!(matches!(err, ConnectError::Unhealthy { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("reports itself unhealthy: Probe failed with FAILED_PRECONDITION: backend offline"), "{text}");
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_ready_plugin_connects_and_rpcs_carry_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "ok.sock");
+    let server_path = path.clone();
+    let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Ready(Some(true))).await });
+    let conn = Connection::connect(
+        Endpoint::Unix(path),
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            rpc_timeout: Duration::from_millis(300),
+            ..ClientOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    // GetPluginInfo hangs in this server: the call must end at the deadline, not hang.
+    let mut identity = conn.identity();
+    let started = Instant::now();
+    let err = conn
+        .call("GetPluginInfo", v1::GetPluginInfoRequest {}, |r| async move {
+            identity.get_plugin_info(r).await
+        })
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(err.code_name(), "DEADLINE_EXCEEDED");
+    assert!(err.to_string().contains("GetPluginInfo failed with DEADLINE_EXCEEDED"), "{err}");
+    assert!(err.direction().contains("--rpc-timeout"));
+    let stats = conn.stats().snapshot();
+    assert_eq!(stats["GetPluginInfo"].calls, 1);
+    assert_eq!(stats["GetPluginInfo"].errors, 1);
+    server.abort();
+}
+
+enum Identity {
+    Ready(Option<bool>),
+    Failing,
+}
+
+#[tonic::async_trait]
+impl identity_server::Identity for Identity {
+    async fn get_plugin_info(
+        &self,
+        _: Request<v1::GetPluginInfoRequest>,
+    ) -> Result<Response<v1::GetPluginInfoResponse>, Status> {
+        // Never answers: lets tests check the client's deadline.
+        std::future::pending().await
+    }
+
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<v1::GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<v1::GetPluginCapabilitiesResponse>, Status> {
+        Ok(Response::new(v1::GetPluginCapabilitiesResponse::default()))
+    }
+
+    async fn probe(&self, _: Request<v1::ProbeRequest>) -> Result<Response<v1::ProbeResponse>, Status> {
+        match self {
+            Identity::Ready(ready) => Ok(Response::new(v1::ProbeResponse { ready: *ready })),
+            Identity::Failing => Err(Status::failed_precondition("backend offline")),
+        }
+    }
+}
+
+async fn serve_identity(path: &Path, identity: Identity) {
+    let listener = UnixListener::bind(path).unwrap();
+    tonic::transport::Server::builder()
+        .add_service(identity_server::IdentityServer::new(identity))
+        .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+        .await
+        .unwrap();
+}
