@@ -1,3 +1,4 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
 mod client;
+mod proto;
