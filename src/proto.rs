@@ -273,7 +273,8 @@ mod tests {
         assert_eq!(method("Node/NodeGetInfo").unwrap().name(), "NodeGetInfo");
         assert_eq!(method("csi.v1.Identity/Probe").unwrap().name(), "Probe");
         assert!(method("Identity/CreateVolume").is_none());
-        assert!(is_alpha_method(&method("ControllerModifyVolume").unwrap()));
+        assert!(is_alpha_method(&method("GetSnapshot").unwrap()));
+        assert!(!is_alpha_method(&method("ControllerModifyVolume").unwrap()), "GA since v1.12");
         assert!(!is_alpha_method(&method("CreateVolume").unwrap()));
     }
 }
