@@ -6,6 +6,7 @@
 pub mod capability;
 pub mod cli;
 pub mod client;
+pub mod compat;
 pub mod fingerprint;
 pub mod proto;
 pub mod report;
