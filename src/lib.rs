@@ -8,5 +8,6 @@ pub mod cli;
 pub mod client;
 pub mod compat;
 pub mod fingerprint;
+pub mod journal;
 pub mod proto;
 pub mod report;

@@ -1,0 +1,332 @@
+//! The cleanup journal: an append-only JSON-lines file where every resource a run creates is
+//! written (and flushed to disk) before the run relies on it, and marked done when torn down.
+//! Whatever a crash, SIGKILL or timeout leaves behind, `csi-conform cleanup` reads from here.
+//!
+//! Only resources in the journal are ever cleaned up: nothing is discovered by listing the
+//! plugin. Entries hold ids, names, paths and the *name* of the secrets key that deletes a
+//! resource, never secret values.
+
+use std::{
+    collections::BTreeMap,
+    fs::{File, OpenOptions},
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    sync::Mutex,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// A resource a run created, with what it takes to undo it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Resource {
+    /// A volume (undo: DeleteVolume on the controller).
+    Volume {
+        /// The controller endpoint.
+        endpoint: String,
+        /// The plugin's id.
+        volume_id: String,
+        /// The name it was created with.
+        name: String,
+        /// The secrets-file key whose map DeleteVolume needs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secrets_key: Option<String>,
+    },
+    /// A snapshot (undo: DeleteSnapshot).
+    Snapshot {
+        /// The controller endpoint.
+        endpoint: String,
+        /// The plugin's id.
+        snapshot_id: String,
+        /// The name it was created with.
+        name: String,
+        /// The secrets-file key whose map DeleteSnapshot needs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secrets_key: Option<String>,
+    },
+    /// A group snapshot (undo: DeleteVolumeGroupSnapshot).
+    GroupSnapshot {
+        /// The controller endpoint.
+        endpoint: String,
+        /// The plugin's id.
+        group_snapshot_id: String,
+        /// Its member snapshots.
+        snapshot_ids: Vec<String>,
+        /// The secrets-file key whose map the delete needs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secrets_key: Option<String>,
+    },
+    /// A controller publication (undo: ControllerUnpublishVolume).
+    Publication {
+        /// The controller endpoint.
+        endpoint: String,
+        /// The volume.
+        volume_id: String,
+        /// The node it is published to.
+        node_id: String,
+        /// The secrets-file key whose map the unpublish needs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secrets_key: Option<String>,
+    },
+    /// A staged volume (undo: NodeUnstageVolume on that node).
+    Stage {
+        /// The node endpoint.
+        endpoint: String,
+        /// The volume.
+        volume_id: String,
+        /// The staging path.
+        staging_path: PathBuf,
+    },
+    /// A published volume (undo: NodeUnpublishVolume on that node).
+    Publish {
+        /// The node endpoint.
+        endpoint: String,
+        /// The volume.
+        volume_id: String,
+        /// The target path.
+        target_path: PathBuf,
+    },
+}
+
+impl Resource {
+    /// The endpoint the undo call goes to.
+    pub fn endpoint(&self) -> &str {
+        match self {
+            Resource::Volume { endpoint, .. }
+            | Resource::Snapshot { endpoint, .. }
+            | Resource::GroupSnapshot { endpoint, .. }
+            | Resource::Publication { endpoint, .. }
+            | Resource::Stage { endpoint, .. }
+            | Resource::Publish { endpoint, .. } => endpoint,
+        }
+    }
+
+    /// The order resources are undone in: publishes before stages before controller
+    /// publications before snapshots before volumes (lower first).
+    pub fn undo_rank(&self) -> u8 {
+        match self {
+            Resource::Publish { .. } => 0,
+            Resource::Stage { .. } => 1,
+            Resource::Publication { .. } => 2,
+            Resource::GroupSnapshot { .. } => 3,
+            Resource::Snapshot { .. } => 4,
+            Resource::Volume { .. } => 5,
+        }
+    }
+
+    /// A one-line description for `cleanup`'s output.
+    pub fn describe(&self) -> String {
+        match self {
+            Resource::Volume { volume_id, name, .. } => format!("volume {volume_id} ({name})"),
+            Resource::Snapshot { snapshot_id, name, .. } => format!("snapshot {snapshot_id} ({name})"),
+            Resource::GroupSnapshot { group_snapshot_id, .. } => format!("group snapshot {group_snapshot_id}"),
+            Resource::Publication { volume_id, node_id, .. } => {
+                format!("publication of volume {volume_id} to node {node_id}")
+            }
+            Resource::Stage { volume_id, staging_path, .. } => {
+                format!("staging of volume {volume_id} at {}", staging_path.display())
+            }
+            Resource::Publish { volume_id, target_path, .. } => {
+                format!("publish of volume {volume_id} at {}", target_path.display())
+            }
+        }
+    }
+}
+
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Entry {
+    /// A resource now exists.
+    Created {
+        /// Unique within the journal: `<run id>:<sequence>`.
+        id: String,
+        /// The resource.
+        resource: Resource,
+    },
+    /// The resource with this id is gone.
+    Done {
+        /// The id of the `created` entry.
+        id: String,
+    },
+}
+
+/// Why the journal could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// An I/O error on the journal file.
+    #[error("journal {path}: {source}", path = path.display())]
+    Io {
+        /// The journal file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line that is not a journal entry (other than a torn last line).
+    #[error("journal {path}:{line}: not a journal entry: {reason}", path = path.display())]
+    Corrupt {
+        /// The journal file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// An open journal that a run appends to. Cheap to share (`&Journal` is `Sync`).
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    run_id: String,
+    state: Mutex<(File, u64)>,
+}
+
+impl Journal {
+    /// Opens (creating it and its directory if needed) the journal at `path` for a run.
+    pub fn open(path: &Path, run_id: &str) -> Result<Self, JournalError> {
+        let io = |source| JournalError::Io { path: path.to_owned(), source };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        Ok(Journal {
+            path: path.to_owned(),
+            run_id: run_id.to_owned(),
+            state: Mutex::new((file, 0)),
+        })
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records that `resource` exists; returns the id to mark it done with. The line is on
+    /// disk (fsync'd) when this returns.
+    pub fn created(&self, resource: &Resource) -> Result<String, JournalError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.1 += 1;
+        let id = format!("{}:{}", self.run_id, state.1);
+        write_entry(&self.path, &mut state.0, &Entry::Created { id: id.clone(), resource: resource.clone() })?;
+        Ok(id)
+    }
+
+    /// Records that the resource with `id` is gone.
+    pub fn done(&self, id: &str) -> Result<(), JournalError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        write_entry(&self.path, &mut state.0, &Entry::Done { id: id.to_owned() })
+    }
+}
+
+fn write_entry(path: &Path, file: &mut File, entry: &Entry) -> Result<(), JournalError> {
+    let mut line = serde_json::to_string(entry).expect("journal entries serialise");
+    line.push('\n');
+    let io = |source| JournalError::Io { path: path.to_owned(), source };
+    file.write_all(line.as_bytes()).map_err(io)?;
+    file.sync_data().map_err(io)
+}
+
+/// Reads a journal and returns the resources created and not yet done, oldest first.
+/// A missing file has nothing outstanding. A torn last line (a crash mid-write) is ignored;
+/// any other malformed line is an error naming its line.
+pub fn outstanding(path: &Path) -> Result<Vec<(String, Resource)>, JournalError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(JournalError::Io { path: path.to_owned(), source }),
+    };
+    let lines: Vec<String> = BufReader::new(file)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(|source| JournalError::Io { path: path.to_owned(), source })?;
+    let mut open: BTreeMap<usize, (String, Resource)> = BTreeMap::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let last = lines.len();
+    for (n, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Entry>(line) {
+            Ok(Entry::Created { id, resource }) => {
+                index.insert(id.clone(), n);
+                open.insert(n, (id, resource));
+            }
+            Ok(Entry::Done { id }) => {
+                if let Some(at) = index.remove(&id) {
+                    open.remove(&at);
+                }
+            }
+            Err(_) if n + 1 == last => {}
+            Err(e) => {
+                return Err(JournalError::Corrupt {
+                    path: path.to_owned(),
+                    line: n + 1,
+                    reason: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(open.into_values().collect())
+}
+
+/// Appends `done` entries for `ids` to the journal at `path` (used by `cleanup`).
+pub fn mark_done(path: &Path, ids: &[String]) -> Result<(), JournalError> {
+    let journal = Journal::open(path, "cleanup")?;
+    ids.iter().try_for_each(|id| journal.done(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(id: &str) -> Resource {
+        Resource::Volume {
+            endpoint: "unix:///x.sock".into(),
+            volume_id: id.into(),
+            name: format!("name-{id}"),
+            secrets_key: Some("DeleteVolumeSecret".into()),
+        }
+    }
+
+    #[test]
+    fn created_minus_done_is_outstanding_in_creation_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/journal.jsonl");
+        let j = Journal::open(&path, "run1").unwrap();
+        let a = j.created(&volume("a")).unwrap();
+        let _b = j.created(&volume("b")).unwrap();
+        let c = j.created(&volume("c")).unwrap();
+        j.done(&a).unwrap();
+        let left = outstanding(&path).unwrap();
+        assert_eq!(left.iter().map(|(_, r)| r.describe()).collect::<Vec<_>>(), ["volume b (name-b)", "volume c (name-c)"]);
+        mark_done(&path, &[c]).unwrap();
+        assert_eq!(outstanding(&path).unwrap().len(), 1);
+        // A second run appends to the same file with ids of its own.
+        let j2 = Journal::open(&path, "run2").unwrap();
+        let d = j2.created(&volume("d")).unwrap();
+        assert!(d.starts_with("run2:"));
+        assert_eq!(outstanding(&path).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_but_corruption_elsewhere_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let j = Journal::open(&path, "r").unwrap();
+        j.created(&volume("a")).unwrap();
+        drop(j);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"op\":\"created\",\"id\":\"r:2\",\"reso").unwrap();
+        assert_eq!(outstanding(&path).unwrap().len(), 1);
+        f.write_all(b"\n{\"op\":\"done\",\"id\":\"r:1\"}\n").unwrap();
+        let e = outstanding(&path).unwrap_err();
+        assert!(e.to_string().contains("j.jsonl:2: not a journal entry"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_journal_has_nothing_outstanding() {
+        assert!(outstanding(Path::new("/nonexistent/journal.jsonl")).unwrap().is_empty());
+    }
+}
