@@ -1,5 +1,6 @@
 //! Findings and run results ([`model`]), and every way they are written out.
 
+pub mod compare;
 pub mod model;
 
 pub use model::{

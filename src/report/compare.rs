@@ -1,0 +1,217 @@
+//! What changed between two runs (`csi-conform report --compare OLD.json NEW.json`): new
+//! failures, fixed scenarios, scenarios that appeared or went away, and RPCs whose latency
+//! moved, for nightly jobs that want to know what is different today.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use super::model::{RunReport, ScenarioResult, Severity};
+
+/// A change of one scenario's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeChange {
+    /// The scenario id.
+    pub id: String,
+    /// The outcome in the old run.
+    pub before: Severity,
+    /// The outcome in the new run.
+    pub after: Severity,
+    /// The new run's first finding, for context.
+    pub reason: Option<String>,
+}
+
+/// A move in one RPC's median latency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyMove {
+    /// The RPC.
+    pub rpc: String,
+    /// Old median, seconds.
+    pub before: f64,
+    /// New median, seconds.
+    pub after: f64,
+}
+
+impl LatencyMove {
+    /// New median over old median.
+    pub fn ratio(&self) -> f64 {
+        if self.before > 0.0 { self.after / self.before } else { f64::INFINITY }
+    }
+}
+
+/// Everything that differs between two runs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Comparison {
+    /// Worse than before (e.g. pass → fail).
+    pub regressions: Vec<OutcomeChange>,
+    /// Better than before (e.g. fail → pass).
+    pub fixes: Vec<OutcomeChange>,
+    /// Scenarios only in the new run.
+    pub added: Vec<String>,
+    /// Scenarios only in the old run.
+    pub removed: Vec<String>,
+    /// RPCs whose median latency changed by more than the threshold.
+    pub latency: Vec<LatencyMove>,
+}
+
+/// How much an RPC's median must move (as a ratio either way) to be reported.
+pub const LATENCY_THRESHOLD: f64 = 1.5;
+
+fn by_id(report: &RunReport) -> BTreeMap<&str, &ScenarioResult> {
+    report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.as_str(), s)).collect()
+}
+
+/// Compares two runs. Outcomes are ordered pass < skip < warn < fail < error; a move up is a
+/// regression, a move down a fix. Skips that become passes (or back) are neither: they are
+/// capability changes, reported through `added`/`removed` only when the scenario is gone.
+pub fn compare(old: &RunReport, new: &RunReport) -> Comparison {
+    let before = by_id(old);
+    let after = by_id(new);
+    let mut out = Comparison::default();
+    for (id, now) in &after {
+        let Some(then) = before.get(id) else {
+            out.added.push((*id).to_owned());
+            continue;
+        };
+        if then.outcome == now.outcome || [then.outcome, now.outcome].contains(&Severity::Skip) {
+            continue;
+        }
+        let change = OutcomeChange {
+            id: (*id).to_owned(),
+            before: then.outcome,
+            after: now.outcome,
+            reason: now.findings.iter().find(|f| f.severity >= Severity::Warn).map(|f| f.message.clone()),
+        };
+        if now.outcome > then.outcome {
+            out.regressions.push(change);
+        } else {
+            out.fixes.push(change);
+        }
+    }
+    out.removed = before.keys().filter(|id| !after.contains_key(*id)).map(|id| (*id).to_owned()).collect();
+    for (rpc, now) in &new.rpc_latency {
+        if let Some(then) = old.rpc_latency.get(rpc) {
+            let m = LatencyMove { rpc: rpc.clone(), before: then.median, after: now.median };
+            let r = m.ratio();
+            if r >= LATENCY_THRESHOLD || r <= 1.0 / LATENCY_THRESHOLD {
+                out.latency.push(m);
+            }
+        }
+    }
+    out
+}
+
+impl Comparison {
+    /// Whether the new run is worse in any scenario.
+    pub fn has_regressions(&self) -> bool {
+        !self.regressions.is_empty()
+    }
+
+    /// A readable summary, one line per change; "no changes" when nothing moved.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let section = |out: &mut String, title: &str, changes: &[OutcomeChange]| {
+            if changes.is_empty() {
+                return;
+            }
+            let _ = writeln!(out, "{title} ({}):", changes.len());
+            for c in changes {
+                let _ = write!(out, "  {}  {} -> {}", c.id, c.before, c.after);
+                if let Some(reason) = &c.reason {
+                    let _ = write!(out, "  ({reason})");
+                }
+                out.push('\n');
+            }
+        };
+        section(&mut out, "new failures", &self.regressions);
+        section(&mut out, "fixed", &self.fixes);
+        for (title, ids) in [("new scenarios", &self.added), ("scenarios gone", &self.removed)] {
+            if !ids.is_empty() {
+                let _ = writeln!(out, "{title} ({}):", ids.len());
+                ids.iter().for_each(|id| {
+                    let _ = writeln!(out, "  {id}");
+                });
+            }
+        }
+        if !self.latency.is_empty() {
+            let _ = writeln!(out, "latency moves (median, more than {LATENCY_THRESHOLD}x):");
+            for m in &self.latency {
+                let _ = writeln!(
+                    out,
+                    "  {:<32} {:>9.3}ms -> {:>9.3}ms  ({:.2}x)",
+                    m.rpc,
+                    m.before * 1e3,
+                    m.after * 1e3,
+                    m.ratio()
+                );
+            }
+        }
+        if out.is_empty() {
+            out.push_str("no changes\n");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::report::model::{Finding, RpcLatency, SuiteResult};
+
+    fn scenario(id: &str, outcome: Severity) -> ScenarioResult {
+        ScenarioResult {
+            id: id.into(),
+            title: id.into(),
+            spec: None,
+            tags: vec![],
+            parity: vec![],
+            outcome,
+            skip_reason: None,
+            findings: if outcome >= Severity::Warn {
+                vec![Finding::new(outcome, "unexpected-code", format!("{id} went wrong"))]
+            } else {
+                vec![]
+            },
+            duration: Duration::ZERO,
+            expectation: None,
+        }
+    }
+
+    fn run(scenarios: Vec<ScenarioResult>, median: f64) -> RunReport {
+        RunReport {
+            tool_version: "0".into(),
+            plugin_name: "p".into(),
+            plugin_version: "1".into(),
+            endpoints: vec![],
+            capabilities: vec![],
+            seed: 1,
+            strict: false,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            duration: Duration::ZERO,
+            suites: vec![SuiteResult { id: "s".into(), title: "s".into(), source: "t".into(), scenarios }],
+            rpc_latency: [(
+                "CreateVolume".to_owned(),
+                RpcLatency { calls: 1, errors: 0, min: median, median, max: median },
+            )]
+            .into(),
+            interrupted: None,
+        }
+    }
+
+    #[test]
+    fn finds_regressions_fixes_additions_removals_and_latency_moves() {
+        let old = run(
+            vec![scenario("a", Severity::Pass), scenario("b", Severity::Fail), scenario("gone", Severity::Pass), scenario("s", Severity::Skip)],
+            0.001,
+        );
+        let new = run(
+            vec![scenario("a", Severity::Fail), scenario("b", Severity::Pass), scenario("new", Severity::Pass), scenario("s", Severity::Pass)],
+            0.004,
+        );
+        let c = compare(&old, &new);
+        assert!(c.has_regressions());
+        assert_eq!(c.render(), "new failures (1):\n  a  pass -> fail  (a went wrong)\nfixed (1):\n  b  fail -> pass\nnew scenarios (1):\n  new\nscenarios gone (1):\n  gone\nlatency moves (median, more than 1.5x):\n  CreateVolume                         1.000ms ->     4.000ms  (4.00x)\n");
+        let same = compare(&old, &old);
+        assert_eq!(same.render(), "no changes\n");
+    }
+}
