@@ -1,6 +1,7 @@
 //! Findings and run results ([`model`]), and every way they are written out.
 
 pub mod compare;
+pub mod html;
 pub mod model;
 
 pub use model::{

@@ -1,0 +1,202 @@
+//! The HTML report: one self-contained page (no scripts, no network) with the plugin's
+//! identity and capabilities, findings by suite coloured by severity, each failure's detail,
+//! and an SVG chart of per-RPC latency (min, median, max) so slow RPCs stand out.
+
+use std::fmt::Write as _;
+
+use super::model::{RunReport, ScenarioResult, Severity};
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#1d2430}\
+h1{margin-bottom:.2em}table{border-collapse:collapse;margin:1em 0;width:100%}\
+td,th{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}\
+th{background:#f3f5f7}.pass{background:#dafbe1}.fail{background:#ffd8d3}.error{background:#ffb3ad}\
+.warn{background:#fff4c2}.skip{background:#eef0f3;color:#57606a}.sev{font-weight:600;text-transform:uppercase}\
+details{margin:.2em 0}pre{white-space:pre-wrap;margin:.3em 0;font-size:90%}.counts span{margin-right:1.2em}\
+code{font-size:90%}";
+
+/// Renders the whole report as an HTML page.
+pub fn to_html(report: &RunReport) -> String {
+    let counts = report.counts();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <title>csi-conform: {name}</title><style>{STYLE}</style></head><body>\n",
+        name = escape(&report.plugin_name)
+    );
+    let _ = writeln!(
+        out,
+        "<h1>{} <small>{}</small></h1>",
+        escape(&report.plugin_name),
+        escape(&report.plugin_version)
+    );
+    let _ = writeln!(
+        out,
+        "<p>csi-conform {} &#183; started {} &#183; {:.2}s &#183; seed {}{}</p>",
+        escape(&report.tool_version),
+        escape(&report.started_at),
+        report.duration.as_secs_f64(),
+        report.seed,
+        if report.strict { " &#183; strict" } else { "" }
+    );
+    if let Some(why) = &report.interrupted {
+        let _ = writeln!(out, "<p class=\"error\">Interrupted: {}</p>", escape(why));
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"counts\"><span class=\"pass\">{} passed</span><span class=\"fail\">{} failed</span>\
+         <span class=\"warn\">{} warned</span><span class=\"skip\">{} skipped</span><span class=\"error\">{} errors</span></p>",
+        counts.pass, counts.fail, counts.warn, counts.skip, counts.error
+    );
+
+    out.push_str("<h2>Plugin</h2>\n<table>");
+    let endpoints = report.endpoints.iter().map(|e| escape(e)).collect::<Vec<_>>().join("<br/>");
+    let _ = write!(out, "<tr><th>endpoints</th><td>{endpoints}</td></tr>");
+    let caps = report.capabilities.iter().map(|c| format!("<code>{}</code>", escape(c))).collect::<Vec<_>>().join(" ");
+    let _ = writeln!(out, "<tr><th>capabilities</th><td>{caps}</td></tr></table>");
+
+    for suite in &report.suites {
+        let _ = writeln!(
+            out,
+            "<h2>{} <small>{}</small></h2>\n<table><tr><th>outcome</th><th>scenario</th><th>time</th><th>detail</th></tr>",
+            escape(&suite.title),
+            escape(&suite.id)
+        );
+        for s in &suite.scenarios {
+            scenario_row(&mut out, s);
+        }
+        out.push_str("</table>\n");
+    }
+
+    out.push_str("<h2>RPC latency</h2>\n");
+    out.push_str(&latency_svg(report));
+    out.push_str("\n</body></html>\n");
+    out
+}
+
+fn scenario_row(out: &mut String, s: &ScenarioResult) {
+    let class = s.outcome.as_str();
+    let _ = write!(
+        out,
+        "<tr class=\"{class}\" id=\"{id}\"><td class=\"sev\">{class}</td><td><b>{title}</b><br/><code>{id}</code></td><td>{time:.3}s</td><td>",
+        id = escape(&s.id),
+        title = escape(&s.title),
+        time = s.duration.as_secs_f64()
+    );
+    if let Some(reason) = &s.skip_reason {
+        out.push_str(&escape(reason));
+    }
+    for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
+        let _ = write!(out, "<details><summary>{}: {}</summary><pre>", escape(&f.kind), escape(&f.message));
+        for (label, value) in [
+            ("rpc", &f.rpc),
+            ("request", &f.request),
+            ("expected", &f.expected),
+            ("got", &f.got),
+            ("plugin message", &f.plugin_message),
+        ] {
+            if let Some(v) = value {
+                let _ = writeln!(out, "{label}: {}", escape(v));
+            }
+        }
+        out.push_str("</pre></details>");
+    }
+    if let Some(e) = &s.expectation {
+        let _ = write!(out, "<p><i>{}</i></p>", escape(&format!("{e:?}")));
+    }
+    out.push_str("</td></tr>\n");
+}
+
+/// A horizontal range chart: one row per RPC, a bar from min to max and a tick at the
+/// median, on a shared logarithmic axis (latencies span orders of magnitude).
+pub fn latency_svg(report: &RunReport) -> String {
+    let rows: Vec<_> = report.rpc_latency.iter().collect();
+    if rows.is_empty() {
+        return "<p>No RPCs were recorded.</p>".to_owned();
+    }
+    const LABEL: f64 = 260.0;
+    const WIDTH: f64 = 520.0;
+    const ROW: f64 = 22.0;
+    let floor = 1e-5_f64;
+    let lo = rows.iter().map(|(_, l)| l.min.max(floor)).fold(f64::INFINITY, f64::min).log10().floor();
+    let hi = rows.iter().map(|(_, l)| l.max.max(floor)).fold(0.0_f64, f64::max).log10().ceil().max(lo + 1.0);
+    let x = |secs: f64| LABEL + (secs.max(floor).log10() - lo) / (hi - lo) * WIDTH;
+    let height = ROW * rows.len() as f64 + 40.0;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" role=\"img\" aria-label=\"RPC latency\" font-size=\"12\" font-family=\"system-ui,sans-serif\">",
+        w = LABEL + WIDTH + 90.0
+    );
+    for (i, (rpc, l)) in rows.iter().enumerate() {
+        let y = 10.0 + ROW * i as f64;
+        let _ = write!(
+            svg,
+            "<g><title>{rpc}: {calls} calls, min {min:.3}ms, median {med:.3}ms, max {max:.3}ms</title>\
+             <text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{rpc}</text>\
+             <rect x=\"{x0:.1}\" y=\"{ry}\" width=\"{bw:.1}\" height=\"8\" fill=\"#9ecbff\"/>\
+             <rect x=\"{xm:.1}\" y=\"{my}\" width=\"3\" height=\"14\" fill=\"#0550ae\"/>\
+             <text x=\"{vx:.1}\" y=\"{ty}\">{med:.2}ms</text></g>",
+            rpc = escape(rpc),
+            calls = l.calls,
+            min = l.min * 1e3,
+            med = l.median * 1e3,
+            max = l.max * 1e3,
+            tx = LABEL - 8.0,
+            ty = y + 10.0,
+            x0 = x(l.min),
+            ry = y + 3.0,
+            bw = (x(l.max) - x(l.min)).max(1.0),
+            xm = x(l.median) - 1.5,
+            my = y,
+            vx = LABEL + WIDTH + 8.0,
+        );
+    }
+    let axis_y = 10.0 + ROW * rows.len() as f64 + 14.0;
+    let mut decade = lo;
+    while decade <= hi {
+        let secs = 10f64.powf(decade);
+        let label = if secs >= 1.0 { format!("{secs:.0}s") } else { format!("{}ms", trim(secs * 1e3)) };
+        let _ = write!(
+            svg,
+            "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"6\" y2=\"{ly}\" stroke=\"#d0d7de\"/><text x=\"{px:.1}\" y=\"{axis_y}\" text-anchor=\"middle\">{label}</text>",
+            px = x(secs),
+            ly = axis_y - 12.0
+        );
+        decade += 1.0;
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_covers_markup_and_drops_control_characters() {
+        assert_eq!(escape("<a href=\"x\">&'\u{1b}[31m"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;[31m");
+    }
+}
