@@ -1,13 +1,17 @@
 //! Findings and run results ([`model`]), and every way they are written out: the console
-//! ([`console`]) and JUnit XML ([`junit`]).
+//! ([`console`]), JUnit XML ([`junit`]), JSON ([`json`]) and report files ([`write`](mod@write)).
 
 pub mod console;
+pub mod json;
 pub mod junit;
 pub mod model;
 mod text;
+pub mod write;
 
 pub use console::{scenario_line, summary};
+pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use model::{
     Counts, Expectation, Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
 };
+pub use write::{ReportError, write_atomically, write_reports};
