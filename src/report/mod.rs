@@ -1,7 +1,9 @@
 //! Findings and run results ([`model`]), and every way they are written out: the console
-//! ([`console`]), JUnit XML ([`junit`]), JSON ([`json`]) and report files ([`write`](mod@write)).
+//! ([`console`]), JUnit XML ([`junit`]), JSON ([`json`]), report files ([`write`](mod@write)),
+//! and the `--expect-failures` list that marks known failures ([`expect`]).
 
 pub mod console;
+pub mod expect;
 pub mod json;
 pub mod junit;
 pub mod model;
@@ -9,6 +11,7 @@ mod text;
 pub mod write;
 
 pub use console::{scenario_line, summary};
+pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use model::{
