@@ -1,0 +1,3 @@
+//! Integration tests for csi-conform: one binary, one module per concern.
+
+mod report;
