@@ -6,21 +6,10 @@ use std::fmt::Write as _;
 
 use super::model::{RunReport, ScenarioResult, Severity};
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML element content and attribute values (terminal escapes and other
+/// control characters from plugin messages are made visible, never passed through).
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => {}
-            c => out.push(c),
-        }
-    }
-    out
+    super::text::escape_markup(text)
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#1d2430}\
@@ -197,6 +186,6 @@ mod tests {
 
     #[test]
     fn escaping_covers_markup_and_drops_control_characters() {
-        assert_eq!(escape("<a href=\"x\">&'\u{1b}[31m"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;[31m");
+        assert_eq!(escape("<a href=\"x\">&'\u{1b}[31m"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;\\u{1b}[31m");
     }
 }

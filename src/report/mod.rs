@@ -1,9 +1,23 @@
-//! Findings and run results ([`model`]), and every way they are written out.
+//! Findings and run results ([`model`]), and every way they are written out: the console
+//! ([`console`]), JUnit XML ([`junit`]), JSON ([`json`]), HTML ([`html`]), report files
+//! ([`write`](mod@write)), the `--expect-failures` list that marks known failures
+//! ([`expect`]), and the comparison of two runs ([`compare`]).
 
 pub mod compare;
+pub mod console;
+pub mod expect;
 pub mod html;
+pub mod json;
+pub mod junit;
 pub mod model;
+mod text;
+pub mod write;
 
+pub use console::{scenario_line, summary};
+pub use expect::{ExpectError, ExpectedFailures};
+pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
+pub use junit::to_junit_xml;
 pub use model::{
     Counts, Expectation, Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
 };
+pub use write::{ReportError, write_atomically, write_reports};

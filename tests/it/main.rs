@@ -2,3 +2,4 @@
 
 mod client;
 mod proto;
+mod report;

@@ -1,0 +1,283 @@
+//! The console report: one line per scenario as it finishes, and the summary at the end of a
+//! run. Colour (ANSI) only when asked for; without it the text holds no control character but
+//! the newlines between summary lines. Everything printed comes from the model, whose text is
+//! already redacted, and passes through the same hygiene as every other writer.
+
+use std::fmt::Write as _;
+
+use super::{
+    model::{Expectation, RunReport, ScenarioResult, Severity},
+    text,
+};
+
+/// An ANSI SGR style.
+#[derive(Clone, Copy)]
+enum Style {
+    Green,
+    Red,
+    Yellow,
+    Cyan,
+    BoldRed,
+    Bold,
+    Dim,
+}
+
+impl Style {
+    fn code(self) -> &'static str {
+        match self {
+            Style::Green => "32",
+            Style::Red => "31",
+            Style::Yellow => "33",
+            Style::Cyan => "36",
+            Style::BoldRed => "1;31",
+            Style::Bold => "1",
+            Style::Dim => "2",
+        }
+    }
+}
+
+/// `text` in `style` when `color` is on, as it is otherwise.
+fn paint(text: &str, style: Style, color: bool) -> String {
+    if color { format!("\u{1b}[{}m{text}\u{1b}[0m", style.code()) } else { text.to_owned() }
+}
+
+/// The colour of a scenario's outcome word. An expected failure is shown in yellow (it does
+/// not fail the run) and an unexpected pass in red (it does).
+fn outcome_style(scenario: &ScenarioResult) -> Style {
+    match (&scenario.expectation, scenario.outcome) {
+        (Some(Expectation::ExpectedFailure { .. }), _) => Style::Yellow,
+        (Some(Expectation::UnexpectedPass { .. }), _) => Style::Red,
+        (None, Severity::Pass) => Style::Green,
+        (None, Severity::Skip) => Style::Cyan,
+        (None, Severity::Warn) => Style::Yellow,
+        (None, Severity::Fail) => Style::Red,
+        (None, Severity::Error) => Style::BoldRed,
+    }
+}
+
+/// The outcome word, upper case and padded to a common width (`ERROR` is the longest).
+fn outcome_word(scenario: &ScenarioResult, color: bool) -> String {
+    let word = format!("{:<5}", scenario.outcome.as_str().to_uppercase());
+    paint(&word, outcome_style(scenario), color)
+}
+
+/// One line for a finished scenario: outcome word, full id, duration, and why (the skip reason,
+/// or the first finding as bad as the outcome), with a tag for `--expect-failures` entries.
+///
+/// ```text
+/// FAIL  controller.create-volume.no-name (0.045s): expected INVALID_ARGUMENT, got OK
+/// ```
+pub fn scenario_line(scenario: &ScenarioResult, color: bool) -> String {
+    let mut line = format!(
+        "{} {} {}",
+        outcome_word(scenario, color),
+        text::one_line(&scenario.id),
+        paint(&format!("({}s)", text::seconds(scenario.duration)), Style::Dim, color),
+    );
+    if let Some(reason) = text::outcome_reason(scenario) {
+        line.push_str(": ");
+        line.push_str(&reason);
+    }
+    match &scenario.expectation {
+        Some(Expectation::ExpectedFailure { .. }) => line.push_str(" [expected failure]"),
+        Some(Expectation::UnexpectedPass { .. }) => line.push_str(" [unexpected pass]"),
+        None => {}
+    }
+    line
+}
+
+/// Quotes `s` for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The `--focus` regex that matches `id` and nothing else. `-` stays as it is (it is literal
+/// outside a class) so that the usual ids read as themselves: `^node\.stage-volume$`.
+fn focus_pattern(id: &str) -> String {
+    let escaped: String = id
+        .chars()
+        .map(|c| if c == '-' { c.to_string() } else { regex::escape(c.encode_utf8(&mut [0; 4])) })
+        .collect();
+    format!("^{escaped}$")
+}
+
+/// The command that reruns one scenario alone; `...` stands for the run's own options.
+fn rerun_command(report: &RunReport, id: &str) -> String {
+    let focus = shell_quote(&focus_pattern(&text::one_line(id)));
+    let strict = if report.strict { " --strict" } else { "" };
+    format!("csi-conform run ... --focus {focus} --seed {}{strict}", report.seed)
+}
+
+/// The sections of the summary, in order. Each scenario lands in at most one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Failures,
+    Errors,
+    Warnings,
+    ExpectedFailures,
+    UnexpectedPasses,
+}
+
+impl Section {
+    const ALL: [Section; 5] = [
+        Section::Failures,
+        Section::Errors,
+        Section::Warnings,
+        Section::ExpectedFailures,
+        Section::UnexpectedPasses,
+    ];
+
+    fn of(scenario: &ScenarioResult) -> Option<Section> {
+        match (&scenario.expectation, scenario.outcome) {
+            (Some(Expectation::ExpectedFailure { .. }), _) => Some(Section::ExpectedFailures),
+            (Some(Expectation::UnexpectedPass { .. }), _) => Some(Section::UnexpectedPasses),
+            (None, Severity::Fail) => Some(Section::Failures),
+            (None, Severity::Error) => Some(Section::Errors),
+            (None, Severity::Warn) => Some(Section::Warnings),
+            (None, Severity::Pass | Severity::Skip) => None,
+        }
+    }
+
+    fn heading(self, strict: bool) -> &'static str {
+        match self {
+            Section::Failures => "Failures:",
+            Section::Errors => "Errors (the harness could not run the check):",
+            Section::Warnings if strict => "Warnings (failures under --strict):",
+            Section::Warnings => "Warnings:",
+            Section::ExpectedFailures => {
+                "Expected failures (listed in --expect-failures; they do not fail the run):"
+            }
+            Section::UnexpectedPasses => {
+                "Unexpected passes (listed in --expect-failures but passed; remove them from the list):"
+            }
+        }
+    }
+}
+
+/// The reason a listed scenario was listed, if it was.
+fn listed_reason(scenario: &ScenarioResult) -> Option<&str> {
+    match &scenario.expectation {
+        Some(Expectation::ExpectedFailure { reason } | Expectation::UnexpectedPass { reason }) => {
+            Some(reason)
+        }
+        None => None,
+    }
+}
+
+/// One summary entry: the outcome word, id and one-line reason, then the rerun command.
+fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color: bool) {
+    let mut line = format!("  {} {}", outcome_word(scenario, color), text::one_line(&scenario.id));
+    if let Some(reason) = text::outcome_reason(scenario) {
+        line.push_str(": ");
+        line.push_str(&reason);
+    }
+    if let Some(listed) = listed_reason(scenario) {
+        let _ = write!(line, " (listed: {})", text::one_line(listed));
+    }
+    let _ = writeln!(out, "{line}");
+    let _ = writeln!(out, "        rerun: {}", rerun_command(report, &scenario.id));
+}
+
+/// `n` and the noun, singular or plural as `n` wants.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A run time for people: seconds, and minutes too once it is a minute or more.
+fn total_time(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 60 {
+        format!("{}s", text::seconds(d))
+    } else {
+        format!("{}s ({}m{:02}s)", text::seconds(d), secs / 60, secs % 60)
+    }
+}
+
+/// The end-of-run summary: what was tested, counts and total time, every failure, error and
+/// warning with its one-line reason and the command to rerun it alone, expected failures and
+/// unexpected passes on their own, an interruption, the seed, and the verdict.
+pub fn summary(report: &RunReport, color: bool) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "csi-conform {}: plugin {} {}",
+        text::one_line(&report.tool_version),
+        text::one_line(&report.plugin_name),
+        text::one_line(&report.plugin_version),
+    );
+    if !report.endpoints.is_empty() {
+        let _ = write!(out, " at {}", text::one_line(&report.endpoints.join(", ")));
+    }
+    out.push('\n');
+    let c = report.counts();
+    let _ = writeln!(
+        out,
+        "{} in {}: {} passed, {} failed, {} warned, {} skipped, {} errored",
+        count(c.total(), "scenario", "scenarios"),
+        total_time(report.duration),
+        c.pass,
+        c.fail,
+        c.warn,
+        c.skip,
+        c.error,
+    );
+    let scenarios: Vec<&ScenarioResult> = report.suites.iter().flat_map(|s| &s.scenarios).collect();
+    let sections = Section::ALL.map(|section| {
+        (section, scenarios.iter().copied().filter(|s| Section::of(s) == Some(section)).collect::<Vec<_>>())
+    });
+    let listed = |wanted| sections.iter().find(|(s, _)| *s == wanted).map_or(0, |(_, m)| m.len());
+    let (expected, unexpected) = (listed(Section::ExpectedFailures), listed(Section::UnexpectedPasses));
+    if expected + unexpected > 0 {
+        let _ = writeln!(
+            out,
+            "--expect-failures: {}, {}",
+            count(expected, "expected failure", "expected failures"),
+            count(unexpected, "unexpected pass", "unexpected passes"),
+        );
+    }
+    for (section, members) in sections.iter().filter(|(_, m)| !m.is_empty()) {
+        let _ = writeln!(out, "\n{}", paint(section.heading(report.strict), Style::Bold, color));
+        for scenario in members {
+            entry(&mut out, report, scenario, color);
+        }
+    }
+    out.push('\n');
+    if let Some(why) = &report.interrupted {
+        let _ = writeln!(out, "{} {}", paint("Interrupted:", Style::BoldRed, color), text::one_line(why));
+    }
+    let _ = writeln!(out, "Seed: {} (replay with --seed {})", report.seed, report.seed);
+    if sections.iter().any(|(_, m)| !m.is_empty()) {
+        let _ = writeln!(out, "In the rerun commands, ... stands for this run's endpoint and suite options.");
+    }
+    let verdict = if report.failed() {
+        paint("FAILED", Style::BoldRed, color)
+    } else {
+        paint("PASSED", Style::Green, color)
+    };
+    let _ = writeln!(out, "Result: {verdict}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rerun_focus_is_an_exact_anchored_regex_quoted_for_the_shell() {
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        let focus = focus_pattern("controller.create-volume");
+        assert_eq!(focus, r"^controller\.create-volume$");
+        let re = regex::Regex::new(&focus).unwrap();
+        assert!(re.is_match("controller.create-volume"));
+        assert!(!re.is_match("controllerXcreate-volume"));
+        assert!(!re.is_match("controller.create-volume.twice"));
+        let odd = "a+b[c]-(d)";
+        assert!(regex::Regex::new(&focus_pattern(odd)).unwrap().is_match(odd));
+    }
+
+    #[test]
+    fn long_runs_show_minutes_too() {
+        assert_eq!(total_time(std::time::Duration::from_millis(1_500)), "1.500s");
+        assert_eq!(total_time(std::time::Duration::from_millis(754_123)), "754.123s (12m34s)");
+    }
+}

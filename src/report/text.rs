@@ -1,0 +1,137 @@
+//! Text hygiene shared by every writer: model text (plugin messages above all) may hold
+//! newlines, terminal escapes or bytes XML cannot carry, so it is made visible and safe here
+//! before any writer prints it.
+
+use std::fmt::Write as _;
+
+use super::model::{Finding, ScenarioResult, Severity};
+
+/// Whether `c` must never reach an output verbatim: C0/C1 control characters (the ANSI escape
+/// among them), the bidirectional-override controls that can make text read differently from
+/// what it is, and the two non-characters XML 1.0 forbids.
+fn is_hazard(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+}
+
+/// Appends `c`, or its visible `\u{..}` spelling when it is a hazard.
+fn push_visible(out: &mut String, c: char) {
+    if is_hazard(c) {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "\\u{{{:x}}}", c as u32);
+    } else {
+        out.push(c);
+    }
+}
+
+/// `text` escaped for XML and HTML (element content and attribute values alike): the five
+/// markup characters become entities, newlines and tabs stay, and every other hazard is
+/// spelled out as `\u{..}`.
+pub(crate) fn escape_markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            c => push_visible(&mut out, c),
+        }
+    }
+    out
+}
+
+/// `text` on one line: every run of whitespace (newlines and tabs included) becomes one space,
+/// the ends are trimmed, and any other control character is spelled out as `\u{..}`. The
+/// result holds no control character at all.
+pub(crate) fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        word.chars().for_each(|c| push_visible(&mut out, c));
+    }
+    out
+}
+
+/// `text` as a block: line ends normalised to `\n`, tabs kept, trailing whitespace trimmed, and
+/// every other control character spelled out as `\u{..}`. Continuation lines are indented by
+/// `indent` so that a multi-line value stays inside the item it belongs to.
+pub(crate) fn block(text: &str, indent: &str) -> String {
+    let normalised = text.replace("\r\n", "\n").replace('\r', "\n");
+    let mut out = String::with_capacity(normalised.len());
+    for (i, line) in normalised.trim_end().lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+            out.push_str(indent);
+        }
+        for c in line.trim_end().chars() {
+            if c == '\t' { out.push(c) } else { push_visible(&mut out, c) }
+        }
+    }
+    out
+}
+
+/// The finding that explains a scenario's outcome: the first one as bad as the outcome itself.
+pub(crate) fn headline(scenario: &ScenarioResult) -> Option<&Finding> {
+    scenario.findings.iter().find(|f| f.severity == scenario.outcome)
+}
+
+/// Why a skipped scenario was skipped, on one line.
+pub(crate) fn skip_reason(scenario: &ScenarioResult) -> String {
+    let reason = scenario
+        .skip_reason
+        .as_deref()
+        .or_else(|| headline(scenario).map(|f| f.message.as_str()))
+        .map(one_line)
+        .unwrap_or_default();
+    if reason.is_empty() { "skipped".to_owned() } else { reason }
+}
+
+/// A finding on one line: its message, or its kind (or severity) when the message is blank, so
+/// that no reader is ever shown an empty reason.
+pub(crate) fn finding_line(finding: &Finding) -> String {
+    [&finding.message, &finding.kind]
+        .into_iter()
+        .map(|t| one_line(t))
+        .find(|t| !t.is_empty())
+        .unwrap_or_else(|| finding.severity.to_string())
+}
+
+/// The one-line reason for a scenario's outcome: the skip reason, or the headline finding's
+/// message for a failure, warning or error; `None` for a plain pass.
+pub(crate) fn outcome_reason(scenario: &ScenarioResult) -> Option<String> {
+    match scenario.outcome {
+        Severity::Pass => None,
+        Severity::Skip => Some(skip_reason(scenario)),
+        _ => Some(headline(scenario).map_or_else(|| scenario.outcome.to_string(), finding_line)),
+    }
+}
+
+/// A duration in seconds with millisecond precision, the form JUnit and the console both use.
+pub(crate) fn seconds(d: std::time::Duration) -> String {
+    format!("{:.3}", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_collapses_whitespace_and_spells_out_controls() {
+        assert_eq!(one_line("  a\n\tb \r\n c  "), "a b c");
+        assert_eq!(one_line("red \u{1b}[31mX\u{7}"), "red \\u{1b}[31mX\\u{7}");
+        assert_eq!(one_line("evil\u{202E}txt"), "evil\\u{202e}txt");
+        assert!(!one_line("\u{0}\u{1f}\u{85}\u{9f}").chars().any(char::is_control));
+    }
+
+    #[test]
+    fn block_keeps_lines_and_tabs_and_indents_continuations() {
+        assert_eq!(block("a\r\nb\rc\t1\n", "  "), "a\n  b\n  c\t1");
+        assert_eq!(block("x\u{0}y\u{FFFF}", ""), "x\\u{0}y\\u{ffff}");
+    }
+}
