@@ -2,4 +2,5 @@
 
 pub mod mounts;
 pub mod proto;
+pub mod reference;
 pub mod secrets;
