@@ -5,6 +5,21 @@
 //!
 //! Every RPC body is a plain synchronous function on [`Plugin`](self) that runs one state
 //! transaction on a blocking thread; the rules they share live in `checks`.
+//!
+//! Where spec.md's error tables decide a code, they win:
+//! - a capability the volume does not support is FAILED_PRECONDITION in NodeStageVolume and
+//!   NodePublishVolume ("Exceeds capabilities"), and ControllerPublishVolume (no row) follows
+//!   them; it is INVALID_ARGUMENT in the expand and modify RPCs, whose tables say so;
+//! - ControllerExpandVolume on a volume already at least as large answers OK with its
+//!   current size ("the plugin SHOULD reply 0 OK"); a limit below the current size is
+//!   OUT_OF_RANGE;
+//! - DeleteSnapshot of a group member is INVALID_ARGUMENT ("Snapshot is part of a group");
+//! - Get/DeleteVolumeGroupSnapshot require `snapshot_ids` ("This field is REQUIRED");
+//! - NodeUnstageVolume / NodeUnpublishVolume of an unknown volume are NOT_FOUND, of a known
+//!   volume that is not staged/published there OK;
+//! - a missing target parent in NodePublishVolume is INVALID_ARGUMENT (no row);
+//! - CreateVolume honours `preferred`, then `requisite` topologies this plugin serves, and
+//!   is RESOURCE_EXHAUSTED when no requisite topology is served.
 
 mod backing;
 mod checks;

@@ -2858,3 +2858,131 @@ async fn without_online_expansion_published_volumes_do_not_grow() {
         2 << 30
     );
 }
+
+#[tokio::test]
+async fn concurrent_instances_on_one_state_directory_lose_no_updates() {
+    let state = tempfile::tempdir().unwrap();
+    let config = || Config {
+        mode: PluginMode::ControllerOnly,
+        state_dir: Some(state.path().to_path_buf()),
+        ..Config::default()
+    };
+    let a = TestPlugin::start(config()).await;
+    let (b_handle, b_channel) = a.start_beside("b.sock", config()).await;
+    let mut calls = Vec::new();
+    for i in 0..12 {
+        let mut ctl = if i % 2 == 0 {
+            a.controller()
+        } else {
+            v1::controller_client::ControllerClient::new(b_channel.clone())
+        };
+        calls.push(tokio::spawn(async move {
+            ok(ctl
+                .create_volume(create_req(&format!("v{i}"), vec![snw()]))
+                .await)
+            .volume
+            .unwrap()
+            .volume_id
+        }));
+    }
+    let mut ids = Vec::new();
+    for c in calls {
+        ids.push(c.await.unwrap());
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 12, "every create got its own id");
+    assert_eq!(
+        ok(a.controller()
+            .list_volumes(v1::ListVolumesRequest::default())
+            .await)
+        .entries
+        .len(),
+        12
+    );
+    b_handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_separate_node_process_registers_and_serves_from_the_shared_state() {
+    let state = tempfile::tempdir().unwrap();
+    let c = TestPlugin::start(Config {
+        mode: PluginMode::ControllerOnly,
+        state_dir: Some(state.path().to_path_buf()),
+        ..Config::default()
+    })
+    .await;
+    let socket = c.dir.path().join("node-proc.sock");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-conform"))
+        .arg("reference-plugin")
+        .arg("--endpoint")
+        .arg(format!("unix://{}", socket.display()))
+        .arg("--state-dir")
+        .arg(state.path())
+        .args(["--node-only", "--node-id", "proc-node"])
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the plugin binary");
+    let started = Instant::now();
+    while !socket.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the node process did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut node = v1::node_client::NodeClient::new(connect(&socket).await);
+    assert_eq!(
+        ok(node.node_get_info(v1::NodeGetInfoRequest {}).await).node_id,
+        "proc-node"
+    );
+
+    let mut ctl = c.controller();
+    let v = create(&mut ctl, "v", vec![snw()]).await.volume_id;
+    let publish = v1::ControllerPublishVolumeRequest {
+        node_id: "proc-node".into(),
+        ..publish_req(&v, snw(), false)
+    };
+    let ctx = ok(ctl.controller_publish_volume(publish).await).publish_context;
+    let stage = v1::NodeStageVolumeRequest {
+        publish_context: ctx,
+        ..stage_req(&c, &v, snw())
+    };
+    ok(node.node_stage_volume(stage).await);
+    expect_code(
+        ctl.delete_volume(v1::DeleteVolumeRequest {
+            volume_id: v.clone(),
+            ..Default::default()
+        })
+        .await,
+        Code::FailedPrecondition,
+    );
+    ok(node
+        .node_unstage_volume(v1::NodeUnstageVolumeRequest {
+            volume_id: v.clone(),
+            staging_target_path: c.path("staging"),
+        })
+        .await);
+
+    let pid = nix::unistd::Pid::from_raw(child.id().expect("running") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("exits on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!socket.exists(), "the socket is removed on exit");
+    ok(ctl
+        .controller_unpublish_volume(v1::ControllerUnpublishVolumeRequest {
+            volume_id: v.clone(),
+            ..Default::default()
+        })
+        .await);
+    ok(ctl
+        .delete_volume(v1::DeleteVolumeRequest {
+            volume_id: v,
+            ..Default::default()
+        })
+        .await);
+}
