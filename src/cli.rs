@@ -45,6 +45,8 @@ const EXIT_CODES_HELP: &str = "Exit codes: 0 all passed, 1 findings failed, 2 us
 pub enum Command {
     /// Connect to a plugin and print what it says about itself (identity, capabilities, nodes).
     Fingerprint(FingerprintArgs),
+    /// Serve the bundled reference plugin: every CSI v1.12 RPC, as the spec says.
+    ReferencePlugin(crate::reference::Args),
 }
 
 /// How to reach the plugin under test.
@@ -64,11 +66,11 @@ pub struct ConnectArgs {
     pub node_endpoints: Vec<Endpoint>,
 
     /// How long to wait for the socket, the server and a ready Probe.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::units::parse_duration)]
     pub connect_timeout: Duration,
 
     /// The deadline of every RPC.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::units::parse_duration)]
     pub rpc_timeout: Duration,
 
     /// The largest response message accepted from the plugin, in bytes.
@@ -115,12 +117,6 @@ pub struct FingerprintArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-}
-
-/// Parses durations as operators write them: `500ms`, `30s`, `2m`, `1h 30m`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. 500ms, 30s or 2m"))
 }
 
 /// An error at the command line's edge: what to print, and the exit code.
@@ -183,6 +179,10 @@ fn init_logging(verbose: u8, quiet: bool) {
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Fingerprint(args) => fingerprint(args).await,
+        Command::ReferencePlugin(args) => crate::reference::run(args)
+            .await
+            .map(|()| EXIT_OK)
+            .map_err(CliError::usage),
     }
 }
 

@@ -117,9 +117,6 @@ fn parse_host_port(hp: &str) -> Result<Endpoint, String> {
     let port: u16 = port
         .parse()
         .map_err(|_| format!("{port:?} is not a port number (1-65535)"))?;
-    if port == 0 {
-        return Err("port 0 is not a listening port".to_owned());
-    }
     Ok(Endpoint::Tcp {
         host: host.to_owned(),
         port,

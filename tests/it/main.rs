@@ -1,5 +1,8 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
 mod client;
+mod mounts;
 mod proto;
+mod reference;
 mod report;
+mod support;

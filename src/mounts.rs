@@ -1,0 +1,303 @@
+//! Mount points on this host: /proc/self/mountinfo parsing, bind mounts, and the CAP_SYS_ADMIN check.
+//!
+//! Everything here reads the kernel's view of the calling process's mount namespace, so the
+//! harness and the reference plugin agree on what "mounted" means without shelling out to
+//! `mount(8)` or `findmnt(8)`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags};
+
+/// The kernel's mount table of this process.
+pub const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// One line of `/proc/self/mountinfo` (see proc(5)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    /// Unique id of the mount.
+    pub mount_id: u64,
+    /// Id of the parent mount.
+    pub parent_id: u64,
+    /// `major:minor` of the device.
+    pub device: String,
+    /// The directory of the file system that forms the root of this mount (bind mounts show
+    /// the bound sub-directory here).
+    pub root: PathBuf,
+    /// Where it is mounted, relative to this process's root.
+    pub mount_point: PathBuf,
+    /// Per-mount options (`rw`, `ro`, `nosuid`, ...).
+    pub mount_options: Vec<String>,
+    /// Optional fields (`shared:N`, `master:N`, ...).
+    pub optional_fields: Vec<String>,
+    /// File system type (`ext4`, `tmpfs`, ...).
+    pub fs_type: String,
+    /// File-system specific source (`/dev/sda1`, `tmpfs`, ...).
+    pub source: String,
+    /// Super-block options.
+    pub super_options: Vec<String>,
+    /// Whether this mount is read-only (the per-mount `ro` option).
+    pub read_only: bool,
+}
+
+/// Why a mountinfo line could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("mountinfo line {line}: {reason}")]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// Undoes the octal escapes (`\040` for space, `\011` tab, `\012` newline, `\134` backslash)
+/// that the kernel applies to paths in mountinfo.
+pub fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = (bytes[i + 1] - b'0') as u32 * 64
+                + (bytes[i + 2] - b'0') as u32 * 8
+                + (bytes[i + 3] - b'0') as u32;
+            if let Ok(b) = u8::try_from(value) {
+                out.push(b);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn split_options(field: &str) -> Vec<String> {
+    field
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(unescape)
+        .collect()
+}
+
+/// Parses one mountinfo line (without its newline).
+pub fn parse_line(text: &str, line: usize) -> Result<MountInfo, ParseError> {
+    let err = |reason: &str| ParseError {
+        line,
+        reason: reason.to_owned(),
+    };
+    let fields: Vec<&str> = text.split(' ').filter(|f| !f.is_empty()).collect();
+    let sep = fields
+        .iter()
+        .position(|f| *f == "-")
+        .ok_or_else(|| err("no ' - ' separator"))?;
+    if sep < 6 {
+        return Err(err("fewer than 6 fields before the separator"));
+    }
+    if fields.len() < sep + 3 {
+        return Err(err("fewer than 3 fields after the separator"));
+    }
+    let mount_id = fields[0]
+        .parse()
+        .map_err(|_| err("mount id is not a number"))?;
+    let parent_id = fields[1]
+        .parse()
+        .map_err(|_| err("parent id is not a number"))?;
+    let mount_options = split_options(fields[5]);
+    let read_only = mount_options.iter().any(|o| o == "ro");
+    Ok(MountInfo {
+        mount_id,
+        parent_id,
+        device: fields[2].to_owned(),
+        root: PathBuf::from(unescape(fields[3])),
+        mount_point: PathBuf::from(unescape(fields[4])),
+        mount_options,
+        optional_fields: fields[6..sep].iter().map(|s| (*s).to_owned()).collect(),
+        fs_type: unescape(fields[sep + 1]),
+        source: unescape(fields[sep + 2]),
+        super_options: fields
+            .get(sep + 3)
+            .map(|f| split_options(f))
+            .unwrap_or_default(),
+        read_only,
+    })
+}
+
+/// Parses a whole mountinfo text; blank lines are skipped.
+pub fn parse(text: &str) -> Result<Vec<MountInfo>, ParseError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| parse_line(l, i + 1))
+        .collect()
+}
+
+/// The current mount table of this process.
+pub fn mounts() -> io::Result<Vec<MountInfo>> {
+    let text = std::fs::read_to_string(MOUNTINFO)?;
+    parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// `path` made absolute and free of symlinks where it exists; as given otherwise. Mountinfo
+/// lists resolved paths, so lookups must resolve too.
+fn resolve(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The topmost mount whose mount point is exactly `path`, if any.
+pub fn mount_entry(path: &Path) -> Option<MountInfo> {
+    let path = resolve(path);
+    mounts()
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point == path)
+}
+
+/// Whether something is mounted exactly at `path`.
+pub fn is_mount_point(path: &Path) -> bool {
+    mount_entry(path).is_some()
+}
+
+/// Every mount at or below `dir`, in mount-table order.
+pub fn mounts_under(dir: &Path) -> Vec<MountInfo> {
+    let dir = resolve(dir);
+    mounts()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.mount_point.starts_with(&dir))
+        .collect()
+}
+
+/// The effective capability bit of CAP_SYS_ADMIN.
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// Parses the `CapEff:` line of a `/proc/<pid>/status` text.
+pub fn cap_eff(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+}
+
+/// Whether this process may mount: CAP_SYS_ADMIN is in its effective set.
+pub fn has_cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| cap_eff(&s))
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
+/// Bind-mounts `source` (a directory or a file) at `target`, which must exist and be of the
+/// same kind. With `read_only` the new mount is then remounted read-only; only the new mount
+/// changes, never `source`.
+pub fn bind_mount(source: &Path, target: &Path, read_only: bool) -> io::Result<()> {
+    nix::mount::mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(io::Error::from)?;
+    if read_only && let Err(e) = remount_read_only(target) {
+        // Never leave a writable mount behind when read-only was asked for.
+        let _ = nix::mount::umount2(target, MntFlags::MNT_DETACH);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Makes the bind mount at `target` read-only (`MS_BIND | MS_REMOUNT | MS_RDONLY`); only that
+/// mount changes, not the file system it shows.
+pub fn remount_read_only(target: &Path) -> io::Result<()> {
+    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    nix::mount::mount(None::<&str>, target, None::<&str>, flags, None::<&str>)
+        .map_err(io::Error::from)
+}
+
+/// Unmounts whatever is mounted at `target` (every stacked mount); a busy mount is detached
+/// lazily. Not being a mount point is not an error.
+pub fn unmount(target: &Path) -> io::Result<()> {
+    while is_mount_point(target) {
+        match nix::mount::umount2(target, MntFlags::empty()) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EBUSY) => {
+                nix::mount::umount2(target, MntFlags::MNT_DETACH).map_err(io::Error::from)?
+            }
+            Err(nix::errno::Errno::EINVAL) => return Ok(()),
+            Err(e) => return Err(io::Error::from(e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+22 28 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
+28 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro
+97 28 8:1 /var/lib/vol\\040one /mnt/my\\040dir ro,relatime shared:1 master:3 - ext4 /dev/sda1 rw
+98 28 0:50 / /tmp/x rw - tmpfs tmpfs rw,size=1024k
+";
+
+    #[test]
+    fn parses_fields_optional_fields_and_escapes() {
+        let all = parse(SAMPLE).unwrap();
+        assert_eq!(all.len(), 4);
+        let bind = &all[2];
+        assert_eq!(bind.mount_id, 97);
+        assert_eq!(bind.parent_id, 28);
+        assert_eq!(bind.device, "8:1");
+        assert_eq!(bind.root, PathBuf::from("/var/lib/vol one"));
+        assert_eq!(bind.mount_point, PathBuf::from("/mnt/my dir"));
+        assert_eq!(bind.optional_fields, vec!["shared:1", "master:3"]);
+        assert_eq!(bind.fs_type, "ext4");
+        assert_eq!(bind.source, "/dev/sda1");
+        assert!(bind.read_only, "per-mount ro wins over the super-block rw");
+        assert!(!all[1].read_only);
+        let tmp = &all[3];
+        assert!(tmp.optional_fields.is_empty());
+        assert_eq!(tmp.super_options, vec!["rw", "size=1024k"]);
+    }
+
+    #[test]
+    fn unescapes_octal_sequences_only() {
+        assert_eq!(unescape("a\\040b"), "a b");
+        assert_eq!(unescape("tab\\011nl\\012bs\\134"), "tab\tnl\nbs\\");
+        assert_eq!(unescape("no\\escape"), "no\\escape");
+        assert_eq!(unescape("trail\\04"), "trail\\04");
+        assert_eq!(unescape("\\1234"), "S4");
+    }
+
+    #[test]
+    fn rejects_malformed_lines_with_their_number() {
+        let err = parse("28 1 8:1 / / rw - ext4 /dev/sda1 rw\nbogus line\n").unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(parse_line("x 1 8:1 / / rw - ext4 src rw", 1).is_err());
+        assert!(parse_line("1 1 8:1 / / rw - ext4", 1).is_err());
+    }
+
+    #[test]
+    fn reads_the_effective_capability_set() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(cap_eff(status), Some(0x1ff_ffff_ffff));
+        assert_eq!(cap_eff("Name: x\n"), None);
+    }
+
+    #[test]
+    fn the_live_mount_table_parses_and_has_a_root() {
+        let all = mounts().expect("this process's mountinfo parses");
+        assert!(all.iter().any(|m| m.mount_point == Path::new("/")));
+        assert!(is_mount_point(Path::new("/")));
+        assert!(!mounts_under(Path::new("/")).is_empty());
+    }
+}

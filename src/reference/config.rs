@@ -1,0 +1,538 @@
+//! The reference plugin's command line ([`Args`]), its validated [`Config`], endpoints,
+//! duration/size parsing, and which capabilities it advertises ([`Capabilities`]).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::proto::v1::{
+    controller_service_capability::rpc::Type as ControllerRpc,
+    group_controller_service_capability::rpc::Type as GroupRpc,
+    node_service_capability::rpc::Type as NodeRpc,
+    plugin_capability::service::Type as PluginService,
+};
+use crate::secrets::Secrets;
+
+use super::Error;
+
+/// Command-line arguments of `csi-conform reference-plugin`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Where to listen: `unix:///abs/path.sock`, `unix:relative.sock`, a bare path, or
+    /// `tcp://host:port`.
+    #[arg(long, env = "CSI_ENDPOINT", value_name = "E")]
+    pub endpoint: String,
+
+    /// Keep state in DIR (shared by several plugin processes at once); in memory otherwise.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Do not advertise (or serve) a capability, e.g. `PUBLISH_UNPUBLISH_VOLUME`,
+    /// `node:EXPAND_VOLUME`, `ONLINE`. Repeatable.
+    #[arg(long, value_name = "CAP")]
+    pub disable: Vec<String>,
+
+    /// Serve only the Identity and Node services.
+    #[arg(long, conflicts_with = "controller_only")]
+    pub node_only: bool,
+
+    /// Serve only the Identity, Controller, GroupController and SnapshotMetadata services.
+    #[arg(long)]
+    pub controller_only: bool,
+
+    /// The node id this plugin reports and serves.
+    #[arg(long, value_name = "ID", default_value = "csi-conform-node-1")]
+    pub node_id: String,
+
+    /// NodeGetInfo's max_volumes_per_node, enforced by ControllerPublishVolume.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_volumes_per_node: i64,
+
+    /// Require the secrets of this csi-sanity style secrets file on every RPC that carries
+    /// secrets.
+    #[arg(long, value_name = "FILE")]
+    pub require_secrets: Option<PathBuf>,
+
+    /// Require volume_context and publish_context wherever the CO must pass them.
+    #[arg(long)]
+    pub require_context: bool,
+
+    /// Sleep this long before answering every RPC (e.g. `20ms`).
+    #[arg(long, value_name = "DUR", default_value = "0", value_parser = crate::units::parse_duration)]
+    pub latency: Duration,
+
+    /// Snapshots report ready_to_use=false until this long after they were cut.
+    #[arg(long, value_name = "DUR", default_value = "0", value_parser = crate::units::parse_duration)]
+    pub snapshot_ready_after: Duration,
+
+    /// Probe reports ready=false until this long after start.
+    #[arg(long, value_name = "DUR", default_value = "0", value_parser = crate::units::parse_duration)]
+    pub ready_after: Duration,
+
+    /// The plugin name GetPluginInfo reports.
+    #[arg(long, default_value = DEFAULT_NAME)]
+    pub name: String,
+
+    /// Total pool capacity (bytes; `Ki`/`Mi`/`Gi`/`Ti` suffixes allowed).
+    #[arg(long, value_name = "BYTES", default_value = "1Ti", value_parser = crate::units::parse_bytes)]
+    pub capacity: i64,
+
+    /// Largest volume (bytes; suffixes allowed).
+    #[arg(long, value_name = "BYTES", default_value = "1Ti", value_parser = crate::units::parse_bytes)]
+    pub max_volume_size: i64,
+}
+
+/// The default plugin name.
+pub const DEFAULT_NAME: &str = "reference.csi-conform.dev";
+/// The default node id.
+pub const DEFAULT_NODE_ID: &str = "csi-conform-node-1";
+/// The topology key of every segment this plugin reports.
+pub const TOPOLOGY_KEY: &str = "topology.csi-conform.dev/node";
+/// One gibibyte, the capacity of volumes created without a capacity range.
+pub const GIB: i64 = 1 << 30;
+/// One tebibyte, the default pool and maximum volume size.
+pub const TIB: i64 = 1 << 40;
+/// The mutable parameters ControllerModifyVolume accepts by default.
+pub const DEFAULT_MUTABLE_KEYS: [&str; 2] = ["iops", "throughput"];
+
+/// Which services this instance serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Identity, Controller, GroupController, SnapshotMetadata and Node.
+    #[default]
+    All,
+    /// Identity and Node only (CONTROLLER_SERVICE is not advertised).
+    NodeOnly,
+    /// Identity, Controller, GroupController and SnapshotMetadata.
+    ControllerOnly,
+}
+
+impl Mode {
+    /// Whether the Controller (and group/metadata) services are served.
+    pub fn serves_controller(self) -> bool {
+        self != Mode::NodeOnly
+    }
+    /// Whether the Node service is served.
+    pub fn serves_node(self) -> bool {
+        self != Mode::ControllerOnly
+    }
+}
+
+
+/// Capabilities switched off with `--disable`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Disabled {
+    /// PluginCapability.Service.Type values.
+    pub plugin: BTreeSet<i32>,
+    /// Whether VolumeExpansion ONLINE is disabled.
+    pub online_expansion: bool,
+    /// ControllerServiceCapability.RPC.Type values.
+    pub controller: BTreeSet<i32>,
+    /// NodeServiceCapability.RPC.Type values.
+    pub node: BTreeSet<i32>,
+    /// GroupControllerServiceCapability.RPC.Type values.
+    pub group: BTreeSet<i32>,
+}
+
+const PLUGIN_SERVICES: [PluginService; 4] = [
+    PluginService::ControllerService,
+    PluginService::VolumeAccessibilityConstraints,
+    PluginService::GroupControllerService,
+    PluginService::SnapshotMetadataService,
+];
+
+/// Every controller RPC capability, in enum order.
+pub const CONTROLLER_RPCS: [ControllerRpc; 15] = [
+    ControllerRpc::CreateDeleteVolume,
+    ControllerRpc::PublishUnpublishVolume,
+    ControllerRpc::ListVolumes,
+    ControllerRpc::GetCapacity,
+    ControllerRpc::CreateDeleteSnapshot,
+    ControllerRpc::ListSnapshots,
+    ControllerRpc::CloneVolume,
+    ControllerRpc::PublishReadonly,
+    ControllerRpc::ExpandVolume,
+    ControllerRpc::ListVolumesPublishedNodes,
+    ControllerRpc::VolumeCondition,
+    ControllerRpc::GetVolume,
+    ControllerRpc::SingleNodeMultiWriter,
+    ControllerRpc::ModifyVolume,
+    ControllerRpc::GetSnapshot,
+];
+
+/// Every node RPC capability, in enum order.
+pub const NODE_RPCS: [NodeRpc; 6] = [
+    NodeRpc::StageUnstageVolume,
+    NodeRpc::GetVolumeStats,
+    NodeRpc::ExpandVolume,
+    NodeRpc::VolumeCondition,
+    NodeRpc::SingleNodeMultiWriter,
+    NodeRpc::VolumeMountGroup,
+];
+
+const GROUP_RPCS: [GroupRpc; 1] = [GroupRpc::CreateDeleteGetVolumeGroupSnapshot];
+
+const ONLINE: &str = "ONLINE";
+
+impl Disabled {
+    /// Every name `--disable` accepts (bare names; prefix with `plugin:`, `controller:`,
+    /// `node:` or `group:` to pick one service).
+    pub fn valid_names() -> Vec<String> {
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        names.extend(PLUGIN_SERVICES.iter().map(|t| t.as_str_name().to_owned()));
+        names.insert(ONLINE.to_owned());
+        names.extend(CONTROLLER_RPCS.iter().map(|t| t.as_str_name().to_owned()));
+        names.extend(NODE_RPCS.iter().map(|t| t.as_str_name().to_owned()));
+        names.extend(GROUP_RPCS.iter().map(|t| t.as_str_name().to_owned()));
+        names.into_iter().collect()
+    }
+
+    /// Disables one capability by name; bare names present in several services (e.g.
+    /// `EXPAND_VOLUME`) disable all of them.
+    pub fn add(&mut self, spec: &str) -> Result<(), Error> {
+        let spec = spec.trim();
+        let (scope, name) = match spec.split_once(':') {
+            Some((scope, name)) => (Some(scope.to_ascii_lowercase()), name.trim()),
+            None => (None, spec),
+        };
+        let name = name.to_ascii_uppercase();
+        if let Some(s) = &scope
+            && !["plugin", "controller", "node", "group"].contains(&s.as_str())
+        {
+            return Err(Error::Config(format!(
+                "--disable {spec:?}: unknown scope {s:?} (use plugin:, controller:, node: or group:)"
+            )));
+        }
+        let in_scope = |s: &str| scope.as_deref().is_none_or(|x| x == s);
+        let mut hit = false;
+        if in_scope("plugin") {
+            if let Some(t) = PLUGIN_SERVICES.iter().find(|t| t.as_str_name() == name) {
+                self.plugin.insert(*t as i32);
+                hit = true;
+            }
+            if name == ONLINE {
+                self.online_expansion = true;
+                hit = true;
+            }
+        }
+        if in_scope("controller")
+            && let Some(t) = CONTROLLER_RPCS.iter().find(|t| t.as_str_name() == name)
+        {
+            self.controller.insert(*t as i32);
+            hit = true;
+        }
+        if in_scope("node")
+            && let Some(t) = NODE_RPCS.iter().find(|t| t.as_str_name() == name)
+        {
+            self.node.insert(*t as i32);
+            hit = true;
+        }
+        if in_scope("group")
+            && let Some(t) = GROUP_RPCS.iter().find(|t| t.as_str_name() == name)
+        {
+            self.group.insert(*t as i32);
+            hit = true;
+        }
+        if hit {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "--disable {spec:?}: unknown capability; valid names: {}",
+                Disabled::valid_names().join(", ")
+            )))
+        }
+    }
+}
+
+/// The validated configuration of a reference plugin instance.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// GetPluginInfo's name.
+    pub name: String,
+    /// This instance's node id.
+    pub node_id: String,
+    /// Which services are served.
+    pub mode: Mode,
+    /// Capabilities switched off.
+    pub disabled: Disabled,
+    /// Shared persistent state directory; `None` keeps state in memory.
+    pub state_dir: Option<PathBuf>,
+    /// NodeGetInfo's max_volumes_per_node (0 = no limit).
+    pub max_volumes_per_node: i64,
+    /// Secrets every RPC must carry.
+    pub secrets: Option<Secrets>,
+    /// Whether volume_context / publish_context are mandatory where the spec says "MUST be
+    /// passed".
+    pub require_context: bool,
+    /// Delay before every answer.
+    pub latency: Duration,
+    /// How long a new snapshot reports ready_to_use=false.
+    pub snapshot_ready_after: Duration,
+    /// How long Probe reports ready=false.
+    pub ready_after: Duration,
+    /// Total pool capacity in bytes.
+    pub capacity: i64,
+    /// Largest volume in bytes.
+    pub max_volume_size: i64,
+    /// Mutable parameter keys CreateVolume / ControllerModifyVolume accept.
+    pub mutable_keys: Vec<String>,
+    /// Whether to create real bind mounts (only effective with CAP_SYS_ADMIN).
+    pub real_mounts: bool,
+}
+
+impl Default for Config {
+    /// Everything enabled, in-memory state, default sizes and ids.
+    fn default() -> Config {
+        Config {
+            name: DEFAULT_NAME.to_owned(),
+            node_id: DEFAULT_NODE_ID.to_owned(),
+            mode: Mode::All,
+            disabled: Disabled::default(),
+            state_dir: None,
+            max_volumes_per_node: 16,
+            secrets: None,
+            require_context: false,
+            latency: Duration::ZERO,
+            snapshot_ready_after: Duration::ZERO,
+            ready_after: Duration::ZERO,
+            capacity: TIB,
+            max_volume_size: TIB,
+            mutable_keys: DEFAULT_MUTABLE_KEYS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+            real_mounts: true,
+        }
+    }
+}
+
+impl Config {
+    /// Validates the command line into a configuration (loads the secrets file).
+    pub fn from_args(args: &Args) -> Result<Config, Error> {
+        let mut disabled = Disabled::default();
+        for spec in &args.disable {
+            disabled.add(spec)?;
+        }
+        let mode = match (args.node_only, args.controller_only) {
+            (true, true) => {
+                return Err(Error::Config(
+                    "--node-only and --controller-only exclude each other".into(),
+                ));
+            }
+            (true, false) => Mode::NodeOnly,
+            (false, true) => Mode::ControllerOnly,
+            (false, false) => Mode::All,
+        };
+        let secrets = match &args.require_secrets {
+            Some(file) => Some(Secrets::load(file)?),
+            None => None,
+        };
+        let config = Config {
+            name: args.name.clone(),
+            node_id: args.node_id.clone(),
+            mode,
+            disabled,
+            state_dir: args.state_dir.clone(),
+            max_volumes_per_node: args.max_volumes_per_node,
+            secrets,
+            require_context: args.require_context,
+            latency: args.latency,
+            snapshot_ready_after: args.snapshot_ready_after,
+            ready_after: args.ready_after,
+            capacity: args.capacity,
+            max_volume_size: args.max_volume_size,
+            ..Config::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the values that the command line cannot check by type.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::Config(m));
+        if !valid_plugin_name(&self.name) {
+            return bad(format!(
+                "--name {:?}: must be at most 63 characters of alphanumerics, '-' and '.', \
+                 beginning and ending with an alphanumeric",
+                self.name
+            ));
+        }
+        if self.node_id.is_empty() || self.node_id.len() > 256 {
+            return bad("--node-id must be 1 to 256 bytes".into());
+        }
+        if self.max_volumes_per_node < 0 {
+            return bad("--max-volumes-per-node must not be negative".into());
+        }
+        if self.capacity <= 0 || self.max_volume_size <= 0 {
+            return bad("--capacity and --max-volume-size must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The capabilities this configuration advertises.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities::new(self)
+    }
+}
+
+/// The spec's rule for GetPluginInfo.name.
+fn valid_plugin_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
+}
+
+/// What an instance advertises, derived once from its [`Config`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Plugin service capabilities (GetPluginCapabilities).
+    pub plugin: Vec<PluginService>,
+    /// Whether VolumeExpansion ONLINE is advertised.
+    pub online_expansion: bool,
+    /// Controller capabilities (ControllerGetCapabilities).
+    pub controller: Vec<ControllerRpc>,
+    /// Node capabilities (NodeGetCapabilities).
+    pub node: Vec<NodeRpc>,
+    /// Group controller capabilities.
+    pub group: Vec<GroupRpc>,
+}
+
+impl Capabilities {
+    fn new(config: &Config) -> Capabilities {
+        let d = &config.disabled;
+        let plugin = PLUGIN_SERVICES
+            .into_iter()
+            .filter(|t| !d.plugin.contains(&(*t as i32)))
+            .filter(|t| {
+                config.mode.serves_controller()
+                    || *t == PluginService::VolumeAccessibilityConstraints
+            })
+            .collect();
+        Capabilities {
+            plugin,
+            online_expansion: !d.online_expansion,
+            controller: CONTROLLER_RPCS
+                .into_iter()
+                .filter(|t| !d.controller.contains(&(*t as i32)))
+                .collect(),
+            node: NODE_RPCS
+                .into_iter()
+                .filter(|t| !d.node.contains(&(*t as i32)))
+                .collect(),
+            group: GROUP_RPCS
+                .into_iter()
+                .filter(|t| !d.group.contains(&(*t as i32)))
+                .collect(),
+        }
+    }
+
+    /// Whether a plugin service capability is advertised.
+    pub fn has_plugin(&self, t: PluginService) -> bool {
+        self.plugin.contains(&t)
+    }
+    /// Whether a controller capability is advertised.
+    pub fn has_controller(&self, t: ControllerRpc) -> bool {
+        self.controller.contains(&t)
+    }
+    /// Whether a node capability is advertised.
+    pub fn has_node(&self, t: NodeRpc) -> bool {
+        self.node.contains(&t)
+    }
+    /// Whether a group controller capability is advertised.
+    pub fn has_group(&self, t: GroupRpc) -> bool {
+        self.group.contains(&t)
+    }
+    /// Whether topology is reported (VOLUME_ACCESSIBILITY_CONSTRAINTS).
+    pub fn topology(&self) -> bool {
+        self.has_plugin(PluginService::VolumeAccessibilityConstraints)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+
+    #[test]
+    fn disable_accepts_bare_and_scoped_names() {
+        let mut d = Disabled::default();
+        d.add("EXPAND_VOLUME").unwrap();
+        assert!(d.controller.contains(&(ControllerRpc::ExpandVolume as i32)));
+        assert!(d.node.contains(&(NodeRpc::ExpandVolume as i32)));
+        let mut d = Disabled::default();
+        d.add("node:volume_condition").unwrap();
+        assert!(d.node.contains(&(NodeRpc::VolumeCondition as i32)));
+        assert!(d.controller.is_empty());
+        d.add("ONLINE").unwrap();
+        assert!(d.online_expansion);
+        d.add("GROUP_CONTROLLER_SERVICE").unwrap();
+        let err = d.add("PUBLISH_UNPUBLISH").unwrap_err().to_string();
+        assert!(
+            err.contains("valid names") && err.contains("PUBLISH_UNPUBLISH_VOLUME"),
+            "{err}"
+        );
+        assert!(
+            d.add("node:CREATE_DELETE_VOLUME").is_err(),
+            "not a node capability"
+        );
+        assert!(d.add("bogus:GET_VOLUME").is_err());
+    }
+
+    #[test]
+    fn modes_shape_the_plugin_capabilities() {
+        let all = Config::default().capabilities();
+        assert_eq!(all.plugin.len(), 4);
+        assert_eq!(all.controller.len(), 15);
+        assert_eq!(all.node.len(), 6);
+        let node_only = Config {
+            mode: Mode::NodeOnly,
+            ..Config::default()
+        }
+        .capabilities();
+        assert_eq!(
+            node_only.plugin,
+            vec![PluginService::VolumeAccessibilityConstraints]
+        );
+        let mut config = Config::default();
+        config
+            .disabled
+            .add("controller:SINGLE_NODE_MULTI_WRITER")
+            .unwrap();
+        let caps = config.capabilities();
+        assert!(!caps.has_controller(ControllerRpc::SingleNodeMultiWriter));
+        assert!(caps.has_node(NodeRpc::SingleNodeMultiWriter));
+    }
+
+    #[test]
+    fn config_validation_rejects_bad_names() {
+        assert!(
+            Config {
+                name: "-bad".into(),
+                ..Config::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Config {
+                name: "a".repeat(64),
+                ..Config::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Config {
+                node_id: String::new(),
+                ..Config::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(Config::default().validate().is_ok());
+    }
+}

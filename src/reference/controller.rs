@@ -1,0 +1,998 @@
+//! The reference plugin's Controller service: volume RPCs (create, delete, publish, validate,
+//! list, capacity, expand, get, modify) and the trait wiring of every Controller RPC (the
+//! snapshot RPC bodies live in `snapshots`).
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+use tonic::{Request, Response, Status};
+
+use crate::proto::v1::{
+    self, controller_server::Controller, controller_service_capability::rpc::Type as ControllerRpc,
+    node_service_capability::rpc::Type as NodeRpc,
+};
+
+use super::checks;
+use super::config::{GIB, TOPOLOGY_KEY};
+use super::state::{
+    Capability, ControllerPublication, Source, State, StringMap, VolumeRecord, from_map, to_map,
+};
+use super::{Plugin, Service};
+
+/// The publish_context key naming the (pretend) device of a published volume.
+pub const DEVICE_KEY: &str = "csi-conform.dev/device";
+/// The publish_context key naming the node a volume was published to.
+pub const NODE_KEY: &str = "csi-conform.dev/node";
+/// The volume_context key holding the volume's name.
+pub const NAME_KEY: &str = "csi-conform.dev/name";
+/// The volume_context key holding the volume's file system (or `block`).
+pub const FS_KEY: &str = "csi-conform.dev/fs";
+
+/// The paging-token kind of ListVolumes.
+const VOLUMES: &str = "volumes";
+
+impl Plugin {
+    /// The wire form of a volume.
+    pub(crate) fn volume_proto(&self, v: &VolumeRecord) -> v1::Volume {
+        v1::Volume {
+            capacity_bytes: v.capacity,
+            volume_id: v.id.clone(),
+            volume_context: from_map(&v.context),
+            content_source: v.source.as_ref().map(Source::to_proto),
+            accessible_topology: if self.caps.topology() {
+                v.topology
+                    .iter()
+                    .map(|t| v1::Topology {
+                        segments: from_map(t),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Node ids ControllerPublishVolume accepts: ours and every registered node plugin's.
+    pub(crate) fn known_nodes(&self, state: &State) -> BTreeSet<String> {
+        let mut nodes: BTreeSet<String> = state.nodes.keys().cloned().collect();
+        nodes.insert(self.config.node_id.clone());
+        nodes
+    }
+
+    /// Whether a topology is one of our nodes' (`{TOPOLOGY_KEY: <known node id>}`).
+    fn topology_served(&self, state: &State, t: &v1::Topology) -> bool {
+        t.segments.len() == 1
+            && t.segments
+                .get(TOPOLOGY_KEY)
+                .is_some_and(|n| self.known_nodes(state).contains(n))
+    }
+
+    /// Where a new volume is accessible: the first preferred topology we serve (that is also
+    /// requisite, when requisite is given), else the first requisite one we serve, else this
+    /// node. RESOURCE_EXHAUSTED when no requisite topology is served.
+    fn choose_topology(
+        &self,
+        state: &State,
+        req: Option<&v1::TopologyRequirement>,
+    ) -> Result<Vec<StringMap>, Status> {
+        if !self.caps.topology() {
+            return Ok(Vec::new());
+        }
+        let own = vec![to_map(&self.node_topology().segments)];
+        let Some(r) = req else { return Ok(own) };
+        if let Some(t) = r.preferred.iter().find(|t| {
+            self.topology_served(state, t) && (r.requisite.is_empty() || r.requisite.contains(t))
+        }) {
+            return Ok(vec![to_map(&t.segments)]);
+        }
+        if let Some(t) = r.requisite.iter().find(|t| self.topology_served(state, t)) {
+            return Ok(vec![to_map(&t.segments)]);
+        }
+        if !r.requisite.is_empty() {
+            return Err(Status::resource_exhausted(format!(
+                "none of the requisite topologies is served by this plugin (segments are {{{TOPOLOGY_KEY:?}: <node id>}})"
+            )));
+        }
+        Ok(own)
+    }
+
+    /// mutable_parameters need MODIFY_VOLUME and may only use the configured keys.
+    fn check_mutable_parameters(
+        &self,
+        params: &std::collections::HashMap<String, String>,
+    ) -> Result<(), Status> {
+        if params.is_empty() {
+            return Ok(());
+        }
+        if !self.caps.has_controller(ControllerRpc::ModifyVolume) {
+            return Err(Status::invalid_argument(
+                "mutable_parameters need the controller capability MODIFY_VOLUME, which is not advertised",
+            ));
+        }
+        let mut keys: Vec<&String> = params.keys().collect();
+        keys.sort();
+        if let Some(k) = keys
+            .into_iter()
+            .find(|k| !self.config.mutable_keys.contains(k))
+        {
+            return Err(Status::invalid_argument(format!(
+                "mutable parameter {k:?} is not supported (supported: {})",
+                self.config.mutable_keys.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// The validated content source of a CreateVolume request.
+    fn content_source(
+        &self,
+        source: Option<&v1::VolumeContentSource>,
+    ) -> Result<Option<Source>, Status> {
+        use v1::volume_content_source::Type;
+        let Some(source) = source else {
+            return Ok(None);
+        };
+        match &source.r#type {
+            None => Err(Status::invalid_argument(
+                "volume_content_source has neither snapshot nor volume",
+            )),
+            Some(Type::Snapshot(s)) => {
+                if !self
+                    .caps
+                    .has_controller(ControllerRpc::CreateDeleteSnapshot)
+                {
+                    return Err(Status::invalid_argument(
+                        "creating a volume from a snapshot needs CREATE_DELETE_SNAPSHOT, which is not advertised",
+                    ));
+                }
+                checks::required(&s.snapshot_id, "volume_content_source.snapshot.snapshot_id")?;
+                Ok(Some(Source::Snapshot(s.snapshot_id.clone())))
+            }
+            Some(Type::Volume(v)) => {
+                if !self.caps.has_controller(ControllerRpc::CloneVolume) {
+                    return Err(Status::invalid_argument(
+                        "cloning a volume needs CLONE_VOLUME, which is not advertised",
+                    ));
+                }
+                checks::required(&v.volume_id, "volume_content_source.volume.volume_id")?;
+                Ok(Some(Source::Volume(v.volume_id.clone())))
+            }
+        }
+    }
+
+    /// The capacity of a new volume: required_bytes, else limit_bytes, else the source's size,
+    /// else 1 GiB; never smaller than the source. OUT_OF_RANGE beyond the maximum volume size
+    /// or when the source does not fit under limit_bytes.
+    fn resolve_capacity(
+        &self,
+        range: Option<(i64, i64)>,
+        source_size: Option<i64>,
+    ) -> Result<i64, Status> {
+        let max = self.config.max_volume_size;
+        let (required, limit) = range.unwrap_or((0, 0));
+        if required > max {
+            return Err(Status::out_of_range(format!(
+                "required_bytes {required} exceeds the maximum volume size {max}"
+            )));
+        }
+        let mut capacity = if required > 0 {
+            required
+        } else if limit > 0 {
+            limit.min(max)
+        } else {
+            source_size.unwrap_or(GIB).min(max)
+        };
+        if let Some(size) = source_size
+            && size > capacity
+        {
+            if limit > 0 && size > limit {
+                return Err(Status::out_of_range(format!(
+                    "the source is {size} bytes, more than limit_bytes {limit}"
+                )));
+            }
+            capacity = size;
+        }
+        if capacity > max {
+            return Err(Status::out_of_range(format!(
+                "{capacity} bytes exceed the maximum volume size {max}"
+            )));
+        }
+        Ok(capacity)
+    }
+
+    /// The volume_context of a new volume.
+    fn new_volume_context(name: &str, caps: &[Capability]) -> StringMap {
+        let fs = caps
+            .iter()
+            .find(|c| !c.is_block() && !c.fs_type().is_empty())
+            .map(|c| c.fs_type())
+            .or_else(|| {
+                caps.iter()
+                    .any(|c| !c.is_block())
+                    .then_some(checks::DEFAULT_FS_TYPE)
+            })
+            .unwrap_or("block");
+        [
+            (NAME_KEY.to_owned(), name.to_owned()),
+            (FS_KEY.to_owned(), fs.to_owned()),
+        ]
+        .into()
+    }
+
+    fn create_volume(
+        &self,
+        req: v1::CreateVolumeRequest,
+    ) -> Result<v1::CreateVolumeResponse, Status> {
+        checks::name(&req.name, "name")?;
+        let caps = checks::capabilities(&req.volume_capabilities, "volume_capabilities")?;
+        for c in &caps {
+            checks::fs_type(c)?;
+            checks::controller_mode(&self.caps, c)?;
+        }
+        let range = checks::capacity_range(req.capacity_range.as_ref())?;
+        self.check_mutable_parameters(&req.mutable_parameters)?;
+        let source = self.content_source(req.volume_content_source.as_ref())?;
+        if req.accessibility_requirements.is_some() && !self.caps.topology() {
+            return Err(Status::invalid_argument(
+                "accessibility_requirements need VOLUME_ACCESSIBILITY_CONSTRAINTS, which is not advertised",
+            ));
+        }
+        let parameters = to_map(&req.parameters);
+        let mutable = to_map(&req.mutable_parameters);
+        self.store.transact(|state| {
+            if let Some(existing) = state
+                .volumes
+                .values()
+                .find(|v| !v.static_volume && v.name == req.name)
+            {
+                same_volume_request(
+                    existing,
+                    &caps,
+                    range,
+                    &parameters,
+                    &mutable,
+                    &source,
+                    req.accessibility_requirements.as_ref(),
+                )?;
+                return Ok(v1::CreateVolumeResponse {
+                    volume: Some(self.volume_proto(existing)),
+                });
+            }
+            let source_store = match &source {
+                None => None,
+                Some(Source::Snapshot(id)) => {
+                    let snap = state.snapshots.get(id).ok_or_else(|| {
+                        Status::not_found(format!("source snapshot {id} does not exist"))
+                    })?;
+                    if snap.created.elapsed() < self.config.snapshot_ready_after {
+                        return Err(Status::failed_precondition(format!(
+                            "source snapshot {id} is not ready to use yet"
+                        )));
+                    }
+                    Some((self.data.snapshot(id), snap.size))
+                }
+                Some(Source::Volume(id)) => {
+                    let vol = state.volumes.get(id).ok_or_else(|| {
+                        Status::not_found(format!("source volume {id} does not exist"))
+                    })?;
+                    Some((self.data.volume(id), vol.capacity))
+                }
+            };
+            let capacity = self.resolve_capacity(range, source_store.as_ref().map(|(_, s)| *s))?;
+            let available = self.config.capacity - state.provisioned();
+            if capacity > available {
+                return Err(Status::resource_exhausted(format!(
+                    "{capacity} bytes requested, {available} bytes left in the pool"
+                )));
+            }
+            let topology = self.choose_topology(state, req.accessibility_requirements.as_ref())?;
+            let id = format!("vol-{:06}", state.next_seq());
+            let has_mount = caps.iter().any(|c| !c.is_block());
+            let has_block = caps.iter().any(Capability::is_block);
+            let store = self.data.volume(&id);
+            let filled =
+                store
+                    .create(has_mount, has_block, capacity)
+                    .and_then(|()| match &source_store {
+                        Some((src, _)) => store.fill_from(src, capacity),
+                        None => Ok(()),
+                    });
+            if let Err(e) = filled {
+                let _ = store.remove();
+                return Err(Status::internal(format!(
+                    "could not create the backing store: {e}"
+                )));
+            }
+            let volume = VolumeRecord {
+                id: id.clone(),
+                name: req.name.clone(),
+                capacity,
+                context: Self::new_volume_context(&req.name, &caps),
+                capabilities: caps.clone(),
+                parameters: parameters.clone(),
+                mutable_parameters: mutable.clone(),
+                created_mutable_parameters: mutable.clone(),
+                topology,
+                source: source.clone(),
+                has_mount,
+                has_block,
+                publications: Default::default(),
+                static_volume: false,
+            };
+            let response = v1::CreateVolumeResponse {
+                volume: Some(self.volume_proto(&volume)),
+            };
+            state.volumes.insert(id, volume);
+            Ok(response)
+        })
+    }
+
+    fn delete_volume(
+        &self,
+        req: v1::DeleteVolumeRequest,
+    ) -> Result<v1::DeleteVolumeResponse, Status> {
+        checks::required(&req.volume_id, "volume_id")?;
+        self.store.transact(|state| {
+            if !state.volumes.contains_key(&req.volume_id) {
+                return Ok(v1::DeleteVolumeResponse {});
+            }
+            if let Some(why) = state.volume_in_use(&req.volume_id) {
+                return Err(Status::failed_precondition(format!(
+                    "volume {} cannot be deleted: {why}",
+                    req.volume_id
+                )));
+            }
+            self.data.volume(&req.volume_id).remove().map_err(|e| {
+                Status::internal(format!("could not remove the backing store: {e}"))
+            })?;
+            state.volumes.remove(&req.volume_id);
+            Ok(v1::DeleteVolumeResponse {})
+        })
+    }
+
+    fn controller_publish_volume(
+        &self,
+        req: v1::ControllerPublishVolumeRequest,
+    ) -> Result<v1::ControllerPublishVolumeResponse, Status> {
+        checks::required(&req.volume_id, "volume_id")?;
+        checks::required(&req.node_id, "node_id")?;
+        let cap = checks::capability(req.volume_capability.as_ref(), "volume_capability")?;
+        checks::fs_type(&cap)?;
+        checks::controller_mode(&self.caps, &cap)?;
+        if req.readonly && !self.caps.has_controller(ControllerRpc::PublishReadonly) {
+            return Err(Status::invalid_argument(
+                "readonly needs the controller capability PUBLISH_READONLY, which is not advertised",
+            ));
+        }
+        let node = req.node_id.clone();
+        self.store.transact(|state| {
+            let known = self.known_nodes(state);
+            let volume = state
+                .volumes
+                .get(&req.volume_id)
+                .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+            if !known.contains(&node) {
+                return Err(Status::not_found(format!("node {node} does not exist")));
+            }
+            checks::volume_context("ControllerPublishVolume", volume, &req.volume_context, self.config.require_context)?;
+            if let Some(why) = checks::volume_support_problem(volume, &cap) {
+                return Err(checks::unsupported_capability("ControllerPublishVolume", why));
+            }
+            if let Some(existing) = volume.publications.get(&node) {
+                if existing.capability == cap && existing.readonly == req.readonly {
+                    return Ok(v1::ControllerPublishVolumeResponse {
+                        publish_context: from_map(&existing.publish_context),
+                    });
+                }
+                return Err(Status::already_exists(format!(
+                    "volume {} is already published to node {node} with a different capability or readonly flag",
+                    req.volume_id
+                )));
+            }
+            check_other_nodes(volume, &node, &cap, req.readonly)?;
+            let published_here = state.volumes.values().filter(|v| v.publications.contains_key(&node)).count();
+            let max = self.config.max_volumes_per_node;
+            if max > 0 && published_here as i64 >= max {
+                return Err(Status::resource_exhausted(format!(
+                    "node {node} already has the maximum of {max} volumes published"
+                )));
+            }
+            let publish_context: StringMap = [
+                (DEVICE_KEY.to_owned(), format!("/dev/csi-conform/{}", req.volume_id)),
+                (NODE_KEY.to_owned(), node.clone()),
+            ]
+            .into();
+            let response = v1::ControllerPublishVolumeResponse { publish_context: from_map(&publish_context) };
+            if let Some(v) = state.volumes.get_mut(&req.volume_id) {
+                v.publications.insert(
+                    node.clone(),
+                    ControllerPublication { capability: cap.clone(), readonly: req.readonly, publish_context },
+                );
+            }
+            Ok(response)
+        })
+    }
+
+    fn controller_unpublish_volume(
+        &self,
+        req: v1::ControllerUnpublishVolumeRequest,
+    ) -> Result<v1::ControllerUnpublishVolumeResponse, Status> {
+        checks::required(&req.volume_id, "volume_id")?;
+        self.store.transact(|state| {
+            if let Some(v) = state.volumes.get_mut(&req.volume_id) {
+                if req.node_id.is_empty() {
+                    v.publications.clear();
+                } else {
+                    v.publications.remove(&req.node_id);
+                }
+            }
+            Ok(v1::ControllerUnpublishVolumeResponse {})
+        })
+    }
+
+    fn validate_volume_capabilities(
+        &self,
+        req: v1::ValidateVolumeCapabilitiesRequest,
+    ) -> Result<v1::ValidateVolumeCapabilitiesResponse, Status> {
+        checks::required(&req.volume_id, "volume_id")?;
+        let caps = checks::capabilities(&req.volume_capabilities, "volume_capabilities")?;
+        let state = self.store.snapshot()?;
+        let volume = state
+            .volumes
+            .get(&req.volume_id)
+            .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        let unconfirmed = |message: String| {
+            Ok(v1::ValidateVolumeCapabilitiesResponse {
+                confirmed: None,
+                message,
+            })
+        };
+        if req.volume_context.is_empty() {
+            checks::volume_context(
+                "ValidateVolumeCapabilities",
+                volume,
+                &req.volume_context,
+                self.config.require_context,
+            )?;
+        } else if let Some(diff) = checks::map_difference(&volume.context, &req.volume_context) {
+            return unconfirmed(format!(
+                "volume_context does not match the volume's: {diff}"
+            ));
+        }
+        if !req.parameters.is_empty()
+            && let Some(diff) = checks::map_difference(&volume.parameters, &req.parameters)
+        {
+            return unconfirmed(format!("parameters differ from the volume's: {diff}"));
+        }
+        if !req.mutable_parameters.is_empty()
+            && let Some(diff) =
+                checks::map_difference(&volume.mutable_parameters, &req.mutable_parameters)
+        {
+            return unconfirmed(format!(
+                "mutable_parameters differ from the volume's: {diff}"
+            ));
+        }
+        for (i, cap) in caps.iter().enumerate() {
+            let problem = checks::controller_mode_problem(&self.caps, cap)
+                .or_else(|| checks::volume_support_problem(volume, cap));
+            if let Some(why) = problem {
+                return unconfirmed(format!(
+                    "volume_capabilities[{i}] ({}) is not supported: {why}",
+                    cap.access_name()
+                ));
+            }
+        }
+        Ok(v1::ValidateVolumeCapabilitiesResponse {
+            confirmed: Some(v1::validate_volume_capabilities_response::Confirmed {
+                volume_context: req.volume_context,
+                volume_capabilities: req.volume_capabilities,
+                parameters: req.parameters,
+                mutable_parameters: req.mutable_parameters,
+            }),
+            message: String::new(),
+        })
+    }
+
+    /// The condition of a volume as the controller sees it: abnormal when its backing store
+    /// has gone.
+    pub(crate) fn volume_condition(&self, v: &VolumeRecord) -> v1::VolumeCondition {
+        let store = self.data.volume(&v.id);
+        let missing =
+            (v.has_mount && !store.fs().is_dir()) || (v.has_block && !store.block().is_file());
+        if missing {
+            v1::VolumeCondition {
+                abnormal: true,
+                message: "the backing store is missing".into(),
+            }
+        } else {
+            v1::VolumeCondition {
+                abnormal: false,
+                message: "volume is healthy".into(),
+            }
+        }
+    }
+
+    fn list_volumes(&self, req: v1::ListVolumesRequest) -> Result<v1::ListVolumesResponse, Status> {
+        if req.max_entries < 0 {
+            return Err(Status::invalid_argument("max_entries must not be negative"));
+        }
+        let state = self.store.snapshot()?;
+        let after = page_start(&state, VOLUMES, &req.starting_token)?;
+        let published = self
+            .caps
+            .has_controller(ControllerRpc::ListVolumesPublishedNodes);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let ids: Vec<&String> = state
+            .volumes
+            .range::<String, _>((
+                after.as_ref().map_or(Bound::Unbounded, Bound::Excluded),
+                Bound::Unbounded,
+            ))
+            .map(|(id, _)| id)
+            .collect();
+        let (page, next_token) = paginate(&state, VOLUMES, &ids, req.max_entries);
+        let entries = page
+            .into_iter()
+            .filter_map(|id| state.volumes.get(id))
+            .map(|v| v1::list_volumes_response::Entry {
+                volume: Some(self.volume_proto(v)),
+                status: (published || condition).then(|| v1::list_volumes_response::VolumeStatus {
+                    published_node_ids: if published {
+                        v.publications.keys().cloned().collect()
+                    } else {
+                        Vec::new()
+                    },
+                    volume_condition: condition.then(|| self.volume_condition(v)),
+                }),
+            })
+            .collect();
+        Ok(v1::ListVolumesResponse {
+            entries,
+            next_token,
+        })
+    }
+
+    fn get_capacity(&self, req: v1::GetCapacityRequest) -> Result<v1::GetCapacityResponse, Status> {
+        let caps: Vec<Capability> = req
+            .volume_capabilities
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                Capability::from_proto(c).map_err(|why| {
+                    Status::invalid_argument(format!("volume_capabilities[{i}] {why}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        if req.accessible_topology.is_some() && !self.caps.topology() {
+            return Err(Status::invalid_argument(
+                "accessible_topology needs VOLUME_ACCESSIBILITY_CONSTRAINTS, which is not advertised",
+            ));
+        }
+        let state = self.store.snapshot()?;
+        let supported = caps.iter().all(|c| {
+            checks::fs_type_problem(c).is_none()
+                && checks::controller_mode_problem(&self.caps, c).is_none()
+        });
+        let reachable = req
+            .accessible_topology
+            .as_ref()
+            .is_none_or(|t| self.topology_served(&state, t));
+        let available = if supported && reachable {
+            (self.config.capacity - state.provisioned()).max(0)
+        } else {
+            0
+        };
+        Ok(v1::GetCapacityResponse {
+            available_capacity: available,
+            maximum_volume_size: Some(self.config.max_volume_size.min(available)),
+            minimum_volume_size: Some(1),
+        })
+    }
+
+    fn controller_get_capabilities(
+        &self,
+        _: v1::ControllerGetCapabilitiesRequest,
+    ) -> Result<v1::ControllerGetCapabilitiesResponse, Status> {
+        use v1::controller_service_capability::{Rpc, Type};
+        Ok(v1::ControllerGetCapabilitiesResponse {
+            capabilities: self
+                .caps
+                .controller
+                .iter()
+                .map(|t| v1::ControllerServiceCapability {
+                    r#type: Some(Type::Rpc(Rpc { r#type: *t as i32 })),
+                })
+                .collect(),
+        })
+    }
+
+    fn controller_expand_volume(
+        &self,
+        req: v1::ControllerExpandVolumeRequest,
+    ) -> Result<v1::ControllerExpandVolumeResponse, Status> {
+        checks::required(&req.volume_id, "volume_id")?;
+        let (required, limit) = checks::capacity_range(req.capacity_range.as_ref())?
+            .ok_or_else(|| Status::invalid_argument("capacity_range is required"))?;
+        if required == 0 && limit == 0 {
+            return Err(Status::invalid_argument(
+                "capacity_range needs required_bytes or limit_bytes",
+            ));
+        }
+        let cap = req
+            .volume_capability
+            .as_ref()
+            .map(|c| checks::capability(Some(c), "volume_capability"))
+            .transpose()?;
+        self.store.transact(|state| {
+            let in_use = state.volume_in_use(&req.volume_id);
+            let provisioned = state.provisioned();
+            let volume = state
+                .volumes
+                .get_mut(&req.volume_id)
+                .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+            if let Some(cap) = &cap
+                && let Some(why) = checks::volume_support_problem(volume, cap)
+            {
+                return Err(checks::unsupported_capability("ControllerExpandVolume", why));
+            }
+            if !self.caps.online_expansion
+                && let Some(why) = in_use
+            {
+                return Err(Status::failed_precondition(format!(
+                    "volume {} cannot be expanded while in use (no ONLINE expansion): {why}",
+                    req.volume_id
+                )));
+            }
+            let node_expansion_required = volume.has_mount && self.caps.has_node(NodeRpc::ExpandVolume);
+            let max = self.config.max_volume_size;
+            if required > max {
+                return Err(Status::out_of_range(format!(
+                    "required_bytes {required} exceeds the maximum volume size {max}"
+                )));
+            }
+            if limit > 0 && volume.capacity > limit {
+                return Err(Status::out_of_range(format!(
+                    "the volume already has {} bytes, more than limit_bytes {limit}; volumes cannot shrink",
+                    volume.capacity
+                )));
+            }
+            if required <= volume.capacity {
+                // Already large enough: the spec asks for OK without change.
+                return Ok(v1::ControllerExpandVolumeResponse {
+                    capacity_bytes: volume.capacity,
+                    node_expansion_required,
+                });
+            }
+            let growth = required - volume.capacity;
+            let available = self.config.capacity - provisioned;
+            if growth > available {
+                return Err(Status::resource_exhausted(format!(
+                    "{growth} more bytes requested, {available} bytes left in the pool"
+                )));
+            }
+            self.data
+                .volume(&volume.id)
+                .grow_block(required)
+                .map_err(|e| Status::internal(format!("could not grow the block file: {e}")))?;
+            volume.capacity = required;
+            Ok(v1::ControllerExpandVolumeResponse { capacity_bytes: required, node_expansion_required })
+        })
+    }
+
+    fn controller_get_volume(
+        &self,
+        req: v1::ControllerGetVolumeRequest,
+    ) -> Result<v1::ControllerGetVolumeResponse, Status> {
+        checks::required(&req.volume_id, "volume_id")?;
+        let state = self.store.snapshot()?;
+        let v = state
+            .volumes
+            .get(&req.volume_id)
+            .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        let published = self
+            .caps
+            .has_controller(ControllerRpc::ListVolumesPublishedNodes);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        Ok(v1::ControllerGetVolumeResponse {
+            volume: Some(self.volume_proto(v)),
+            status: Some(v1::controller_get_volume_response::VolumeStatus {
+                published_node_ids: if published {
+                    v.publications.keys().cloned().collect()
+                } else {
+                    Vec::new()
+                },
+                volume_condition: condition.then(|| self.volume_condition(v)),
+            }),
+        })
+    }
+
+    fn controller_modify_volume(
+        &self,
+        req: v1::ControllerModifyVolumeRequest,
+    ) -> Result<v1::ControllerModifyVolumeResponse, Status> {
+        checks::required(&req.volume_id, "volume_id")?;
+        if req.mutable_parameters.is_empty() {
+            return Err(Status::invalid_argument("mutable_parameters is required"));
+        }
+        self.store.transact(|state| {
+            let volume = state.volumes.get_mut(&req.volume_id).ok_or_else(|| {
+                Status::not_found(format!("volume {} does not exist", req.volume_id))
+            })?;
+            self.check_mutable_parameters(&req.mutable_parameters)?;
+            for (k, v) in &req.mutable_parameters {
+                volume.mutable_parameters.insert(k.clone(), v.clone());
+            }
+            Ok(v1::ControllerModifyVolumeResponse {})
+        })
+    }
+}
+
+/// CreateVolume with the name of an existing volume must ask for something that volume
+/// already is; otherwise ALREADY_EXISTS naming what differs.
+fn same_volume_request(
+    existing: &VolumeRecord,
+    caps: &[Capability],
+    range: Option<(i64, i64)>,
+    parameters: &StringMap,
+    mutable: &StringMap,
+    source: &Option<Source>,
+    topology: Option<&v1::TopologyRequirement>,
+) -> Result<(), Status> {
+    let differs = |what: &str| {
+        Err(Status::already_exists(format!(
+            "a volume named {:?} already exists ({}) with a different {what}",
+            existing.name, existing.id
+        )))
+    };
+    if let Some((required, limit)) = range
+        && ((required > 0 && existing.capacity < required)
+            || (limit > 0 && existing.capacity > limit))
+    {
+        return differs("capacity");
+    }
+    if caps
+        .iter()
+        .any(|c| checks::volume_support_problem(existing, c).is_some())
+    {
+        return differs("set of volume capabilities");
+    }
+    if *parameters != existing.parameters {
+        return differs("parameters");
+    }
+    if *mutable != existing.created_mutable_parameters {
+        return differs("mutable_parameters");
+    }
+    if *source != existing.source {
+        return differs("volume_content_source");
+    }
+    if let Some(t) = topology
+        && !t.requisite.is_empty()
+        && !existing
+            .topology
+            .iter()
+            .any(|seg| t.requisite.iter().any(|r| to_map(&r.segments) == *seg))
+    {
+        return differs("accessibility_requirements");
+    }
+    Ok(())
+}
+
+/// A second node may only get the volume when no single-node mode is involved, and with
+/// MULTI_NODE_SINGLE_WRITER only one node may write.
+fn check_other_nodes(
+    volume: &VolumeRecord,
+    node: &str,
+    cap: &Capability,
+    readonly: bool,
+) -> Result<(), Status> {
+    let Some((other, _)) = volume.publications.iter().find(|(n, _)| *n != node) else {
+        return Ok(());
+    };
+    let single = checks::is_single_node(cap.mode())
+        || volume
+            .publications
+            .values()
+            .any(|p| checks::is_single_node(p.capability.mode()));
+    if single {
+        return Err(Status::failed_precondition(format!(
+            "volume {} is already published to node {other} and its access mode allows a single node",
+            volume.id
+        )));
+    }
+    use v1::volume_capability::access_mode::Mode;
+    if cap.mode() == Mode::MultiNodeSingleWriter
+        && !readonly
+        && let Some((writer, _)) = volume.publications.iter().find(|(n, p)| {
+            *n != node && !p.readonly && p.capability.mode() == Mode::MultiNodeSingleWriter
+        })
+    {
+        return Err(Status::failed_precondition(format!(
+            "volume {} is already published read-write to node {writer} (MULTI_NODE_SINGLE_WRITER)",
+            volume.id
+        )));
+    }
+    Ok(())
+}
+
+/// The id after which a listing continues: none for an empty token, ABORTED for a token we
+/// did not issue.
+pub(crate) fn page_start(state: &State, kind: &str, token: &str) -> Result<Option<String>, Status> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    state.parse_token(kind, token).map(Some).ok_or_else(|| {
+        Status::aborted(format!(
+            "starting_token {token:?} was not issued by this plugin"
+        ))
+    })
+}
+
+/// The first `max` ids (all for 0) and the token continuing after them, if any remain.
+pub(crate) fn paginate<'a>(
+    state: &State,
+    kind: &str,
+    ids: &[&'a String],
+    max: i32,
+) -> (Vec<&'a String>, String) {
+    let max = if max <= 0 { ids.len() } else { max as usize };
+    if ids.len() <= max {
+        return (ids.to_vec(), String::new());
+    }
+    let page = ids[..max].to_vec();
+    let token = page
+        .last()
+        .map(|last| state.issue_token(kind, last))
+        .unwrap_or_default();
+    (page, token)
+}
+
+#[tonic::async_trait]
+impl Controller for Service {
+    async fn create_volume(
+        &self,
+        request: Request<v1::CreateVolumeRequest>,
+    ) -> Result<Response<v1::CreateVolumeResponse>, Status> {
+        self.call("CreateVolume", request, Plugin::create_volume)
+            .await
+    }
+
+    async fn delete_volume(
+        &self,
+        request: Request<v1::DeleteVolumeRequest>,
+    ) -> Result<Response<v1::DeleteVolumeResponse>, Status> {
+        self.call("DeleteVolume", request, Plugin::delete_volume)
+            .await
+    }
+
+    async fn controller_publish_volume(
+        &self,
+        request: Request<v1::ControllerPublishVolumeRequest>,
+    ) -> Result<Response<v1::ControllerPublishVolumeResponse>, Status> {
+        self.call(
+            "ControllerPublishVolume",
+            request,
+            Plugin::controller_publish_volume,
+        )
+        .await
+    }
+
+    async fn controller_unpublish_volume(
+        &self,
+        request: Request<v1::ControllerUnpublishVolumeRequest>,
+    ) -> Result<Response<v1::ControllerUnpublishVolumeResponse>, Status> {
+        self.call(
+            "ControllerUnpublishVolume",
+            request,
+            Plugin::controller_unpublish_volume,
+        )
+        .await
+    }
+
+    async fn validate_volume_capabilities(
+        &self,
+        request: Request<v1::ValidateVolumeCapabilitiesRequest>,
+    ) -> Result<Response<v1::ValidateVolumeCapabilitiesResponse>, Status> {
+        self.call(
+            "ValidateVolumeCapabilities",
+            request,
+            Plugin::validate_volume_capabilities,
+        )
+        .await
+    }
+
+    async fn list_volumes(
+        &self,
+        request: Request<v1::ListVolumesRequest>,
+    ) -> Result<Response<v1::ListVolumesResponse>, Status> {
+        self.call("ListVolumes", request, Plugin::list_volumes)
+            .await
+    }
+
+    async fn get_capacity(
+        &self,
+        request: Request<v1::GetCapacityRequest>,
+    ) -> Result<Response<v1::GetCapacityResponse>, Status> {
+        self.call("GetCapacity", request, Plugin::get_capacity)
+            .await
+    }
+
+    async fn controller_get_capabilities(
+        &self,
+        request: Request<v1::ControllerGetCapabilitiesRequest>,
+    ) -> Result<Response<v1::ControllerGetCapabilitiesResponse>, Status> {
+        self.call(
+            "ControllerGetCapabilities",
+            request,
+            Plugin::controller_get_capabilities,
+        )
+        .await
+    }
+
+    async fn create_snapshot(
+        &self,
+        request: Request<v1::CreateSnapshotRequest>,
+    ) -> Result<Response<v1::CreateSnapshotResponse>, Status> {
+        self.call("CreateSnapshot", request, Plugin::create_snapshot)
+            .await
+    }
+
+    async fn delete_snapshot(
+        &self,
+        request: Request<v1::DeleteSnapshotRequest>,
+    ) -> Result<Response<v1::DeleteSnapshotResponse>, Status> {
+        self.call("DeleteSnapshot", request, Plugin::delete_snapshot)
+            .await
+    }
+
+    async fn list_snapshots(
+        &self,
+        request: Request<v1::ListSnapshotsRequest>,
+    ) -> Result<Response<v1::ListSnapshotsResponse>, Status> {
+        self.call("ListSnapshots", request, Plugin::list_snapshots)
+            .await
+    }
+
+    async fn get_snapshot(
+        &self,
+        request: Request<v1::GetSnapshotRequest>,
+    ) -> Result<Response<v1::GetSnapshotResponse>, Status> {
+        self.call("GetSnapshot", request, Plugin::get_snapshot)
+            .await
+    }
+
+    async fn controller_expand_volume(
+        &self,
+        request: Request<v1::ControllerExpandVolumeRequest>,
+    ) -> Result<Response<v1::ControllerExpandVolumeResponse>, Status> {
+        self.call(
+            "ControllerExpandVolume",
+            request,
+            Plugin::controller_expand_volume,
+        )
+        .await
+    }
+
+    async fn controller_get_volume(
+        &self,
+        request: Request<v1::ControllerGetVolumeRequest>,
+    ) -> Result<Response<v1::ControllerGetVolumeResponse>, Status> {
+        self.call(
+            "ControllerGetVolume",
+            request,
+            Plugin::controller_get_volume,
+        )
+        .await
+    }
+
+    async fn controller_modify_volume(
+        &self,
+        request: Request<v1::ControllerModifyVolumeRequest>,
+    ) -> Result<Response<v1::ControllerModifyVolumeResponse>, Status> {
+        self.call(
+            "ControllerModifyVolume",
+            request,
+            Plugin::controller_modify_volume,
+        )
+        .await
+    }
+}

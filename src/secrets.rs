@@ -1,0 +1,593 @@
+//! The secrets file: csi-sanity's YAML format, one map per RPC kind.
+//!
+//! The file has the same top-level keys as csi-sanity's `--csi.secrets` file
+//! (`CreateVolumeSecret`, `NodePublishVolumeSecret`, ...), each holding a string map. Unlike
+//! csi-sanity, an unknown top-level key is an error (with a "did you mean" for near misses),
+//! because a typo there silently turns an authenticated test run into an unauthenticated one.
+//! Values never appear in `Debug` output or error messages.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The top-level keys of a secrets file, one per kind of RPC that carries secrets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SecretKey {
+    /// `CreateVolumeSecret`
+    CreateVolume,
+    /// `DeleteVolumeSecret`
+    DeleteVolume,
+    /// `ControllerPublishVolumeSecret`
+    ControllerPublishVolume,
+    /// `ControllerUnpublishVolumeSecret`
+    ControllerUnpublishVolume,
+    /// `ControllerValidateVolumeCapabilitiesSecret`
+    ControllerValidateVolumeCapabilities,
+    /// `NodeStageVolumeSecret`
+    NodeStageVolume,
+    /// `NodePublishVolumeSecret`
+    NodePublishVolume,
+    /// `CreateSnapshotSecret`
+    CreateSnapshot,
+    /// `DeleteSnapshotSecret`
+    DeleteSnapshot,
+    /// `ControllerExpandVolumeSecret`
+    ControllerExpandVolume,
+    /// `ControllerModifyVolumeSecret`
+    ControllerModifyVolume,
+    /// `ListSnapshotsSecret`
+    ListSnapshots,
+    /// `GetSnapshotSecret`
+    GetSnapshot,
+}
+
+impl SecretKey {
+    /// Every key, in csi-sanity's order.
+    pub const ALL: [SecretKey; 13] = [
+        SecretKey::CreateVolume,
+        SecretKey::DeleteVolume,
+        SecretKey::ControllerPublishVolume,
+        SecretKey::ControllerUnpublishVolume,
+        SecretKey::ControllerValidateVolumeCapabilities,
+        SecretKey::NodeStageVolume,
+        SecretKey::NodePublishVolume,
+        SecretKey::CreateSnapshot,
+        SecretKey::DeleteSnapshot,
+        SecretKey::ControllerExpandVolume,
+        SecretKey::ControllerModifyVolume,
+        SecretKey::ListSnapshots,
+        SecretKey::GetSnapshot,
+    ];
+
+    /// The key as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecretKey::CreateVolume => "CreateVolumeSecret",
+            SecretKey::DeleteVolume => "DeleteVolumeSecret",
+            SecretKey::ControllerPublishVolume => "ControllerPublishVolumeSecret",
+            SecretKey::ControllerUnpublishVolume => "ControllerUnpublishVolumeSecret",
+            SecretKey::ControllerValidateVolumeCapabilities => {
+                "ControllerValidateVolumeCapabilitiesSecret"
+            }
+            SecretKey::NodeStageVolume => "NodeStageVolumeSecret",
+            SecretKey::NodePublishVolume => "NodePublishVolumeSecret",
+            SecretKey::CreateSnapshot => "CreateSnapshotSecret",
+            SecretKey::DeleteSnapshot => "DeleteSnapshotSecret",
+            SecretKey::ControllerExpandVolume => "ControllerExpandVolumeSecret",
+            SecretKey::ControllerModifyVolume => "ControllerModifyVolumeSecret",
+            SecretKey::ListSnapshots => "ListSnapshotsSecret",
+            SecretKey::GetSnapshot => "GetSnapshotSecret",
+        }
+    }
+
+    /// The key spelled exactly `name`, if any.
+    pub fn from_name(name: &str) -> Option<SecretKey> {
+        SecretKey::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Which key's map an RPC (by method name, e.g. `"CreateVolume"`) must carry, following
+    /// csi-sanity's mapping. `None` for RPCs whose secrets csi-sanity never fills
+    /// (`NodeExpandVolume`, the snapshot-metadata RPCs) and for RPCs without secrets.
+    pub fn for_rpc(rpc: &str) -> Option<SecretKey> {
+        Some(match rpc {
+            "CreateVolume" => SecretKey::CreateVolume,
+            "DeleteVolume" => SecretKey::DeleteVolume,
+            "ControllerPublishVolume" => SecretKey::ControllerPublishVolume,
+            "ControllerUnpublishVolume" => SecretKey::ControllerUnpublishVolume,
+            "ValidateVolumeCapabilities" => SecretKey::ControllerValidateVolumeCapabilities,
+            "NodeStageVolume" => SecretKey::NodeStageVolume,
+            "NodePublishVolume" => SecretKey::NodePublishVolume,
+            "CreateSnapshot" | "CreateVolumeGroupSnapshot" => SecretKey::CreateSnapshot,
+            "DeleteSnapshot" | "DeleteVolumeGroupSnapshot" => SecretKey::DeleteSnapshot,
+            "ControllerExpandVolume" => SecretKey::ControllerExpandVolume,
+            "ControllerModifyVolume" => SecretKey::ControllerModifyVolume,
+            "ListSnapshots" | "GetVolumeGroupSnapshot" => SecretKey::ListSnapshots,
+            "GetSnapshot" => SecretKey::GetSnapshot,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a secrets file could not be loaded. Messages name files, lines and keys, never values.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    /// The file could not be read.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The YAML does not parse.
+    #[error("{file}:{line}:{column}: invalid YAML: {reason}")]
+    Yaml {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's complaint (it quotes no values).
+        reason: String,
+    },
+    /// The document is not a map of the known keys.
+    #[error("{file}:{line}: {reason}")]
+    Shape {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line of the offending key (1 when unknown).
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The secrets of a csi-sanity style secrets file.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets {
+    maps: BTreeMap<SecretKey, BTreeMap<String, String>>,
+}
+
+impl fmt::Debug for Secrets {
+    /// Shows which keys and secret names are configured, never the values.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut map = f.debug_map();
+        for (key, secrets) in &self.maps {
+            map.entry(&key.as_str(), &secrets.keys().collect::<Vec<_>>());
+        }
+        map.finish()
+    }
+}
+
+/// What is wrong with the secrets an RPC carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretsMismatch {
+    /// The RPC carried no secrets although `key` is configured.
+    Missing {
+        /// The key whose map was expected.
+        key: SecretKey,
+    },
+    /// The RPC carried secrets that differ from the configured map.
+    Different {
+        /// The key whose map was expected.
+        key: SecretKey,
+        /// Secret names that were expected but not given.
+        missing: Vec<String>,
+        /// Secret names that were given but not expected.
+        unexpected: Vec<String>,
+        /// Secret names given with a wrong value.
+        wrong_value: Vec<String>,
+    },
+}
+
+impl fmt::Display for SecretsMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretsMismatch::Missing { key } => write!(f, "requires secrets from {key}"),
+            SecretsMismatch::Different {
+                key,
+                missing,
+                unexpected,
+                wrong_value,
+            } => {
+                write!(f, "secrets do not match {key}")?;
+                let mut parts = Vec::new();
+                if !missing.is_empty() {
+                    parts.push(format!("missing {}", missing.join(", ")));
+                }
+                if !unexpected.is_empty() {
+                    parts.push(format!("unexpected {}", unexpected.join(", ")));
+                }
+                if !wrong_value.is_empty() {
+                    parts.push(format!("wrong value for {}", wrong_value.join(", ")));
+                }
+                if !parts.is_empty() {
+                    write!(f, " ({})", parts.join("; "))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Secrets {
+    /// Loads and validates a secrets file.
+    pub fn load(file: &Path) -> Result<Secrets, SecretsError> {
+        let text = std::fs::read_to_string(file).map_err(|source| SecretsError::Io {
+            file: file.to_path_buf(),
+            source,
+        })?;
+        Secrets::parse(&text, file)
+    }
+
+    /// Parses secrets-file text; `file` is only used in error messages.
+    pub fn parse(text: &str, file: &Path) -> Result<Secrets, SecretsError> {
+        let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
+            SecretsError::Yaml {
+                file: file.to_path_buf(),
+                line,
+                column,
+                reason: yaml_reason(&e),
+            }
+        })?;
+        let shape = |line: usize, reason: String| SecretsError::Shape {
+            file: file.to_path_buf(),
+            line,
+            reason,
+        };
+        let top = match value {
+            serde_yaml::Value::Null => return Ok(Secrets::default()),
+            serde_yaml::Value::Mapping(m) => m,
+            _ => {
+                return Err(shape(
+                    1,
+                    "the document must be a map of secret kinds".into(),
+                ));
+            }
+        };
+        let mut maps = BTreeMap::new();
+        for (k, v) in top {
+            let name = match &k {
+                serde_yaml::Value::String(s) => s.clone(),
+                other => scalar_text(other).unwrap_or_else(|| "<non-scalar key>".to_owned()),
+            };
+            let line = key_line(text, &name);
+            let Some(key) = SecretKey::from_name(&name) else {
+                let mut reason = format!("unknown key {name:?}");
+                if let Some(near) = did_you_mean(&name) {
+                    reason.push_str(&format!(" (did you mean {near:?}?)"));
+                }
+                reason.push_str(&format!(
+                    "; valid keys: {}",
+                    SecretKey::ALL.map(SecretKey::as_str).join(", ")
+                ));
+                return Err(shape(line, reason));
+            };
+            let entries = match v {
+                serde_yaml::Value::Null => BTreeMap::new(),
+                serde_yaml::Value::Mapping(m) => {
+                    let mut entries = BTreeMap::new();
+                    for (sk, sv) in m {
+                        let sname = scalar_text(&sk).ok_or_else(|| {
+                            shape(line, format!("{name}: secret names must be strings"))
+                        })?;
+                        let svalue = scalar_text(&sv).ok_or_else(|| {
+                            shape(
+                                line,
+                                format!("{name}: the value of {sname:?} must be a string"),
+                            )
+                        })?;
+                        entries.insert(sname, svalue);
+                    }
+                    entries
+                }
+                _ => {
+                    return Err(shape(
+                        line,
+                        format!("{name} must be a map of secret names to values"),
+                    ));
+                }
+            };
+            maps.insert(key, entries);
+        }
+        Ok(Secrets { maps })
+    }
+
+    /// Builds secrets directly (tests, programmatic use).
+    pub fn from_maps(
+        maps: impl IntoIterator<Item = (SecretKey, BTreeMap<String, String>)>,
+    ) -> Secrets {
+        Secrets {
+            maps: maps.into_iter().collect(),
+        }
+    }
+
+    /// The map configured for `key`, if the file has that key.
+    pub fn get(&self, key: SecretKey) -> Option<&BTreeMap<String, String>> {
+        self.maps.get(&key)
+    }
+
+    /// The secrets an RPC should carry (empty when none are configured), ready for a request.
+    pub fn for_rpc(&self, rpc: &str) -> HashMap<String, String> {
+        SecretKey::for_rpc(rpc)
+            .and_then(|k| self.get(k))
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// The keys present in the file.
+    pub fn keys(&self) -> impl Iterator<Item = SecretKey> + '_ {
+        self.maps.keys().copied()
+    }
+
+    /// Checks the secrets an RPC carried against the configured map for its key. RPCs whose
+    /// key the file does not configure (or configures empty) accept anything.
+    pub fn check(&self, rpc: &str, given: &HashMap<String, String>) -> Result<(), SecretsMismatch> {
+        let Some(key) = SecretKey::for_rpc(rpc) else {
+            return Ok(());
+        };
+        let Some(expected) = self.get(key).filter(|m| !m.is_empty()) else {
+            return Ok(());
+        };
+        if given.is_empty() {
+            return Err(SecretsMismatch::Missing { key });
+        }
+        let mut missing: Vec<String> = expected
+            .keys()
+            .filter(|k| !given.contains_key(*k))
+            .cloned()
+            .collect();
+        let mut unexpected: Vec<String> = given
+            .keys()
+            .filter(|k| !expected.contains_key(*k))
+            .cloned()
+            .collect();
+        let mut wrong_value: Vec<String> = expected
+            .iter()
+            .filter(|(k, v)| given.get(*k).is_some_and(|g| g != *v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        if missing.is_empty() && unexpected.is_empty() && wrong_value.is_empty() {
+            return Ok(());
+        }
+        missing.sort();
+        unexpected.sort();
+        wrong_value.sort();
+        Err(SecretsMismatch::Different {
+            key,
+            missing,
+            unexpected,
+            wrong_value,
+        })
+    }
+}
+
+/// The text of a YAML scalar (strings, numbers, booleans), as Go's YAML decoder would turn
+/// it into a string.
+fn scalar_text(value: &serde_yaml::Value) -> Option<String> {
+    match value {
+        serde_yaml::Value::String(s) => Some(s.clone()),
+        serde_yaml::Value::Number(n) => Some(n.to_string()),
+        serde_yaml::Value::Bool(b) => Some(b.to_string()),
+        serde_yaml::Value::Null => Some(String::new()),
+        _ => None,
+    }
+}
+
+/// The parser's message without its trailing location (we print our own) and without any
+/// echo of the input.
+fn yaml_reason(e: &serde_yaml::Error) -> String {
+    let text = e.to_string();
+    match text.find(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+/// The 1-based line where top-level key `name` is written (1 when it cannot be found).
+fn key_line(text: &str, name: &str) -> usize {
+    let candidates = [name.to_owned(), format!("\"{name}\""), format!("'{name}'")];
+    let top_level = text.lines().position(|line| {
+        candidates.iter().any(|c| {
+            line.strip_prefix(c.as_str())
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+    });
+    top_level
+        .or_else(|| text.lines().position(|line| line.contains(name)))
+        .map(|i| i + 1)
+        .unwrap_or(1)
+}
+
+/// The known key closest to `name`, when it is close enough to be a typo.
+fn did_you_mean(name: &str) -> Option<&'static str> {
+    let lower = name.to_ascii_lowercase();
+    SecretKey::ALL
+        .iter()
+        .map(|k| {
+            (
+                k.as_str(),
+                levenshtein(&lower, &k.as_str().to_ascii_lowercase()),
+            )
+        })
+        .filter(|(_, d)| *d <= 3.max(name.len() / 8))
+        .min_by_key(|(_, d)| *d)
+        .map(|(k, _)| k)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Secrets, SecretsError> {
+        Secrets::parse(text, Path::new("secrets.yaml"))
+    }
+
+    #[test]
+    fn loads_csi_sanity_keys_and_maps() {
+        let s = parse(
+            "CreateVolumeSecret:\n  user: alice\n  password: hunter2\nNodePublishVolumeSecret:\n  token: 1234\nDeleteVolumeSecret:\n",
+        )
+        .unwrap();
+        let create = s.get(SecretKey::CreateVolume).unwrap();
+        assert_eq!(create.get("password").map(String::as_str), Some("hunter2"));
+        assert_eq!(
+            s.get(SecretKey::NodePublishVolume)
+                .unwrap()
+                .get("token")
+                .map(String::as_str),
+            Some("1234"),
+            "numbers become strings as in Go"
+        );
+        assert!(s.get(SecretKey::DeleteVolume).unwrap().is_empty());
+        assert!(s.get(SecretKey::GetSnapshot).is_none());
+        assert!(parse("").unwrap().keys().next().is_none());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_line_and_suggestion() {
+        let err = parse("CreateVolumeSecret:\n  a: b\nCreateVolumeSecrets:\n  a: b\n").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("secrets.yaml:3: unknown key \"CreateVolumeSecrets\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("did you mean \"CreateVolumeSecret\""),
+            "{text}"
+        );
+        let err = parse("TotallyUnrelated: {}\n").unwrap_err().to_string();
+        assert!(!err.contains("did you mean"), "{err}");
+        assert!(err.contains("valid keys: CreateVolumeSecret"), "{err}");
+        let err = parse("nodepublishvolumesecret: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("did you mean \"NodePublishVolumeSecret\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn malformed_yaml_reports_file_line_and_column() {
+        let err = parse("CreateVolumeSecret:\n  a: [b\n  c: d\n").unwrap_err();
+        match &err {
+            SecretsError::Yaml { line, column, .. } => {
+                assert!(*line >= 2, "{err}");
+                assert!(*column >= 1, "{err}");
+            }
+            other => panic!("expected a YAML error, got {other}"),
+        }
+        assert!(err.to_string().starts_with("secrets.yaml:"), "{err}");
+        assert!(parse("- a\n- b\n").is_err());
+        assert!(parse("CreateVolumeSecret: [a, b]\n").is_err());
+    }
+
+    #[test]
+    fn debug_and_errors_never_show_values() {
+        let s = parse("CreateVolumeSecret:\n  password: hunter2\n").unwrap();
+        let debug = format!("{s:?}");
+        assert!(
+            debug.contains("password") && !debug.contains("hunter2"),
+            "{debug}"
+        );
+        let given: HashMap<String, String> = [("password".to_owned(), "wrong".to_owned())].into();
+        let err = s.check("CreateVolume", &given).unwrap_err().to_string();
+        assert!(
+            err.contains("wrong value for password") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err = parse("CreateVolumeSecret:\n  password: [hunter2]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn maps_rpcs_to_keys_like_csi_sanity() {
+        assert_eq!(
+            SecretKey::for_rpc("ValidateVolumeCapabilities"),
+            Some(SecretKey::ControllerValidateVolumeCapabilities)
+        );
+        assert_eq!(
+            SecretKey::for_rpc("CreateVolumeGroupSnapshot"),
+            Some(SecretKey::CreateSnapshot)
+        );
+        assert_eq!(
+            SecretKey::for_rpc("DeleteVolumeGroupSnapshot"),
+            Some(SecretKey::DeleteSnapshot)
+        );
+        assert_eq!(
+            SecretKey::for_rpc("GetVolumeGroupSnapshot"),
+            Some(SecretKey::ListSnapshots)
+        );
+        assert_eq!(SecretKey::for_rpc("NodeExpandVolume"), None);
+        for key in SecretKey::ALL {
+            assert_eq!(SecretKey::from_name(key.as_str()), Some(key));
+        }
+    }
+
+    #[test]
+    fn checks_exact_maps() {
+        let s = parse("CreateVolumeSecret:\n  a: '1'\n  b: '2'\n").unwrap();
+        let given = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            s.check("CreateVolume", &given(&[("a", "1"), ("b", "2")])),
+            Ok(())
+        );
+        assert_eq!(
+            s.check("CreateVolume", &given(&[])),
+            Err(SecretsMismatch::Missing {
+                key: SecretKey::CreateVolume
+            })
+        );
+        assert!(matches!(
+            s.check("CreateVolume", &given(&[("a", "1")])),
+            Err(SecretsMismatch::Different { .. })
+        ));
+        assert!(
+            s.check(
+                "CreateVolume",
+                &given(&[("a", "1"), ("b", "2"), ("c", "3")])
+            )
+            .is_err()
+        );
+        assert_eq!(
+            s.check("DeleteVolume", &given(&[("x", "y")])),
+            Ok(()),
+            "unconfigured key"
+        );
+        assert_eq!(s.for_rpc("CreateVolume"), given(&[("a", "1"), ("b", "2")]));
+    }
+}

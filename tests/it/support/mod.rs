@@ -1,0 +1,232 @@
+//! Shared helpers of the integration tests: an in-process reference plugin on a unix socket in
+//! a temporary directory, typed tonic clients over that socket, and request builders.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use csi_conform::proto::v1::{
+    self, controller_client::ControllerClient, group_controller_client::GroupControllerClient,
+    identity_client::IdentityClient, node_client::NodeClient,
+    snapshot_metadata_client::SnapshotMetadataClient, volume_capability::access_mode::Mode,
+};
+use csi_conform::reference::{self, Config, ReferenceHandle};
+use tempfile::TempDir;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+/// A reference plugin served in-process on `<dir>/csi.sock`.
+pub struct TestPlugin {
+    /// The test's scratch directory (socket, targets, staging paths).
+    pub dir: TempDir,
+    /// The socket path.
+    pub socket: PathBuf,
+    /// A channel connected over the socket.
+    pub channel: Channel,
+    handle: Option<ReferenceHandle>,
+}
+
+/// Connects a channel over a unix socket.
+pub async fn connect(path: &Path) -> Channel {
+    let path = path.to_path_buf();
+    Endpoint::try_from("http://[::]:50051")
+        .expect("static URI")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(path).await?,
+                ))
+            }
+        }))
+        .await
+        .expect("connect to the plugin socket")
+}
+
+impl TestPlugin {
+    /// Starts a plugin with `config` in a fresh temporary directory.
+    pub async fn start(config: Config) -> TestPlugin {
+        let dir = tempfile::tempdir().expect("temp dir");
+        TestPlugin::start_in(dir, "csi.sock", config).await
+    }
+
+    /// Starts a plugin with `config` on `<dir>/<socket>`.
+    pub async fn start_in(dir: TempDir, socket: &str, config: Config) -> TestPlugin {
+        let socket = dir.path().join(socket);
+        let endpoint = format!("unix://{}", socket.display());
+        let handle = reference::spawn(config, &endpoint)
+            .await
+            .expect("spawn the reference plugin");
+        let channel = connect(&socket).await;
+        TestPlugin {
+            dir,
+            socket,
+            channel,
+            handle: Some(handle),
+        }
+    }
+
+    /// Starts a second plugin in a sub-directory of this plugin's scratch directory (the two
+    /// share nothing unless their configs share a state directory).
+    pub async fn start_beside(&self, socket: &str, config: Config) -> (ReferenceHandle, Channel) {
+        let path = self.dir.path().join(socket);
+        let handle = reference::spawn(config, &format!("unix://{}", path.display()))
+            .await
+            .expect("spawn the second plugin");
+        let channel = connect(&path).await;
+        (handle, channel)
+    }
+
+    pub fn identity(&self) -> IdentityClient<Channel> {
+        IdentityClient::new(self.channel.clone())
+    }
+    pub fn controller(&self) -> ControllerClient<Channel> {
+        ControllerClient::new(self.channel.clone())
+    }
+    pub fn node(&self) -> NodeClient<Channel> {
+        NodeClient::new(self.channel.clone())
+    }
+    pub fn group(&self) -> GroupControllerClient<Channel> {
+        GroupControllerClient::new(self.channel.clone())
+    }
+    pub fn metadata(&self) -> SnapshotMetadataClient<Channel> {
+        SnapshotMetadataClient::new(self.channel.clone())
+    }
+
+    /// A path inside the scratch directory (as a string, the way requests carry paths).
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// Stops the plugin and waits for it.
+    pub async fn stop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await.expect("clean shutdown");
+        }
+    }
+}
+
+impl Drop for TestPlugin {
+    /// A safety net for failed tests: never leave mounts under the scratch directory (the
+    /// tests that care assert there are none before this runs).
+    fn drop(&mut self) {
+        for m in csi_conform::mounts::mounts_under(self.dir.path())
+            .iter()
+            .rev()
+        {
+            let _ = nix::mount::umount2(&m.mount_point, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+/// A mount capability with `mode` and the default file system.
+pub fn mount_cap(mode: Mode) -> v1::VolumeCapability {
+    v1::VolumeCapability {
+        access_type: Some(v1::volume_capability::AccessType::Mount(
+            v1::volume_capability::MountVolume::default(),
+        )),
+        access_mode: Some(v1::volume_capability::AccessMode { mode: mode as i32 }),
+    }
+}
+
+/// A mount capability with a file system type and mount flags.
+pub fn mount_cap_with(
+    mode: Mode,
+    fs_type: &str,
+    flags: &[&str],
+    group: &str,
+) -> v1::VolumeCapability {
+    v1::VolumeCapability {
+        access_type: Some(v1::volume_capability::AccessType::Mount(
+            v1::volume_capability::MountVolume {
+                fs_type: fs_type.into(),
+                mount_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+                volume_mount_group: group.into(),
+            },
+        )),
+        access_mode: Some(v1::volume_capability::AccessMode { mode: mode as i32 }),
+    }
+}
+
+/// A block capability with `mode`.
+pub fn block_cap(mode: Mode) -> v1::VolumeCapability {
+    v1::VolumeCapability {
+        access_type: Some(v1::volume_capability::AccessType::Block(
+            v1::volume_capability::BlockVolume {},
+        )),
+        access_mode: Some(v1::volume_capability::AccessMode { mode: mode as i32 }),
+    }
+}
+
+/// The single-node writer mount capability most tests use.
+pub fn snw() -> v1::VolumeCapability {
+    mount_cap(Mode::SingleNodeWriter)
+}
+
+/// A CreateVolume request for `name` with `caps`.
+pub fn create_req(name: &str, caps: Vec<v1::VolumeCapability>) -> v1::CreateVolumeRequest {
+    v1::CreateVolumeRequest {
+        name: name.into(),
+        volume_capabilities: caps,
+        ..Default::default()
+    }
+}
+
+/// A capacity range.
+pub fn range(required: i64, limit: i64) -> Option<v1::CapacityRange> {
+    Some(v1::CapacityRange {
+        required_bytes: required,
+        limit_bytes: limit,
+    })
+}
+
+/// Creates a volume and returns it.
+pub async fn create(
+    ctl: &mut ControllerClient<Channel>,
+    name: &str,
+    caps: Vec<v1::VolumeCapability>,
+) -> v1::Volume {
+    ctl.create_volume(create_req(name, caps))
+        .await
+        .unwrap_or_else(|s| panic!("CreateVolume {name}: {s:?}"))
+        .into_inner()
+        .volume
+        .expect("CreateVolume returns a volume")
+}
+
+/// A string map from pairs.
+pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// The code of a failed call; panics (showing the response) when it succeeded.
+pub fn code_of<T: std::fmt::Debug>(result: Result<tonic::Response<T>, Status>) -> Status {
+    match result {
+        Ok(r) => panic!("expected an error, got OK: {:?}", r.into_inner()),
+        Err(s) => s,
+    }
+}
+
+/// Asserts that a call fails with `code` and returns the status for further checks.
+#[track_caller]
+pub fn expect_code<T: std::fmt::Debug>(
+    result: Result<tonic::Response<T>, Status>,
+    code: Code,
+) -> Status {
+    let status = code_of(result);
+    assert_eq!(status.code(), code, "unexpected status: {status:?}");
+    status
+}
+
+/// Unwraps a successful call, showing the status on failure.
+#[track_caller]
+pub fn ok<T>(result: Result<tonic::Response<T>, Status>) -> T {
+    match result {
+        Ok(r) => r.into_inner(),
+        Err(s) => panic!("expected OK, got {:?}: {}", s.code(), s.message()),
+    }
+}
