@@ -7,3 +7,4 @@ pub mod client;
 pub mod fingerprint;
 pub mod proto;
 pub mod report;
+pub mod suite;

@@ -1,0 +1,4 @@
+//! Integration tests for csi-conform: one binary, one module per concern.
+
+mod suite_load;
+mod suite_run;
