@@ -571,15 +571,12 @@ mod mounts {
     pub fn find(path: &Path) -> Option<Mount> {
         let wanted = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        table
-            .lines()
-            .rev()
-            .find_map(|line| {
-                let fields: Vec<&str> = line.split(' ').collect();
-                let point = PathBuf::from(unescape(fields.get(4)?));
-                let options = fields.get(5)?;
-                (point == wanted).then(|| Mount { read_only: options.split(',').any(|o| o == "ro") })
-            })
+        table.lines().rev().find_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let point = PathBuf::from(unescape(fields.get(4)?));
+            let options = fields.get(5)?;
+            (point == wanted).then(|| Mount { read_only: options.split(',').any(|o| o == "ro") })
+        })
     }
 
     /// Undoes mountinfo's octal escapes (`\040` for a space).

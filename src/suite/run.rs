@@ -33,7 +33,7 @@ use super::{
 };
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
-    fingerprint::{Capability, Fingerprint, PluginService},
+    fingerprint::{Capability, Fingerprint},
     proto,
     report::{Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult},
 };
@@ -424,8 +424,12 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
         let names: Vec<String> = any.iter().map(ToString::to_string).collect();
         return Some(format!("requires one of {}, none of which the plugin advertises", names.join(", ")));
     }
-    let needs_controller = scenario.implied.iter().any(|c| {
-        matches!(c, Capability::Plugin(PluginService::ControllerService | PluginService::GroupControllerService))
+    let needs_controller = scenario.steps.iter().any(|s| match &s.action {
+        Action::Call(c) => !matches!(c.method.parent_service().name(), "Node" | "Identity"),
+        Action::Check(c) => {
+            c.check.rpcs.iter().filter_map(|r| proto::method(r)).any(|m| m.parent_service().name() == "Controller")
+        }
+        Action::Assert(_) => false,
     });
     if needs_controller && plugin.controller.is_none() {
         return Some("calls controller RPCs, and no controller endpoint was given".to_owned());
@@ -928,11 +932,13 @@ impl ScenarioCtx {
         }
         if track {
             let outcome = match &answer {
-                Ok(Response::Unary(m)) => Ok(m),
-                Ok(Response::Stream(_)) => Err(Code::Ok),
-                Err(e) => Err(e.code),
+                Ok(Response::Unary(m)) => Some(Ok(m)),
+                Ok(Response::Stream(_)) => None,
+                Err(e) => Some(Err(e.code)),
             };
-            self.tracker.observe(method.name(), &request, outcome, node_index, key.as_deref());
+            if let Some(outcome) = outcome {
+                self.tracker.observe(method.name(), &request, outcome, node_index, key.as_deref());
+            }
         }
         (request, answer)
     }

@@ -2,3 +2,4 @@
 
 mod suite_load;
 mod suite_run;
+mod support;

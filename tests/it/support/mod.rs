@@ -1,0 +1,3 @@
+//! Test doubles shared by the integration tests.
+
+pub mod fake_plugin;
