@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, fmt, future::Future, path::Path, pin::Pin};
 use prost_reflect::DynamicMessage;
 
 use super::{
-    run::ScenarioCtx,
+    run::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
     yaml::{Node, Plain},
 };
@@ -480,19 +480,13 @@ async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
             (true, Ok(_)) | (false, Err(_)) => {}
             (true, Err(e)) => return ctx.call_failed(&e, &request, "OK"),
             (false, Ok(_)) => {
-                let mut f = Finding::new(
-                    Severity::Fail,
-                    "attach-limit",
-                    format!(
-                        "ControllerPublishVolume of volume {} to node {} succeeded, but the node reports max_volumes_per_node {max}",
-                        max + 1,
-                        node.node_id
-                    ),
+                let message = format!(
+                    "ControllerPublishVolume of volume {} to node {} succeeded, but the node reports max_volumes_per_node {max}",
+                    max + 1,
+                    node.node_id
                 );
-                f.rpc = Some("ControllerPublishVolume".into());
-                f.request = Some(proto::to_redacted_json(&request));
-                f.expected = Some("an error".into());
-                f.got = Some("OK".into());
+                let mut f = call_finding(Severity::Fail, "attach-limit", message, "ControllerPublishVolume", &request);
+                (f.expected, f.got) = (Some("an error".into()), Some("OK".into()));
                 ctx.push(f);
             }
         }

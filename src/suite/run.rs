@@ -644,18 +644,14 @@ impl ScenarioCtx {
             AssertError::Failed(_) => (otherwise, "assertion"),
             AssertError::Invalid(_) => (Severity::Error, "suite"),
         };
-        let mut f = Finding::new(
-            severity,
-            kind,
-            match rpc {
-                Some(rpc) => format!("{rpc} response: {}", e.message()),
-                None => e.message().to_owned(),
-            },
-        );
-        f.rpc = rpc.map(str::to_owned);
-        f.request = request.map(proto::to_redacted_json);
+        let f = match (rpc, request) {
+            (Some(rpc), Some(request)) => {
+                call_finding(severity, kind, format!("{rpc} response: {}", e.message()), rpc, request)
+            }
+            _ => Finding::new(severity, kind, e.message()),
+        };
         self.push(f);
-        if severity == Severity::Warn { Flow::Continue } else { Flow::Stop }
+        flow_after(severity)
     }
 
     async fn check_step(&mut self, step: &CheckStep) -> Flow {
@@ -757,20 +753,15 @@ impl ScenarioCtx {
                 Some(first_root) if call.repeat_compare => {
                     if let Some((path, a, b)) = assert::difference(first_root, &root) {
                         let at = if path.is_empty() { String::new() } else { format!(" at {path}") };
-                        let mut f = Finding::new(
-                            call.expect.otherwise,
-                            "not-idempotent",
-                            format!(
-                                "{} call {attempt} of {times} answered differently from the first{at}: {b} instead of {a}",
-                                call.method.name()
-                            ),
+                        let rpc = call.method.name();
+                        let message = format!(
+                            "{rpc} call {attempt} of {times} answered differently from the first{at}: {b} instead of {a}"
                         );
-                        f.rpc = Some(call.method.name().to_owned());
-                        f.request = Some(proto::to_redacted_json(&sent));
+                        let mut f = call_finding(call.expect.otherwise, "not-idempotent", message, rpc, &sent);
                         f.expected = Some(a.to_string());
                         f.got = Some(b.to_string());
                         self.push(f);
-                        if call.expect.otherwise != Severity::Warn {
+                        if flow_after(call.expect.otherwise) == Flow::Stop {
                             return Flow::Stop;
                         }
                     }
@@ -800,19 +791,11 @@ impl ScenarioCtx {
                 Some(self.assertion_failed(e, Severity::Error, Some(call.method.name()), Some(sent)))
             }
             Err(AssertError::Failed(e)) if Instant::now() + poll.interval > deadline => {
-                let mut f = Finding::new(
-                    call.expect.otherwise,
-                    "poll-timeout",
-                    format!(
-                        "{} never met the poll condition within {}: {e}",
-                        call.method.name(),
-                        crate::client::human_duration(poll.timeout)
-                    ),
-                );
-                f.rpc = Some(call.method.name().to_owned());
-                f.request = Some(proto::to_redacted_json(sent));
-                self.push(f);
-                Some(if call.expect.otherwise == Severity::Warn { Flow::Continue } else { Flow::Stop })
+                let rpc = call.method.name();
+                let within = crate::client::human_duration(poll.timeout);
+                let message = format!("{rpc} never met the poll condition within {within}: {e}");
+                self.push(call_finding(call.expect.otherwise, "poll-timeout", message, rpc, sent));
+                Some(flow_after(call.expect.otherwise))
             }
             Err(AssertError::Failed(_)) => None,
         }
@@ -828,31 +811,18 @@ impl ScenarioCtx {
     /// Judges an answer against the step's expectation.
     fn judge(&mut self, call: &Call, sent: &DynamicMessage, answer: Answer) -> Judged {
         let rpc = call.method.name();
-        let finding = |severity: Severity, kind: &str, message: String| {
-            let mut f = Finding::new(severity, kind, message);
-            f.rpc = Some(rpc.to_owned());
-            f.request = Some(proto::to_redacted_json(sent));
-            f
-        };
         let code = match &answer {
             Ok(_) => Code::Ok,
             Err(e) => e.code,
         };
         if let Err(e) = &answer {
             if e.is_unreachable() {
-                let mut f = finding(Severity::Error, "unreachable", format!("plugin unreachable: {}", e.message));
-                f.got = Some(e.code_name().to_owned());
-                self.push(f);
+                self.push(unreachable_finding(e, sent));
                 return Judged::Flow(Flow::Stop);
             }
             if e.origin == ErrorOrigin::Decode {
-                let mut f = finding(
-                    Severity::Fail,
-                    "bad-response",
-                    format!("{rpc} answered with a message that could not be decoded: {}", e.message),
-                );
-                f.got = Some(e.code_name().to_owned());
-                self.push(f);
+                let message = format!("{rpc} answered with a message that could not be decoded: {}", e.message);
+                self.push(rpc_error_finding(e, sent, Severity::Fail, "bad-response", message, None));
                 return Judged::Flow(Flow::Stop);
             }
         }
@@ -867,16 +837,17 @@ impl ScenarioCtx {
                 )));
             }
             let expected = call.expect.codes.to_string();
-            let got = crate::client::code_name(code);
-            let mut f =
-                finding(call.expect.otherwise, "unexpected-code", format!("{rpc} answered {got}, expected {expected}"));
-            f.expected = Some(expected);
-            f.got = Some(got.to_owned());
-            if let Err(e) = &answer {
-                f.plugin_message = Some(e.message.clone());
-            }
+            let message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
+            let f = match &answer {
+                Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, "unexpected-code", message, Some(expected)),
+                Ok(_) => {
+                    let mut f = call_finding(call.expect.otherwise, "unexpected-code", message, rpc, sent);
+                    (f.expected, f.got) = (Some(expected), Some("OK".to_owned()));
+                    f
+                }
+            };
             self.push(f);
-            return Judged::Flow(if call.expect.otherwise == Severity::Warn { Flow::Continue } else { Flow::Stop });
+            return Judged::Flow(flow_after(call.expect.otherwise));
         }
         let Ok(response) = answer else {
             return Judged::Accepted;
@@ -970,20 +941,12 @@ impl ScenarioCtx {
 
     /// Records a failed call made by a check; returns the flow it implies.
     pub fn call_failed(&mut self, error: &RpcError, request: &DynamicMessage, expected: &str) -> CheckOutcome {
-        let mut f = if error.is_unreachable() {
-            Finding::new(Severity::Error, "unreachable", format!("plugin unreachable: {}", error.message))
+        let f = if error.is_unreachable() {
+            unreachable_finding(error, request)
         } else {
-            Finding::new(
-                Severity::Fail,
-                "unexpected-code",
-                format!("{} answered {}, expected {expected}", error.rpc, error.code_name()),
-            )
+            let message = format!("{} answered {}, expected {expected}", error.rpc, error.code_name());
+            rpc_error_finding(error, request, Severity::Fail, "unexpected-code", message, Some(expected.to_owned()))
         };
-        f.rpc = Some(error.rpc.clone());
-        f.request = Some(proto::to_redacted_json(request));
-        f.expected = Some(expected.to_owned());
-        f.got = Some(error.code_name().to_owned());
-        f.plugin_message = Some(error.message.clone()).filter(|m| !m.is_empty());
         self.push(f);
         CheckOutcome::Stop
     }
@@ -1043,16 +1006,9 @@ impl ScenarioCtx {
                 Err(e) => {
                     let severity = if e.is_unreachable() { Severity::Error } else { Severity::Fail };
                     let why = format!("{rpc} answered {}: {}", e.code_name(), e.message);
-                    let mut f = Finding::new(
-                        severity,
-                        "teardown",
-                        format!("teardown could not remove {}: {why}; it is left on the plugin", tracked.resource),
-                    );
-                    f.rpc = Some(rpc.to_owned());
-                    f.request = Some(proto::to_redacted_json(&sent));
-                    f.got = Some(e.code_name().to_owned());
-                    f.plugin_message = Some(e.message.clone()).filter(|m| !m.is_empty());
-                    self.push(f);
+                    let message =
+                        format!("teardown could not remove {}: {why}; it is left on the plugin", tracked.resource);
+                    self.push(rpc_error_finding(&e, &sent, severity, "teardown", message, None));
                     self.tracker.abandon(tracked.seq, &why);
                 }
             }
@@ -1071,6 +1027,46 @@ impl ScenarioCtx {
             tracing::warn!(dir = %self.paths.dir.display(), "scenario directory left behind: {e}");
         }
     }
+}
+
+/// A finding about one call: its RPC and one-line redacted request filled in.
+pub fn call_finding(
+    severity: Severity,
+    kind: &str,
+    message: impl Into<String>,
+    rpc: &str,
+    request: &DynamicMessage,
+) -> Finding {
+    let mut f = Finding::new(severity, kind, message);
+    f.rpc = Some(rpc.to_owned());
+    f.request = Some(proto::to_redacted_json(request));
+    f
+}
+
+/// A finding about a call that failed: also the code it got and the plugin's message.
+fn rpc_error_finding(
+    error: &RpcError,
+    request: &DynamicMessage,
+    severity: Severity,
+    kind: &str,
+    message: String,
+    expected: Option<String>,
+) -> Finding {
+    let mut f = call_finding(severity, kind, message, &error.rpc, request);
+    f.expected = expected;
+    f.got = Some(error.code_name().to_owned());
+    f.plugin_message = Some(error.message.clone()).filter(|m| !m.is_empty());
+    f
+}
+
+fn unreachable_finding(error: &RpcError, request: &DynamicMessage) -> Finding {
+    let message = format!("plugin unreachable: {}", error.message);
+    rpc_error_finding(error, request, Severity::Error, "unreachable", message, None)
+}
+
+/// How a scenario goes on after a miss of this severity: a warning lets it continue.
+fn flow_after(severity: Severity) -> Flow {
+    if severity == Severity::Warn { Flow::Continue } else { Flow::Stop }
 }
 
 fn remove_own_path(path: &Path) {

@@ -269,13 +269,13 @@ impl Builder {
                 let tag = match tag {
                     Some(t) if t.is_yaml_core_schema() => Some(t.suffix.clone()),
                     Some(t) => {
-                        return Err(SyntaxError {
-                            pos,
-                            message: format!(
-                                "unsupported tag {}{}; only core tags like !!str and !!binary are understood",
-                                t.handle, t.suffix
-                            ),
-                        });
+                        let tag = format!("{}{}", t.handle, t.suffix);
+                        let hint = if t.handle == "!" {
+                            format!("; a negated condition must be quoted: \"{tag}\"")
+                        } else {
+                            "; only core tags like !!str and !!binary are understood".to_owned()
+                        };
+                        return Err(SyntaxError { pos, message: format!("unsupported tag {tag}{hint}") });
                     }
                     None => None,
                 };

@@ -201,3 +201,13 @@ fn standalone_requests_parse_and_build_with_positions() {
     let empty = suite::parse_request("<request>", "").unwrap();
     assert!(suite::build_request(&method, &empty, &suite::Vars::new()).is_ok());
 }
+
+#[test]
+fn an_unquoted_negated_condition_gets_a_hint() {
+    assert_eq!(
+        errors(&one_scenario("      - when: !node:STAGE_UNSTAGE_VOLUME\n        call: Probe\n")),
+        [
+            "t.yaml:7:15: unsupported tag !node:STAGE_UNSTAGE_VOLUME; a negated condition must be quoted: \"!node:STAGE_UNSTAGE_VOLUME\""
+        ]
+    );
+}

@@ -297,9 +297,8 @@ async fn a_run_gates_checks_tears_down_and_keeps_secrets_out() {
 
     // Secrets reached the plugin, by csi-sanity key, for create and teardown delete...
     let received = fake.state.lock().unwrap().secrets.clone();
-    let got = |rpc: &str| {
-        received.iter().filter(|(r, _)| r == rpc).map(|(_, m)| m["password"].clone()).collect::<Vec<_>>()
-    };
+    let got =
+        |rpc: &str| received.iter().filter(|(r, _)| r == rpc).map(|(_, m)| m["password"].clone()).collect::<Vec<_>>();
     assert!(got("CreateVolume").iter().all(|v| v == SECRET_CREATE) && !got("CreateVolume").is_empty());
     assert!(got("DeleteVolume").iter().all(|v| v == SECRET_DELETE) && !got("DeleteVolume").is_empty());
     // ...and never the report, not even through the plugin's own error text.
@@ -390,5 +389,108 @@ scenarios:
         assert_eq!(f.kind, "unreachable", "{f:?}");
         assert!(f.message.starts_with("plugin unreachable"), "{}", f.message);
     }
+    fake.stop().await;
+}
+
+/// Records every resource event, to check that the observer hook hears all of them.
+#[derive(Default)]
+struct Journal(std::sync::Mutex<Vec<String>>);
+
+impl suite::ResourceObserver for Journal {
+    fn registered(&self, r: &suite::Tracked) {
+        self.0.lock().unwrap().push(format!("+{}", r.resource));
+    }
+    fn released(&self, r: &suite::Tracked) {
+        self.0.lock().unwrap().push(format!("-{}", r.resource));
+    }
+    fn left_behind(&self, r: &suite::Tracked, _why: &str) {
+        self.0.lock().unwrap().push(format!("!{}", r.resource));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_checks_page_count_and_publish_to_the_limit() {
+    let suite_text = r#"
+suite: checks
+title: Named checks
+scenarios:
+  - id: list-all
+    title: list-all-volumes pages to the end
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}-1", volume_capabilities: ["${capability}"] }
+        save: { one: volume.volume_id }
+      - call: CreateVolume
+        request: { name: "${name}-2", volume_capabilities: ["${capability}"] }
+      - check: list-all-volumes
+        args: { max_entries: 1 }
+        save: { ids: ids, count: count, first: "entries[0].volume.volume_id" }
+      - assert:
+          - { value: "${count}", ge: 2 }
+          - { value: "${ids}", contains: "${one}" }
+          - { value: "${first}", non_empty: true }
+  - id: pagination
+    title: volume-pagination on our own volumes
+    steps:
+      - check: volume-pagination
+        args: { volumes: 4 }
+  - id: attach-limit
+    title: publishing past max_volumes_per_node fails
+    requires_option: attach_limit
+    steps:
+      - check: attach-limit
+        args: { capability: "${capability}" }
+  - id: path-state.fails
+    title: path-state reports what a path is
+    steps:
+      - check: path-state
+        args: { path: "${paths.dir}", is: absent }
+"#;
+    let suites = vec![suite::load_str("checks.yaml", suite_text).unwrap_or_else(|e| panic!("{e}"))];
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let plugin = plugin(&fake).await;
+    let work = tempfile::tempdir().unwrap();
+    let journal = std::sync::Arc::new(Journal::default());
+    let mut cfg = config(work.path(), 4);
+    cfg.options.insert("attach_limit".into());
+    cfg.observer = Some(journal.clone());
+    let report = suite::run(&plugin, &suites, &cfg).await;
+    let outcome = |id: &str| {
+        let r = report.suites[0].scenarios.iter().find(|s| s.id == format!("checks.{id}")).unwrap();
+        (r.outcome, r.findings.iter().map(|f| f.message.clone()).collect::<Vec<_>>())
+    };
+    for id in ["list-all", "pagination", "attach-limit"] {
+        assert_eq!(outcome(id).0, Severity::Pass, "{id}: {:?}", outcome(id).1);
+    }
+    let (state, messages) = outcome("path-state.fails");
+    assert_eq!(state, Severity::Fail);
+    assert!(messages[0].ends_with("is a directory, expected absent"), "{messages:?}");
+
+    assert!(fake.volume_ids().is_empty(), "{:?}", fake.volume_ids());
+    assert!(fake.state.lock().unwrap().published.is_empty());
+    let events = journal.0.lock().unwrap().clone();
+    let registered = events.iter().filter(|e| e.starts_with('+')).count();
+    let released = events.iter().filter(|e| e.starts_with('-')).count();
+    assert!(registered >= 2 + 5 + 3 + 2, "{events:?}");
+    assert_eq!(registered, released, "{events:?}");
+    fake.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_timeout_interrupts_and_leaves_the_rest_unrun() {
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let plugin = plugin(&fake).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut cfg = config(work.path(), 1);
+    cfg.timeout = Some(Duration::from_millis(100));
+    cfg.focus = vec![Regex::new("^run\\.(serial|parallel)").unwrap()];
+    let report = suite::run(&plugin, &suites(), &cfg).await;
+    assert_eq!(report.interrupted.as_deref(), Some("the run timeout of 100ms was reached"));
+    let outcomes: Vec<(Severity, Option<String>)> =
+        report.suites[0].scenarios.iter().map(|s| (s.outcome, s.skip_reason.clone())).collect();
+    assert_eq!(outcomes[0].0, Severity::Pass, "the scenario in flight finishes: {outcomes:?}");
+    assert_eq!(outcomes[2], (Severity::Skip, Some("not run: the run timeout of 100ms was reached".to_owned())));
+    assert!(report.failed());
+    assert!(fake.volume_ids().is_empty());
     fake.stop().await;
 }

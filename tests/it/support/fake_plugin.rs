@@ -508,6 +508,32 @@ impl v1::controller_server::Controller for Fake {
     }
 }
 
+/// Which record of node attachments (stagings or publications) an RPC changes.
+type Records = fn(&mut State) -> &mut BTreeSet<(String, String)>;
+
+impl Fake {
+    /// NodeStage/NodePublish: validates, creates the path (as a plugin would), records it.
+    fn attach(&self, volume_id: String, path: String, capability: bool, records: Records) -> Result<(), Status> {
+        if volume_id.is_empty() || path.is_empty() || !capability {
+            return Err(bad("volume_id, the path and volume_capability are required"));
+        }
+        check_new_path(&path)?;
+        std::fs::create_dir_all(&path).map_err(|e| Status::internal(e.to_string()))?;
+        records(&mut self.state.lock().unwrap()).insert((volume_id, path));
+        Ok(())
+    }
+
+    /// NodeUnstage/NodeUnpublish: removes the path and the record.
+    fn detach(&self, volume_id: String, path: String, records: Records) -> Result<(), Status> {
+        if volume_id.is_empty() || path.is_empty() {
+            return Err(bad("volume_id and the path are required"));
+        }
+        let _ = std::fs::remove_dir(&path);
+        records(&mut self.state.lock().unwrap()).remove(&(volume_id, path));
+        Ok(())
+    }
+}
+
 /// Checks the CO's side of a path: its parent exists, and (unless already used by this
 /// volume) the path itself does not.
 fn check_new_path(path: &str) -> Result<(), Status> {
@@ -526,12 +552,8 @@ impl v1::node_server::Node for Fake {
     ) -> Result<Response<v1::NodeStageVolumeResponse>, Status> {
         let req = request.into_inner();
         record_secrets(&self.state, "NodeStageVolume", &req.secrets);
-        if req.volume_id.is_empty() || req.staging_target_path.is_empty() || req.volume_capability.is_none() {
-            return Err(bad("volume_id, staging_target_path and volume_capability are required"));
-        }
-        check_new_path(&req.staging_target_path)?;
-        std::fs::create_dir_all(&req.staging_target_path).map_err(|e| Status::internal(e.to_string()))?;
-        self.state.lock().unwrap().staged.insert((req.volume_id, req.staging_target_path));
+        let cap = req.volume_capability.is_some();
+        self.attach(req.volume_id, req.staging_target_path, cap, |s| &mut s.staged)?;
         Ok(Response::new(v1::NodeStageVolumeResponse {}))
     }
 
@@ -540,11 +562,7 @@ impl v1::node_server::Node for Fake {
         request: Request<v1::NodeUnstageVolumeRequest>,
     ) -> Result<Response<v1::NodeUnstageVolumeResponse>, Status> {
         let req = request.into_inner();
-        if req.volume_id.is_empty() || req.staging_target_path.is_empty() {
-            return Err(bad("volume_id and staging_target_path are required"));
-        }
-        let _ = std::fs::remove_dir(&req.staging_target_path);
-        self.state.lock().unwrap().staged.remove(&(req.volume_id, req.staging_target_path));
+        self.detach(req.volume_id, req.staging_target_path, |s| &mut s.staged)?;
         Ok(Response::new(v1::NodeUnstageVolumeResponse {}))
     }
 
@@ -554,12 +572,8 @@ impl v1::node_server::Node for Fake {
     ) -> Result<Response<v1::NodePublishVolumeResponse>, Status> {
         let req = request.into_inner();
         record_secrets(&self.state, "NodePublishVolume", &req.secrets);
-        if req.volume_id.is_empty() || req.target_path.is_empty() || req.volume_capability.is_none() {
-            return Err(bad("volume_id, target_path and volume_capability are required"));
-        }
-        check_new_path(&req.target_path)?;
-        std::fs::create_dir_all(&req.target_path).map_err(|e| Status::internal(e.to_string()))?;
-        self.state.lock().unwrap().node_published.insert((req.volume_id, req.target_path));
+        let cap = req.volume_capability.is_some();
+        self.attach(req.volume_id, req.target_path, cap, |s| &mut s.node_published)?;
         Ok(Response::new(v1::NodePublishVolumeResponse {}))
     }
 
@@ -568,11 +582,7 @@ impl v1::node_server::Node for Fake {
         request: Request<v1::NodeUnpublishVolumeRequest>,
     ) -> Result<Response<v1::NodeUnpublishVolumeResponse>, Status> {
         let req = request.into_inner();
-        if req.volume_id.is_empty() || req.target_path.is_empty() {
-            return Err(bad("volume_id and target_path are required"));
-        }
-        let _ = std::fs::remove_dir(&req.target_path);
-        self.state.lock().unwrap().node_published.remove(&(req.volume_id, req.target_path));
+        self.detach(req.volume_id, req.target_path, |s| &mut s.node_published)?;
         Ok(Response::new(v1::NodeUnpublishVolumeResponse {}))
     }
 
