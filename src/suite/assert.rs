@@ -117,7 +117,7 @@ fn run_test(test: &Test, label: &str, actual: &Val, or_zero: bool, vars: &Vars) 
                 fail(format!("{label} has length {len}, expected {op}{bound}"))
             }
         }
-        Test::Contains(x) => {
+        Test::Contains { value: x, negated } => {
             let x = eval(vars, x)?;
             let found = match actual {
                 Val::List(items) => items.iter().any(|i| values_equal(i, &x)),
@@ -127,7 +127,11 @@ fn run_test(test: &Test, label: &str, actual: &Val, or_zero: bool, vars: &Vars) 
                     _ => false,
                 },
             };
-            if found { Ok(()) } else { fail(format!("{label} is {actual}, expected it to contain {x}")) }
+            match (found, negated) {
+                (true, false) | (false, true) => Ok(()),
+                (false, false) => fail(format!("{label} is {actual}, expected it to contain {x}")),
+                (true, true) => fail(format!("{label} is {actual}, expected it not to contain {x}")),
+            }
         }
         Test::OneOf(options) => {
             let options: Vec<Val> = options.iter().map(|o| eval(vars, o)).collect::<Result<_, _>>()?;
@@ -334,7 +338,9 @@ mod tests {
         let e = run("volume.content_source", vec![Test::NonEmpty], false).unwrap_err();
         assert_eq!(e.message(), "volume.content_source is absent, expected a non-empty value");
         assert!(run("volume.volume_context", vec![Test::Length { op: Cmp::Eq, bound: node("1") }], false).is_ok());
-        assert!(run("volume.volume_context", vec![Test::Contains(node("a"))], false).is_ok());
+        assert!(run("volume.volume_context", vec![Test::Contains { value: node("a"), negated: false }], false).is_ok());
+        let e = run("volume.volume_id", vec![Test::Contains { value: node("'-1'"), negated: true }], false).unwrap_err();
+        assert_eq!(e.message(), "volume.volume_id is \"vol-1\", expected it not to contain \"-1\"");
         assert!(run("volume.volume_id", vec![Test::Matches(regex::Regex::new("^vol-").unwrap())], false).is_ok());
         assert!(run("volume.volume_id", vec![Test::OneOf(vec![node("x"), node("vol-1")])], false).is_ok());
         let inner = path_assertion("segments.zone", vec![Test::Equals { value: node("z2"), negated: false }], false);

@@ -236,6 +236,7 @@ const ASSERTION_KEYS: &[&str] = &[
     "length_ge",
     "length_le",
     "contains",
+    "not_contains",
     "one_of",
     "each",
 ];
@@ -531,7 +532,7 @@ impl Loader<'_> {
         let name = fields.get("name").and_then(|n| self.string(n, "name"));
         let when = fields.get("when").map(|n| self.when(n)).unwrap_or_default();
         let action = match kind {
-            "call" => Action::Call(Box::new(self.call(&fields, node.pos, scope, &when)?)),
+            "call" => Action::Call(Box::new(self.call(&fields, node.pos, scope)?)),
             "assert" => Action::Assert(self.assert_step(&fields, scope)?),
             _ => Action::Check(self.check_step(&fields, scope)?),
         };
@@ -552,7 +553,7 @@ impl Loader<'_> {
             .collect()
     }
 
-    fn call(&mut self, fields: &Fields<'_>, pos: Pos, scope: &mut Scope, when: &[Condition]) -> Option<Call> {
+    fn call(&mut self, fields: &Fields<'_>, pos: Pos, scope: &mut Scope) -> Option<Call> {
         let method_node = fields.get("call")?;
         let method = self.method(method_node);
         let node = fields.get("node").and_then(|n| self.count(n, "node", 0)).map(|n| n as usize);
@@ -580,7 +581,6 @@ impl Loader<'_> {
             }
         }
         let save = fields.get("save").map(|n| self.saves(n, &response_ty, scope)).unwrap_or_default();
-        let _ = when;
         Some(Call {
             method: method?,
             node,
@@ -841,7 +841,7 @@ impl Loader<'_> {
         if tests.is_empty() && only_subject {
             self.err(
                 node.pos,
-                "an assertion needs a test: equals, not_equals, non_empty, absent, ge, le, gt, lt, matches, length, length_ge, length_le, contains, one_of or each",
+                "an assertion needs a test: equals, not_equals, non_empty, absent, ge, le, gt, lt, matches, length, length_ge, length_le, contains, not_contains, one_of or each",
             );
         }
         Some(Assertion { subject, tests, or_zero, pos: node.pos })
@@ -884,7 +884,7 @@ impl Loader<'_> {
                     }
                 }
             }
-            "contains" => Test::Contains(value.clone()),
+            "contains" | "not_contains" => Test::Contains { value: value.clone(), negated: key == "not_contains" },
             "one_of" => match value.as_seq() {
                 Some(items) if !items.is_empty() => Test::OneOf(items.to_vec()),
                 _ => {

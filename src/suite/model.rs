@@ -461,8 +461,13 @@ pub enum Test {
         /// The bound.
         bound: Node,
     },
-    /// `contains`.
-    Contains(Node),
+    /// `contains` / `not_contains` (negated).
+    Contains {
+        /// The element, key or substring.
+        value: Node,
+        /// `not_contains`.
+        negated: bool,
+    },
     /// `one_of`.
     OneOf(Vec<Node>),
     /// `each`: every element satisfies these (paths relative to the element).

@@ -412,12 +412,7 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
         }
     }
     if !missing.is_empty() {
-        let which = if missing.len() == 1 {
-            "which the plugin does not advertise"
-        } else {
-            "which the plugin does not advertise (any of them)"
-        };
-        return Some(format!("requires {}, {which}", missing.join(" and ")));
+        return Some(format!("requires {}, which the plugin does not advertise", missing.join(" and ")));
     }
     let any = &scenario.requires.any;
     if !any.is_empty() && !any.iter().any(|c| fp.supports(*c)) {
@@ -438,15 +433,17 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
         .steps
         .iter()
         .filter_map(|s| match &s.action {
-            Action::Call(c) if matches!(c.method.parent_service().name(), "Node" | "Identity") => c.node,
+            Action::Call(c) if c.method.parent_service().name() == "Node" => Some(c.node.unwrap_or(0)),
+            Action::Call(c) if c.method.parent_service().name() == "Identity" => c.node,
             _ => None,
         })
         .max()
         .map_or(0, |n| n + 1);
     let nodes = scenario.requires.nodes.max(max_node);
     if nodes > plugin.nodes.len() {
+        let plural = if nodes == 1 { "" } else { "s" };
         return Some(format!(
-            "requires {nodes} node endpoints, and the run has {} (give more with --node-endpoint)",
+            "requires {nodes} node endpoint{plural}, and the run has {} (give more with --node-endpoint)",
             plugin.nodes.len()
         ));
     }

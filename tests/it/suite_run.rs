@@ -139,6 +139,18 @@ scenarios:
         expect: { otherwise: warn }
       - call: Probe
         expect: { fields: [{ path: ready, equals: true }] }
+  - id: vars.wrong-type
+    title: a variable of the wrong type for a field is an error finding
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}", capacity_range: "${capability}", volume_capabilities: ["${capability}"] }
+  - id: vars.unset
+    title: a variable saved by a step that did not run
+    steps:
+      - when: controller:GET_SNAPSHOT
+        call: Probe
+        save: { ready: ready }
+      - assert: [{ value: "${ready}", equals: true }]
   - id: serial.one
     title: runs alone
     serial: true
@@ -275,6 +287,18 @@ async fn a_run_gates_checks_tears_down_and_keeps_secrets_out() {
     let warn = result(&report, "warn.otherwise");
     assert_eq!(warn.outcome, Severity::Warn, "{:#?}", warn.findings);
     assert_eq!(warn.findings.len(), 1);
+
+    let wrong_type = result(&report, "vars.wrong-type");
+    assert_eq!(wrong_type.outcome, Severity::Error);
+    assert_eq!(wrong_type.findings[0].kind, "request");
+    assert_eq!(
+        wrong_type.findings[0].message,
+        "cannot build the CreateVolume request: run.yaml:131:53: field capacity_range expects a mapping \
+         (csi.v1.CapacityRange), got a csi.v1.VolumeCapability"
+    );
+    let unset = result(&report, "vars.unset");
+    assert_eq!(unset.outcome, Severity::Error);
+    assert!(unset.findings[0].message.contains("variable \"ready\" is not set (the step that saves it did not run)"));
 
     let failed = result(&report, "teardown.after-failure");
     assert_eq!(failed.outcome, Severity::Fail);
