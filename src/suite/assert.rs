@@ -339,7 +339,8 @@ mod tests {
         assert_eq!(e.message(), "volume.content_source is absent, expected a non-empty value");
         assert!(run("volume.volume_context", vec![Test::Length { op: Cmp::Eq, bound: node("1") }], false).is_ok());
         assert!(run("volume.volume_context", vec![Test::Contains { value: node("a"), negated: false }], false).is_ok());
-        let e = run("volume.volume_id", vec![Test::Contains { value: node("'-1'"), negated: true }], false).unwrap_err();
+        let e =
+            run("volume.volume_id", vec![Test::Contains { value: node("'-1'"), negated: true }], false).unwrap_err();
         assert_eq!(e.message(), "volume.volume_id is \"vol-1\", expected it not to contain \"-1\"");
         assert!(run("volume.volume_id", vec![Test::Matches(regex::Regex::new("^vol-").unwrap())], false).is_ok());
         assert!(run("volume.volume_id", vec![Test::OneOf(vec![node("x"), node("vol-1")])], false).is_ok());

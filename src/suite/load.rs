@@ -10,7 +10,7 @@ use regex::Regex;
 use tonic::Code;
 
 use super::{
-    builtins,
+    builtin_vars,
     checks::{self, ArgKind, CheckDef},
     model::*,
     request::{self, RequestTemplate},
@@ -472,7 +472,7 @@ impl Loader<'_> {
             fields.get("implicit_requires").and_then(|n| self.boolean(n, "implicit_requires")).unwrap_or(true);
         let mut steps = Vec::new();
         if let Some(list) = self.required(&fields, "steps", "a scenario", node.pos) {
-            let mut scope = builtins::types();
+            let mut scope = builtin_vars::types();
             match list.as_seq() {
                 Some([]) => self.err(list.pos, "steps is empty"),
                 Some(items) => steps = items.iter().filter_map(|s| self.step(s, &mut scope)).collect(),
@@ -698,7 +698,7 @@ impl Loader<'_> {
             self.err(node.pos, format!("save must be a mapping of variable: path, not {}", node.describe()));
             return Vec::new();
         };
-        let builtin = builtins::types();
+        let builtin = builtin_vars::types();
         let mut out = Vec::new();
         for (key, value) in entries {
             let var = key.scalar_text().unwrap_or_default().to_owned();

@@ -5,7 +5,7 @@
 
 mod assert;
 mod builtin;
-mod builtins;
+mod builtin_vars;
 mod checks;
 mod load;
 mod model;
@@ -16,7 +16,7 @@ mod vars;
 mod yaml;
 
 pub use builtin::{BUILTIN, builtin};
-pub use builtins::{AccessType, NAME_MAX};
+pub use builtin_vars::{AccessType, NAME_MAX};
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
 pub use load::{
     LoadError, LoadErrors, OPTIONS, SECRET_KEYS, check_unique, load_file, load_str, parse_duration, secret_key,

@@ -23,7 +23,7 @@ use tonic::Code;
 
 use super::{
     assert::{self, AssertError},
-    builtins::{self, AccessType, ScenarioPaths},
+    builtin_vars::{self, AccessType, ScenarioPaths},
     checks::CheckOutcome,
     load::{OPTIONS, secret_key},
     model::*,
@@ -221,7 +221,7 @@ pub async fn run_until(
     let started_at =
         time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let started = Instant::now();
-    let run_id = builtins::run_id(config.seed);
+    let run_id = builtin_vars::run_id(config.seed);
     let mut secret_values: Vec<String> =
         config.secrets.values().flat_map(|m| m.values()).filter(|v| !v.is_empty()).cloned().collect();
     secret_values.sort_by_key(|s| std::cmp::Reverse(s.len()));
@@ -551,9 +551,9 @@ pub struct ScenarioCtx {
 
 impl ScenarioCtx {
     fn new(shared: Arc<Shared>, scenario: &Scenario, index: usize) -> Self {
-        let name = builtins::scenario_name(&shared.run_id, &scenario.id);
+        let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
         let paths = ScenarioPaths::new(&shared.run_dir, index, &scenario.id);
-        let vars = builtins::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
+        let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
         let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
         ScenarioCtx { shared, vars, tracker, findings: Vec::new(), paths, name, step: None, step_name: None }
     }
