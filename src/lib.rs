@@ -14,4 +14,5 @@ pub mod proto;
 pub mod reference;
 pub mod report;
 pub mod secrets;
+pub mod suite;
 pub mod units;

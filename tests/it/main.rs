@@ -5,4 +5,6 @@ mod mounts;
 mod proto;
 mod reference;
 mod report;
+mod suite_load;
+mod suite_run;
 mod support;

@@ -1,7 +1,10 @@
 //! Shared helpers of the integration tests: an in-process reference plugin on a unix socket in
-//! a temporary directory, typed tonic clients over that socket, and request builders.
+//! a temporary directory, typed tonic clients over that socket, request builders, and test
+//! doubles ([`fake_plugin`]).
 
 #![allow(dead_code)]
+
+pub mod fake_plugin;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

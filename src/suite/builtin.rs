@@ -1,0 +1,48 @@
+//! The suites built into the binary: the YAML files of `suites/`, embedded with
+//! `include_str!`. To add one, put the file in `suites/` and add a line to [`BUILTIN`].
+
+use super::{Suite, load};
+
+/// Every built-in suite: its file name and text.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("identity.yaml", include_str!("../../suites/identity.yaml")),
+    ("controller.yaml", include_str!("../../suites/controller.yaml")),
+    ("snapshots.yaml", include_str!("../../suites/snapshots.yaml")),
+    ("expansion.yaml", include_str!("../../suites/expansion.yaml")),
+    ("modify.yaml", include_str!("../../suites/modify.yaml")),
+    ("node.yaml", include_str!("../../suites/node.yaml")),
+    ("group-controller.yaml", include_str!("../../suites/group-controller.yaml")),
+    ("extras.yaml", include_str!("../../suites/extras.yaml")),
+];
+
+/// Loads every built-in suite. They are checked by a unit test, so this cannot fail in a
+/// released binary; a broken one is left out with an error log rather than a panic.
+pub fn builtin() -> Vec<Suite> {
+    BUILTIN
+        .iter()
+        .filter_map(|(file, text)| match load::load_str(&format!("builtin:{file}"), text) {
+            Ok(suite) => Some(suite),
+            Err(e) => {
+                tracing::error!("built-in suite {file} does not load:\n{e}");
+                None
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_suite_loads_and_ids_are_unique() {
+        for (file, text) in BUILTIN {
+            if let Err(e) = load::load_str(&format!("builtin:{file}"), text) {
+                panic!("built-in suite {file} does not load:\n{e}");
+            }
+        }
+        let suites = builtin();
+        assert_eq!(suites.len(), BUILTIN.len());
+        load::check_unique(&suites).unwrap();
+    }
+}

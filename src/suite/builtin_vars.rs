@@ -1,0 +1,247 @@
+//! The built-in variables of suites/README.md: their static types (for load-time checks of
+//! `${...}` references) and their run-time values, computed from the run configuration, the
+//! fingerprint and the scenario's own name and paths.
+
+use std::{
+    collections::BTreeMap,
+    hash::{Hash, Hasher},
+    path::{Path, PathBuf},
+};
+
+use super::{
+    run::RunConfig,
+    vars::{Ty, Val, Vars},
+};
+use crate::{
+    fingerprint::Fingerprint,
+    proto::{self, v1},
+};
+
+/// The longest name the spec allows (and the length of `name_max`).
+pub const NAME_MAX: usize = 128;
+
+/// The static type of every built-in variable.
+pub fn types() -> BTreeMap<String, Ty> {
+    let scalar = || Ty::Scalar;
+    let string_map = || Ty::Map(Box::new(Ty::Scalar));
+    let capability = || Ty::Message(proto::message("VolumeCapability").expect("VolumeCapability is in the pool"));
+    let node = Ty::Record(BTreeMap::from([("id", scalar()), ("topology", string_map()), ("max_volumes", scalar())]));
+    let paths = Ty::Record(BTreeMap::from([
+        ("staging", scalar()),
+        ("target", scalar()),
+        ("target2", scalar()),
+        ("dir", scalar()),
+    ]));
+    BTreeMap::from([
+        ("name".to_owned(), scalar()),
+        ("name_max".to_owned(), scalar()),
+        ("volume_size".to_owned(), scalar()),
+        ("expand_size".to_owned(), scalar()),
+        ("parameters".to_owned(), string_map()),
+        ("mutable_parameters".to_owned(), string_map()),
+        ("snapshot_parameters".to_owned(), string_map()),
+        ("secrets".to_owned(), Ty::Map(Box::new(string_map()))),
+        ("access_type".to_owned(), scalar()),
+        ("capability".to_owned(), capability()),
+        ("mount_capability".to_owned(), capability()),
+        ("block_capability".to_owned(), capability()),
+        ("node".to_owned(), node.clone()),
+        ("nodes".to_owned(), Ty::List(Box::new(node))),
+        ("paths".to_owned(), paths),
+        ("idempotency_count".to_owned(), scalar()),
+    ])
+}
+
+/// A scenario's private paths: a directory the engine creates, and paths inside it that the
+/// plugin creates (they do not exist before the scenario).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioPaths {
+    /// `paths.dir`: the scenario's directory (created).
+    pub dir: PathBuf,
+    /// `paths.staging`.
+    pub staging: PathBuf,
+    /// `paths.target`.
+    pub target: PathBuf,
+    /// `paths.target2`.
+    pub target2: PathBuf,
+}
+
+impl ScenarioPaths {
+    /// The paths of scenario number `index` under the run's directory.
+    pub fn new(run_dir: &Path, index: usize, scenario_id: &str) -> Self {
+        let slug: String =
+            scenario_id.chars().take(60).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let dir = run_dir.join(format!("{index:04}-{slug}"));
+        ScenarioPaths { staging: dir.join("staging"), target: dir.join("target"), target2: dir.join("target2"), dir }
+    }
+
+    /// The paths the plugin may create, in teardown order.
+    pub fn plugin_paths(&self) -> [&Path; 3] {
+        [&self.target2, &self.target, &self.staging]
+    }
+}
+
+fn stable_hash(text: &str) -> u64 {
+    // A fixed-key hasher: names must be the same in every run with the same seed.
+    let mut h = std::hash::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// The run id derived from the seed: eight hex digits, part of every name.
+pub fn run_id(seed: u64) -> String {
+    format!("{:08x}", stable_hash(&seed.to_string()) & 0xffff_ffff)
+}
+
+/// A unique, valid volume name for a scenario: lower-case letters, digits and dashes, at most
+/// 100 characters (so that `-suffix`es stay under the spec's 128).
+pub fn scenario_name(run_id: &str, scenario_id: &str) -> String {
+    let slug: String =
+        scenario_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    let base = format!("csi-conform-{run_id}-");
+    let room = 100 - base.len();
+    if slug.len() <= room {
+        format!("{base}{slug}")
+    } else {
+        let tag = format!("{:06x}", stable_hash(scenario_id) & 0xff_ffff);
+        format!("{base}{}-{tag}", &slug[..room - tag.len() - 1])
+    }
+}
+
+/// `name_max`: the scenario's name padded to exactly 128 characters.
+pub fn max_name(name: &str) -> String {
+    let mut out = format!("{name}-");
+    while out.len() < NAME_MAX {
+        out.push('x');
+    }
+    out.truncate(NAME_MAX);
+    out
+}
+
+fn string_map(map: &BTreeMap<String, String>) -> Val {
+    Val::Map(map.iter().map(|(k, v)| (k.clone(), Val::Str(v.clone()))).collect())
+}
+
+/// A SINGLE_NODE_WRITER capability with the given access type.
+pub fn capability(block: bool) -> Val {
+    use v1::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume, access_mode::Mode};
+    let cap = v1::VolumeCapability {
+        access_type: Some(if block {
+            AccessType::Block(BlockVolume {})
+        } else {
+            AccessType::Mount(MountVolume::default())
+        }),
+        access_mode: Some(AccessMode { mode: Mode::SingleNodeWriter as i32 }),
+    };
+    Val::Message(proto::to_dynamic(&cap))
+}
+
+/// The values of every built-in variable for one scenario.
+pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: &ScenarioPaths) -> Vars {
+    let mut vars = Vars::new();
+    let text = |p: &Path| Val::Str(p.display().to_string());
+    vars.insert("name", Val::Str(name.to_owned()));
+    vars.insert("name_max", Val::Str(max_name(name)));
+    vars.insert("volume_size", Val::Int(config.volume_size.into()));
+    vars.insert("expand_size", Val::Int(config.expand_size().into()));
+    vars.insert("parameters", string_map(&config.parameters));
+    vars.insert("mutable_parameters", string_map(&config.mutable_parameters));
+    vars.insert("snapshot_parameters", string_map(&config.snapshot_parameters));
+    vars.insert("secrets", Val::Map(config.secrets.iter().map(|(k, v)| (k.clone(), string_map(v))).collect()));
+    vars.insert("access_type", Val::Str(config.access_type.as_str().to_owned()));
+    vars.insert("capability", capability(config.access_type == AccessType::Block));
+    vars.insert("mount_capability", capability(false));
+    vars.insert("block_capability", capability(true));
+    let nodes: Vec<Val> = fingerprint
+        .nodes
+        .iter()
+        .map(|n| {
+            let topology = n.topology.clone().unwrap_or_default();
+            Val::Map(BTreeMap::from([
+                ("id".to_owned(), Val::Str(n.node_id.clone())),
+                ("topology".to_owned(), string_map(&topology)),
+                ("max_volumes".to_owned(), Val::Int(n.max_volumes_per_node.into())),
+            ]))
+        })
+        .collect();
+    vars.insert("node", nodes.first().cloned().unwrap_or(Val::Null));
+    vars.insert("nodes", Val::List(nodes));
+    vars.insert(
+        "paths",
+        Val::Map(BTreeMap::from([
+            ("staging".to_owned(), text(&paths.staging)),
+            ("target".to_owned(), text(&paths.target)),
+            ("target2".to_owned(), text(&paths.target2)),
+            ("dir".to_owned(), text(&paths.dir)),
+        ])),
+    );
+    vars.insert("idempotency_count", Val::Int(config.idempotency_count.into()));
+    vars
+}
+
+/// `--access-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessType {
+    /// A filesystem (`mount: {}`).
+    #[default]
+    Mount,
+    /// A raw block device (`block: {}`).
+    Block,
+}
+
+impl AccessType {
+    /// `mount` or `block`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessType::Mount => "mount",
+            AccessType::Block => "block",
+        }
+    }
+}
+
+impl std::str::FromStr for AccessType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mount" => Ok(AccessType::Mount),
+            "block" => Ok(AccessType::Block),
+            other => Err(format!("unknown access type {other:?}; expected mount or block")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_valid_and_bounded() {
+        let run = run_id(7);
+        assert_eq!(run, run_id(7));
+        assert_ne!(run, run_id(8));
+        let a = scenario_name(&run, "controller.create-volume.ok");
+        assert!(a.starts_with("csi-conform-") && a.ends_with("controller-create-volume-ok"), "{a}");
+        let long_id = format!("suite.{}", "very-long-".repeat(30));
+        let b = scenario_name(&run, &long_id);
+        let c = scenario_name(&run, &format!("{long_id}x"));
+        assert!(b.len() <= 100 && c.len() <= 100);
+        assert_ne!(b, c);
+        assert!(b.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-'));
+        let m = max_name(&a);
+        assert_eq!(m.len(), NAME_MAX);
+        assert!(m.starts_with(&a));
+    }
+
+    #[test]
+    fn every_value_has_a_type() {
+        let types = types();
+        let config = RunConfig::default();
+        let fp = crate::suite::run::tests_support::fingerprint(1);
+        let paths = ScenarioPaths::new(Path::new("/tmp/x"), 0, "s.a");
+        let vars = values(&config, &fp, "n", &paths);
+        let names: Vec<&str> = vars.names().collect();
+        let typed: Vec<&str> = types.keys().map(String::as_str).collect();
+        assert_eq!(names, typed);
+    }
+}

@@ -1,0 +1,639 @@
+//! Named checks: what YAML cannot say, written in Rust and called by name from a `check`
+//! step. Each has an argument schema (checked at load time), declared outputs (for `save`),
+//! the RPCs it may call (for implicit requirements) and an async body that works through the
+//! scenario's context, so everything it creates is tracked and torn down.
+
+use std::{collections::BTreeMap, fmt, future::Future, path::Path, pin::Pin};
+
+use prost_reflect::DynamicMessage;
+
+use super::{
+    run::{ScenarioCtx, call_finding},
+    vars::{FieldPath, Ty, Val},
+    yaml::{Node, Plain},
+};
+use crate::{
+    proto::{self, v1},
+    report::{Finding, Severity},
+};
+
+/// A check's arguments, variables substituted.
+pub type CheckArgs = BTreeMap<String, Val>;
+
+/// The future a check body returns.
+pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = CheckOutcome> + Send + 'a>>;
+
+/// How a check ended.
+#[derive(Debug, Clone)]
+pub enum CheckOutcome {
+    /// It ran; its outputs (failures, if any, are findings already recorded).
+    Done(BTreeMap<String, Val>),
+    /// The scenario becomes a skip, for this reason.
+    Skip(String),
+    /// A failure (recorded) ends the scenario.
+    Stop,
+}
+
+/// The type of one argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A string.
+    Str,
+    /// A whole number.
+    Int,
+    /// true / false.
+    Bool,
+    /// One of these words.
+    Choice(&'static [&'static str]),
+    /// A VolumeCapability (a mapping, or a variable such as `${capability}`).
+    Capability,
+}
+
+/// One argument of a check.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgSpec {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: ArgKind,
+    /// Whether it must be given.
+    pub required: bool,
+}
+
+/// A named check.
+pub struct CheckDef {
+    /// The name used in `check:`.
+    pub name: &'static str,
+    /// One line for `csi-conform list --checks`.
+    pub description: &'static str,
+    /// Its arguments.
+    pub args: &'static [ArgSpec],
+    /// The values it produces, with their types.
+    pub outputs: fn() -> Vec<(&'static str, Ty)>,
+    /// The RPCs it may call.
+    pub rpcs: &'static [&'static str],
+    /// The body.
+    pub run: for<'a> fn(&'a mut ScenarioCtx, CheckArgs) -> CheckFuture<'a>,
+}
+
+impl fmt::Debug for CheckDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckDef").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+const PATH_STATES: &[&str] =
+    &["absent", "directory", "file", "exists", "mount-point", "not-mount-point", "read-only-mount"];
+
+static REGISTRY: [CheckDef; 5] = [
+    CheckDef {
+        name: "list-all-volumes",
+        description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
+        args: &[ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false }],
+        outputs: || list_outputs("ListVolumesResponse.Entry"),
+        rpcs: &["ListVolumes"],
+        run: |ctx, args| Box::pin(list_all(ctx, args, LIST_VOLUMES)),
+    },
+    CheckDef {
+        name: "list-all-snapshots",
+        description: "pages through ListSnapshots (optionally filtered by snapshot_id / source_volume_id) to the end; saves ids, count, entries",
+        args: &[
+            ArgSpec { name: "snapshot_id", kind: ArgKind::Str, required: false },
+            ArgSpec { name: "source_volume_id", kind: ArgKind::Str, required: false },
+            ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false },
+        ],
+        outputs: || list_outputs("ListSnapshotsResponse.Entry"),
+        rpcs: &["ListSnapshots"],
+        run: |ctx, args| Box::pin(list_all(ctx, args, LIST_SNAPSHOTS)),
+    },
+    CheckDef {
+        name: "volume-pagination",
+        description: "creates its own volumes, pages ListVolumes 2 at a time while deleting and adding one of its own, and checks nothing repeats or goes missing",
+        args: &[ArgSpec { name: "volumes", kind: ArgKind::Int, required: false }],
+        outputs: Vec::new,
+        rpcs: &["CreateVolume", "DeleteVolume", "ListVolumes"],
+        run: |ctx, args| Box::pin(volume_pagination(ctx, args)),
+    },
+    CheckDef {
+        name: "attach-limit",
+        description: "publishes max_volumes_per_node of its own volumes to node 0, then one more, which must fail",
+        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
+        outputs: Vec::new,
+        rpcs: &["CreateVolume", "ControllerPublishVolume"],
+        run: |ctx, args| Box::pin(attach_limit(ctx, args)),
+    },
+    CheckDef {
+        name: "path-state",
+        description: "inspects a path on this host: absent, directory, file, exists, mount-point, not-mount-point or read-only-mount",
+        args: &[
+            ArgSpec { name: "path", kind: ArgKind::Str, required: true },
+            ArgSpec { name: "is", kind: ArgKind::Choice(PATH_STATES), required: true },
+            ArgSpec { name: "node", kind: ArgKind::Int, required: false },
+        ],
+        outputs: Vec::new,
+        rpcs: &[],
+        run: |ctx, args| Box::pin(path_state(ctx, args)),
+    },
+];
+
+/// Every named check.
+pub fn registry() -> &'static [CheckDef] {
+    &REGISTRY
+}
+
+/// A check by name.
+pub fn find(name: &str) -> Option<&'static CheckDef> {
+    REGISTRY.iter().find(|c| c.name == name)
+}
+
+/// `(name, one-line description)` of every check, for `csi-conform list --checks`.
+pub fn checks() -> impl Iterator<Item = (&'static str, &'static str)> {
+    REGISTRY.iter().map(|c| (c.name, c.description))
+}
+
+/// Checks a literal (variable-free) argument against its kind.
+pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String> {
+    match (kind, node.plain()) {
+        (ArgKind::Str, Some(Plain::Str(_))) | (ArgKind::Bool, Some(Plain::Bool(_))) => Ok(()),
+        (ArgKind::Int, Some(Plain::Int(i))) if i >= 0 => Ok(()),
+        (ArgKind::Choice(words), Some(Plain::Str(s))) if words.contains(&s) => Ok(()),
+        (ArgKind::Capability, None) if node.as_map().is_some() => Ok(()),
+        (ArgKind::Str, _) => Err(format!("expects a string, not {}", node.describe())),
+        (ArgKind::Bool, _) => Err(format!("expects true or false, not {}", node.describe())),
+        (ArgKind::Int, _) => Err(format!("expects a whole number, not {}", node.describe())),
+        (ArgKind::Choice(words), _) => Err(format!(
+            "expects one of {}, not {}",
+            words.join(", "),
+            node.scalar_text().map_or_else(|| node.describe().to_owned(), |t| format!("{t:?}"))
+        )),
+        (ArgKind::Capability, _) => Err(format!("expects a VolumeCapability mapping, not {}", node.describe())),
+    }
+}
+
+fn list_outputs(entry: &str) -> Vec<(&'static str, Ty)> {
+    let entry = proto::message(entry).map_or(Ty::Any, Ty::Message);
+    vec![("ids", Ty::List(Box::new(Ty::Scalar))), ("count", Ty::Scalar), ("entries", Ty::List(Box::new(entry)))]
+}
+
+/// How to page through one List RPC.
+struct Lister {
+    rpc: &'static str,
+    request: &'static str,
+    /// The path of an entry's id.
+    id: &'static str,
+    /// What an entry is, for messages.
+    noun: &'static str,
+    /// Filters copied from the check's arguments into the request.
+    filters: &'static [&'static str],
+}
+
+const LIST_VOLUMES: Lister =
+    Lister { rpc: "ListVolumes", request: "ListVolumesRequest", id: "volume.volume_id", noun: "volume", filters: &[] };
+const LIST_SNAPSHOTS: Lister = Lister {
+    rpc: "ListSnapshots",
+    request: "ListSnapshotsRequest",
+    id: "snapshot.snapshot_id",
+    noun: "snapshot",
+    filters: &["snapshot_id", "source_volume_id"],
+};
+
+/// The most pages a listing may take before it is considered endless.
+const MAX_PAGES: usize = 10_000;
+
+fn int_arg(args: &CheckArgs, name: &str) -> Result<Option<i64>, String> {
+    match args.get(name) {
+        None | Some(Val::Null) => Ok(None),
+        Some(Val::Int(i)) => i64::try_from(*i).map(Some).map_err(|_| format!("argument {name} is out of range")),
+        Some(Val::Str(s)) => {
+            s.trim().parse().map(Some).map_err(|_| format!("argument {name} must be a whole number, not {s:?}"))
+        }
+        Some(other) => Err(format!("argument {name} must be a whole number, not {}", other.describe())),
+    }
+}
+
+fn text_arg(args: &CheckArgs, name: &str) -> Option<String> {
+    args.get(name).and_then(Val::to_text)
+}
+
+fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
+    ctx.push(Finding::new(Severity::Error, "suite", message));
+    CheckOutcome::Stop
+}
+
+fn path_of(text: &str) -> Vec<super::vars::Seg> {
+    FieldPath::parse(text).map(|p| p.0).unwrap_or_default()
+}
+
+/// Calls `rpc` and returns the response, or records the failure.
+async fn call_ok(
+    ctx: &mut ScenarioCtx,
+    rpc: &str,
+    request: DynamicMessage,
+    node: Option<usize>,
+) -> Result<DynamicMessage, CheckOutcome> {
+    match ctx.call(rpc, request.clone(), node).await {
+        Ok(r) => Ok(r),
+        Err(e) => Err(ctx.call_failed(&e, &request, "OK")),
+    }
+}
+
+/// One listing page: its entries (id, entry) and next token.
+struct Page {
+    entries: Vec<(String, Val)>,
+    next_token: String,
+}
+
+async fn list_page(
+    ctx: &mut ScenarioCtx,
+    lister: &Lister,
+    base: &DynamicMessage,
+    max: i64,
+    token: &str,
+) -> Result<Page, CheckOutcome> {
+    let mut request = base.clone();
+    request.set_field_by_name("max_entries", prost_reflect::Value::I32(i32::try_from(max).unwrap_or(i32::MAX)));
+    request.set_field_by_name("starting_token", prost_reflect::Value::String(token.to_owned()));
+    let response = call_ok(ctx, lister.rpc, request, None).await?;
+    let val = Val::from_message(&response);
+    let entries = match val.get(&path_of("entries")) {
+        Ok(Val::List(items)) => items,
+        _ => Vec::new(),
+    };
+    if max > 0 && entries.len() as i64 > max {
+        ctx.fail(
+            "pagination",
+            format!("{} returned {} entries, more than max_entries {max}", lister.rpc, entries.len()),
+        );
+    }
+    let entries = entries
+        .into_iter()
+        .map(|e| (e.get(&path_of(lister.id)).ok().and_then(|v| v.to_text()).unwrap_or_default(), e))
+        .collect();
+    let next_token = val.get(&path_of("next_token")).ok().and_then(|v| v.to_text()).unwrap_or_default();
+    Ok(Page { entries, next_token })
+}
+
+/// Pages from `token` to the end, adding to `seen`; fails on repeats.
+async fn page_to_end(
+    ctx: &mut ScenarioCtx,
+    lister: &Lister,
+    base: &DynamicMessage,
+    max: i64,
+    mut token: String,
+    seen: &mut Vec<(String, Val)>,
+) -> Result<(), CheckOutcome> {
+    let mut tokens = vec![token.clone()];
+    for page in 1..=MAX_PAGES {
+        let got = list_page(ctx, lister, base, max, &token).await?;
+        for (id, entry) in got.entries {
+            if seen.iter().any(|(s, _)| *s == id) {
+                ctx.fail(
+                    "pagination",
+                    format!("{} listed {} {id:?} twice (again on page {page})", lister.rpc, lister.noun),
+                );
+                return Err(CheckOutcome::Stop);
+            }
+            seen.push((id, entry));
+        }
+        if got.next_token.is_empty() {
+            return Ok(());
+        }
+        if tokens.contains(&got.next_token) {
+            ctx.fail(
+                "pagination",
+                format!(
+                    "{} returned next_token {:?} again on page {page}; paging would never end",
+                    lister.rpc, got.next_token
+                ),
+            );
+            return Err(CheckOutcome::Stop);
+        }
+        tokens.push(got.next_token.clone());
+        token = got.next_token;
+    }
+    ctx.fail("pagination", format!("{} did not reach the last page within {MAX_PAGES} pages", lister.rpc));
+    Err(CheckOutcome::Stop)
+}
+
+fn list_base(lister: &Lister, args: &CheckArgs) -> DynamicMessage {
+    let mut base = DynamicMessage::new(proto::message(lister.request).expect("List requests are in the pool"));
+    for filter in lister.filters {
+        if let Some(v) = text_arg(args, filter) {
+            base.set_field_by_name(filter, prost_reflect::Value::String(v));
+        }
+    }
+    base
+}
+
+async fn list_all(ctx: &mut ScenarioCtx, args: CheckArgs, lister: Lister) -> CheckOutcome {
+    let max = match int_arg(&args, "max_entries") {
+        Ok(m) => m.unwrap_or(0),
+        Err(e) => return bad_arg(ctx, e),
+    };
+    let base = list_base(&lister, &args);
+    let mut seen = Vec::new();
+    if let Err(outcome) = page_to_end(ctx, &lister, &base, max, String::new(), &mut seen).await {
+        return outcome;
+    }
+    let count = seen.len();
+    let (ids, entries): (Vec<Val>, Vec<Val>) = seen.into_iter().map(|(id, e)| (Val::Str(id), e)).unzip();
+    CheckOutcome::Done(BTreeMap::from([
+        ("ids".to_owned(), Val::List(ids)),
+        ("count".to_owned(), Val::Int(count as i128)),
+        ("entries".to_owned(), Val::List(entries)),
+    ]))
+}
+
+fn capability_arg(ctx: &ScenarioCtx, args: &CheckArgs) -> Result<DynamicMessage, String> {
+    let value = match args.get("capability") {
+        None | Some(Val::Null) => ctx.vars.get("capability").cloned().unwrap_or(Val::Null),
+        Some(v) => v.clone(),
+    };
+    let desc = proto::message("VolumeCapability").expect("VolumeCapability is in the pool");
+    super::request::message_from_val(&desc, &value).map_err(|e| format!("argument capability: {e}"))
+}
+
+fn create_request(ctx: &ScenarioCtx, name: String, capability: &DynamicMessage) -> DynamicMessage {
+    let config = ctx.config();
+    let mut request = proto::to_dynamic(&v1::CreateVolumeRequest {
+        name,
+        capacity_range: Some(v1::CapacityRange { required_bytes: config.volume_size, limit_bytes: 0 }),
+        parameters: config.parameters.clone().into_iter().collect(),
+        ..Default::default()
+    });
+    request.set_field_by_name(
+        "volume_capabilities",
+        prost_reflect::Value::List(vec![prost_reflect::Value::Message(capability.clone())]),
+    );
+    request
+}
+
+async fn create_volume(
+    ctx: &mut ScenarioCtx,
+    suffix: &str,
+    capability: &DynamicMessage,
+) -> Result<String, CheckOutcome> {
+    let name = format!("{}-{suffix}", ctx.name());
+    let response = call_ok(ctx, "CreateVolume", create_request(ctx, name, capability), None).await?;
+    match Val::from_message(&response).get(&path_of("volume.volume_id")) {
+        Ok(Val::Str(id)) if !id.is_empty() => Ok(id),
+        _ => {
+            ctx.fail("assertion", "CreateVolume answered OK without a volume id");
+            Err(CheckOutcome::Stop)
+        }
+    }
+}
+
+async fn volume_pagination(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let count = match int_arg(&args, "volumes") {
+        Ok(n) => n.unwrap_or(5).clamp(3, 100),
+        Err(e) => return bad_arg(ctx, e),
+    };
+    let capability = match capability_arg(ctx, &args) {
+        Ok(c) => c,
+        Err(e) => return bad_arg(ctx, e),
+    };
+    let mut own = Vec::new();
+    for i in 0..count {
+        match create_volume(ctx, &format!("page-{i}"), &capability).await {
+            Ok(id) => own.push(id),
+            Err(o) => return o,
+        }
+    }
+    let lister = LIST_VOLUMES;
+    let base = list_base(&lister, &args);
+    let first = match list_page(ctx, &lister, &base, 2, "").await {
+        Ok(p) => p,
+        Err(o) => return o,
+    };
+    if first.next_token.is_empty() {
+        ctx.fail(
+            "pagination",
+            format!("ListVolumes with max_entries 2 returned no next_token although at least {count} volumes exist"),
+        );
+        return CheckOutcome::Stop;
+    }
+    let deleted = own.iter().find(|id| first.entries.iter().any(|(e, _)| e == *id)).cloned();
+    if let Some(id) = &deleted {
+        let request = proto::to_dynamic(&v1::DeleteVolumeRequest { volume_id: id.clone(), ..Default::default() });
+        if let Err(o) = call_ok(ctx, "DeleteVolume", request, None).await {
+            return o;
+        }
+    }
+    if let Err(o) = create_volume(ctx, "page-extra", &capability).await {
+        return o;
+    }
+    let mut seen = first.entries;
+    if let Err(o) = page_to_end(ctx, &lister, &base, 2, first.next_token, &mut seen).await {
+        return o;
+    }
+    let missing: Vec<&String> =
+        own.iter().filter(|id| Some(*id) != deleted.as_ref() && !seen.iter().any(|(s, _)| s == *id)).collect();
+    if !missing.is_empty() {
+        let list: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+        ctx.fail(
+            "pagination",
+            format!(
+                "paging ListVolumes 2 at a time never listed these volumes, which existed throughout: {}",
+                list.join(", ")
+            ),
+        );
+    }
+    CheckOutcome::Done(BTreeMap::new())
+}
+
+/// The most volumes the attach-limit check creates.
+const ATTACH_LIMIT_MAX: i64 = 256;
+
+async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let Some(node) = ctx.fingerprint().nodes.first().cloned() else {
+        return CheckOutcome::Skip("the run has no node endpoint to learn the attach limit from".into());
+    };
+    let max = node.max_volumes_per_node;
+    if max <= 0 {
+        return CheckOutcome::Skip(
+            "node 0 reports no max_volumes_per_node, so there is no attach limit to test".into(),
+        );
+    }
+    if max > ATTACH_LIMIT_MAX {
+        return CheckOutcome::Skip(format!(
+            "node 0 reports max_volumes_per_node {max}; csi-conform tests limits up to {ATTACH_LIMIT_MAX}"
+        ));
+    }
+    let capability = match capability_arg(ctx, &args) {
+        Ok(c) => c,
+        Err(e) => return bad_arg(ctx, e),
+    };
+    for i in 0..=max {
+        let volume_id = match create_volume(ctx, &format!("attach-{i}"), &capability).await {
+            Ok(id) => id,
+            Err(o) => return o,
+        };
+        let mut request = proto::to_dynamic(&v1::ControllerPublishVolumeRequest {
+            volume_id: volume_id.clone(),
+            node_id: node.node_id.clone(),
+            ..Default::default()
+        });
+        request.set_field_by_name("volume_capability", prost_reflect::Value::Message(capability.clone()));
+        let answer = ctx.call("ControllerPublishVolume", request.clone(), None).await;
+        match (i < max, answer) {
+            (true, Ok(_)) | (false, Err(_)) => {}
+            (true, Err(e)) => return ctx.call_failed(&e, &request, "OK"),
+            (false, Ok(_)) => {
+                let message = format!(
+                    "ControllerPublishVolume of volume {} to node {} succeeded, but the node reports max_volumes_per_node {max}",
+                    max + 1,
+                    node.node_id
+                );
+                let mut f = call_finding(Severity::Fail, "attach-limit", message, "ControllerPublishVolume", &request);
+                (f.expected, f.got) = (Some("an error".into()), Some("OK".into()));
+                ctx.push(f);
+            }
+        }
+    }
+    CheckOutcome::Done(BTreeMap::new())
+}
+
+async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let node = match int_arg(&args, "node") {
+        Ok(n) => n.unwrap_or(0),
+        Err(e) => return bad_arg(ctx, e),
+    };
+    let (Some(path), Some(state)) = (text_arg(&args, "path"), text_arg(&args, "is")) else {
+        return bad_arg(ctx, "path-state needs `path` and `is`".into());
+    };
+    let local = usize::try_from(node).ok().and_then(|n| ctx.node_connections().get(n)).map(|c| c.endpoint().is_local());
+    match local {
+        Some(true) => {}
+        Some(false) => {
+            return CheckOutcome::Skip(format!(
+                "path-state cannot inspect {path} on node endpoint {node}, which is not on this host"
+            ));
+        }
+        None => return bad_arg(ctx, format!("path-state: the run has no node endpoint {node}")),
+    }
+    match inspect(Path::new(&path), &state) {
+        Ok(()) => CheckOutcome::Done(BTreeMap::new()),
+        Err(found) => {
+            ctx.fail("path-state", format!("{path} {found}, expected {state}"));
+            CheckOutcome::Stop
+        }
+    }
+}
+
+/// Checks a path's state; the error says what it is instead.
+fn inspect(path: &Path, state: &str) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(path);
+    let what = match &meta {
+        Err(_) => "is absent",
+        Ok(m) if m.is_dir() => "is a directory",
+        Ok(_) => "is a file",
+    };
+    let mount = mounts::find(path);
+    let ok = match state {
+        "absent" => meta.is_err(),
+        "directory" => meta.as_ref().is_ok_and(|m| m.is_dir()),
+        "file" => meta.as_ref().is_ok_and(|m| !m.is_dir()),
+        "exists" => meta.is_ok(),
+        "mount-point" => mount.is_some(),
+        "not-mount-point" => mount.is_none(),
+        "read-only-mount" => mount.as_ref().is_some_and(|m| m.read_only),
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match (state, mount) {
+        ("mount-point" | "read-only-mount", None) => format!("{what} and not a mount point"),
+        ("read-only-mount", Some(_)) => "is mounted read-write".to_owned(),
+        ("not-mount-point", Some(_)) => "is a mount point".to_owned(),
+        _ => what.to_owned(),
+    })
+}
+
+/// A minimal `/proc/self/mountinfo` reader (to be replaced by the `mounts` module).
+mod mounts {
+    use std::path::{Path, PathBuf};
+
+    /// One mount.
+    pub struct Mount {
+        /// Whether it is mounted read-only.
+        pub read_only: bool,
+    }
+
+    /// The mount at exactly `path` (the last one, if stacked).
+    pub fn find(path: &Path) -> Option<Mount> {
+        let wanted = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        table.lines().rev().find_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let point = PathBuf::from(unescape(fields.get(4)?));
+            let options = fields.get(5)?;
+            (point == wanted).then(|| Mount { read_only: options.split(',').any(|o| o == "ro") })
+        })
+    }
+
+    /// Undoes mountinfo's octal escapes (`\040` for a space).
+    fn unescape(field: &str) -> String {
+        let bytes = field.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'\\'
+                && let Some(code) = field.get(i + 1..i + 4).and_then(|o| u8::from_str_radix(o, 8).ok())
+            {
+                out.push(code);
+                i += 4;
+                continue;
+            }
+            out.push(bytes[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn unescapes_octal() {
+            assert_eq!(super::unescape("/a\\040b"), "/a b");
+            assert_eq!(super::unescape("/plain"), "/plain");
+        }
+
+        #[test]
+        fn root_is_a_mount_point() {
+            assert!(super::find(std::path::Path::new("/")).is_some());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_names_are_unique_and_described() {
+        let names: Vec<&str> = checks().map(|(n, _)| n).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names.len(), sorted.len());
+        assert!(checks().all(|(_, d)| !d.is_empty() && !d.contains('\n')));
+        for c in registry() {
+            for rpc in c.rpcs {
+                assert!(proto::method(rpc).is_some(), "{rpc}");
+            }
+            let _ = (c.outputs)();
+        }
+    }
+
+    #[test]
+    fn inspect_reports_what_a_path_is() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(inspect(dir.path(), "directory").is_ok());
+        assert!(inspect(dir.path(), "not-mount-point").is_ok());
+        assert_eq!(inspect(dir.path(), "absent").unwrap_err(), "is a directory");
+        assert_eq!(inspect(&dir.path().join("x"), "exists").unwrap_err(), "is absent");
+        assert_eq!(inspect(dir.path(), "mount-point").unwrap_err(), "is a directory and not a mount point");
+    }
+}

@@ -1,0 +1,475 @@
+//! The typed form of a suite file: suites, scenarios, steps, expectations and assertions, each
+//! remembering where it was written. Built only by the loader, so everything in it has been
+//! checked (RPC names, request fields, codes, capabilities, variables, regexes).
+
+use std::{fmt, time::Duration};
+
+use prost_reflect::MethodDescriptor;
+use regex::Regex;
+use tonic::Code;
+
+use super::{checks::CheckDef, request::RequestTemplate, vars::FieldPath, yaml::Node, yaml::Pos};
+use crate::{fingerprint::Capability, report::Severity};
+
+/// Where something was written: `file:line:column`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Location {
+    /// The file (or `builtin:NAME.yaml`, `<request>`).
+    pub origin: String,
+    /// Line and column.
+    pub pos: Pos,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.origin, self.pos)
+    }
+}
+
+/// One suite file.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) description: Option<String>,
+    pub(crate) location: Location,
+    pub(crate) requires: Requires,
+    pub(crate) scenarios: Vec<Scenario>,
+}
+
+impl Suite {
+    /// The suite id (`controller`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its title.
+    pub fn title(&self) -> &str {
+        &self.title
+    }
+
+    /// Its description, if any.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
+    /// Where it came from: `builtin:controller.yaml` or the file path as given.
+    pub fn source(&self) -> &str {
+        &self.location.origin
+    }
+
+    /// Where its `suite:` key is.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// The requirements that apply to every scenario.
+    pub fn requires(&self) -> &Requires {
+        &self.requires
+    }
+
+    /// The scenarios, in file order.
+    pub fn scenarios(&self) -> &[Scenario] {
+        &self.scenarios
+    }
+}
+
+/// What a scenario (or suite) needs in order to run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requires {
+    /// `requires`: every one must be advertised.
+    pub capabilities: Vec<Capability>,
+    /// `requires_any`: at least one must be advertised.
+    pub any: Vec<Capability>,
+    /// `requires_nodes`: at least this many node endpoints.
+    pub nodes: usize,
+    /// `requires_option`: opt-ins the run must enable (`attach_limit`).
+    pub options: Vec<String>,
+}
+
+impl Requires {
+    /// Both sets of requirements together.
+    pub fn merged(&self, other: &Requires) -> Requires {
+        let mut out = self.clone();
+        for c in &other.capabilities {
+            if !out.capabilities.contains(c) {
+                out.capabilities.push(*c);
+            }
+        }
+        out.any.extend(other.any.iter().copied());
+        out.nodes = out.nodes.max(other.nodes);
+        for o in &other.options {
+            if !out.options.contains(o) {
+                out.options.push(o.clone());
+            }
+        }
+        out
+    }
+}
+
+/// One scenario: a titled list of steps with requirements.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) spec: Option<String>,
+    pub(crate) parity: Vec<u32>,
+    pub(crate) tags: Vec<String>,
+    /// The scenario's own requirements merged with its suite's.
+    pub(crate) requires: Requires,
+    /// Service capabilities implied by the RPCs it calls.
+    pub(crate) implied: Vec<Capability>,
+    pub(crate) serial: bool,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) location: Location,
+}
+
+impl Scenario {
+    /// The full id, `<suite>.<id>`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its title.
+    pub fn title(&self) -> &str {
+        &self.title
+    }
+
+    /// The spec section it checks.
+    pub fn spec(&self) -> Option<&str> {
+        self.spec.as_deref()
+    }
+
+    /// The csi-sanity case numbers it covers.
+    pub fn parity(&self) -> &[u32] {
+        &self.parity
+    }
+
+    /// Its tags.
+    pub fn tags(&self) -> &[String] {
+        &self.tags
+    }
+
+    /// Its requirements, its suite's included (not the implied service capabilities).
+    pub fn requires(&self) -> &Requires {
+        &self.requires
+    }
+
+    /// The plugin services its RPCs imply (`plugin:CONTROLLER_SERVICE`...), unless it opted
+    /// out with `implicit_requires: false`.
+    pub fn implied_requires(&self) -> &[Capability] {
+        &self.implied
+    }
+
+    /// Whether it runs alone.
+    pub fn serial(&self) -> bool {
+        self.serial
+    }
+
+    /// Its steps.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// Where its `id:` is: `file:line:column`.
+    pub fn source(&self) -> &Location {
+        &self.location
+    }
+}
+
+/// A `when:` condition: a capability that must (or, negated, must not) be advertised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Condition {
+    /// `!scope:NAME`.
+    pub negated: bool,
+    /// The capability.
+    pub capability: Capability,
+}
+
+/// One step.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// `name:`, shown in reports.
+    pub name: Option<String>,
+    /// `when:`: every condition must hold for the step to run.
+    pub when: Vec<Condition>,
+    /// What it does.
+    pub action: Action,
+    /// Where it starts.
+    pub pos: Pos,
+}
+
+/// What a step does.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// One RPC.
+    Call(Box<Call>),
+    /// Assertions on known values.
+    Assert(AssertStep),
+    /// A named check.
+    Check(CheckStep),
+}
+
+/// A `call` step.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The RPC.
+    pub method: MethodDescriptor,
+    /// `node:` for Node (and Identity) RPCs; `None` means the default.
+    pub node: Option<usize>,
+    /// The request as written.
+    pub request: RequestTemplate,
+    /// `secrets:`.
+    pub secrets: SecretsMode,
+    /// `expect:`.
+    pub expect: Expect,
+    /// `skip_on:`.
+    pub skip_on: Option<SkipOn>,
+    /// `save:`.
+    pub save: Vec<Save>,
+    /// `repeat:`.
+    pub repeat: Repeat,
+    /// `repeat_compare:`: whether repeated OK responses must equal the first.
+    pub repeat_compare: bool,
+    /// `poll:`.
+    pub poll: Option<Poll>,
+}
+
+/// How the request's `secrets` field is filled.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SecretsMode {
+    /// From the csi-sanity key for the RPC, unless the request sets `secrets` itself.
+    Auto,
+    /// No secrets.
+    None,
+    /// From this secrets-file key.
+    Key(String),
+}
+
+impl fmt::Display for SecretsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretsMode::Auto => f.write_str("auto"),
+            SecretsMode::None => f.write_str("none"),
+            SecretsMode::Key(k) => f.write_str(k),
+        }
+    }
+}
+
+/// What a call must answer.
+#[derive(Debug, Clone)]
+pub struct Expect {
+    /// The acceptable codes.
+    pub codes: ExpectCodes,
+    /// The severity of a miss.
+    pub otherwise: Severity,
+    /// Assertions on an OK response.
+    pub fields: Vec<Assertion>,
+}
+
+impl Default for Expect {
+    fn default() -> Self {
+        Expect { codes: ExpectCodes::Codes(vec![Code::Ok]), otherwise: Severity::Fail, fields: Vec::new() }
+    }
+}
+
+/// Acceptable codes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpectCodes {
+    /// One of these.
+    Codes(Vec<Code>),
+    /// Any code but OK.
+    AnyError,
+}
+
+impl ExpectCodes {
+    /// Whether `code` is acceptable.
+    pub fn accepts(&self, code: Code) -> bool {
+        match self {
+            ExpectCodes::Codes(codes) => codes.contains(&code),
+            ExpectCodes::AnyError => code != Code::Ok,
+        }
+    }
+
+    /// Whether an OK answer is acceptable.
+    pub fn accepts_ok(&self) -> bool {
+        self.accepts(Code::Ok)
+    }
+}
+
+impl fmt::Display for ExpectCodes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExpectCodes::AnyError => f.write_str("any error"),
+            ExpectCodes::Codes(codes) => {
+                let names: Vec<&str> = codes.iter().map(|c| crate::client::code_name(*c)).collect();
+                f.write_str(&names.join(" or "))
+            }
+        }
+    }
+}
+
+/// `skip_on:`.
+#[derive(Debug, Clone)]
+pub struct SkipOn {
+    /// Codes that make the scenario a skip.
+    pub codes: Vec<Code>,
+    /// Why, for the report.
+    pub reason: Option<String>,
+}
+
+/// One `save:` entry: a variable and the path it takes from the response (or check output).
+#[derive(Debug, Clone)]
+pub struct Save {
+    /// The variable name.
+    pub var: String,
+    /// The path.
+    pub path: FieldPath,
+    /// Where it is written.
+    pub pos: Pos,
+}
+
+/// `repeat:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// This many times.
+    Times(u32),
+    /// `--idempotency-count` times.
+    Idempotency,
+}
+
+/// `poll:`.
+#[derive(Debug, Clone)]
+pub struct Poll {
+    /// The condition to wait for.
+    pub until: Vec<Assertion>,
+    /// The longest wait.
+    pub timeout: Duration,
+    /// The pause between calls.
+    pub interval: Duration,
+}
+
+/// An `assert` step.
+#[derive(Debug, Clone)]
+pub struct AssertStep {
+    /// The assertions.
+    pub assertions: Vec<Assertion>,
+    /// The severity of a failed assertion.
+    pub otherwise: Severity,
+}
+
+/// A `check` step.
+#[derive(Debug, Clone)]
+pub struct CheckStep {
+    /// The check.
+    pub check: &'static CheckDef,
+    /// Its arguments, as written (variables substituted at run time).
+    pub args: Vec<(String, Node)>,
+    /// `save:` from its outputs.
+    pub save: Vec<Save>,
+}
+
+/// What an assertion looks at.
+#[derive(Debug, Clone)]
+pub enum Subject {
+    /// A path into the response (or list element).
+    Path(FieldPath),
+    /// A value (`assert` steps).
+    Value(Node),
+}
+
+/// One assertion: a subject and the tests it must pass.
+#[derive(Debug, Clone)]
+pub struct Assertion {
+    /// What it looks at.
+    pub subject: Subject,
+    /// The tests, all of which must pass.
+    pub tests: Vec<Test>,
+    /// `or_zero`: numeric comparisons also accept 0.
+    pub or_zero: bool,
+    /// Where it is written.
+    pub pos: Pos,
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    /// `ge`.
+    Ge,
+    /// `le`.
+    Le,
+    /// `gt`.
+    Gt,
+    /// `lt`.
+    Lt,
+    /// `equals` (lengths).
+    Eq,
+}
+
+impl Cmp {
+    /// The symbol, for messages.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Ge => ">=",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Lt => "<",
+            Cmp::Eq => "==",
+        }
+    }
+
+    /// Whether `ordering` (value compared with bound) satisfies the operator.
+    pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            Cmp::Ge => ordering != Less,
+            Cmp::Le => ordering != Greater,
+            Cmp::Gt => ordering == Greater,
+            Cmp::Lt => ordering == Less,
+            Cmp::Eq => ordering == Equal,
+        }
+    }
+}
+
+/// One test of an assertion.
+#[derive(Debug, Clone)]
+pub enum Test {
+    /// `equals` / `not_equals` (negated).
+    Equals {
+        /// The expected value.
+        value: Node,
+        /// `not_equals`.
+        negated: bool,
+    },
+    /// `non_empty: true` (or `absent: false`).
+    NonEmpty,
+    /// `absent: true` (or `non_empty: false`).
+    Absent,
+    /// `ge`, `le`, `gt`, `lt`.
+    Compare {
+        /// The operator.
+        op: Cmp,
+        /// The bound.
+        bound: Node,
+    },
+    /// `matches`.
+    Matches(Regex),
+    /// `length`, `length_ge`, `length_le`.
+    Length {
+        /// The operator.
+        op: Cmp,
+        /// The bound.
+        bound: Node,
+    },
+    /// `contains` / `not_contains` (negated).
+    Contains {
+        /// The element, key or substring.
+        value: Node,
+        /// `not_contains`.
+        negated: bool,
+    },
+    /// `one_of`.
+    OneOf(Vec<Node>),
+    /// `each`: every element satisfies these (paths relative to the element).
+    Each(Vec<Assertion>),
+}

@@ -1,0 +1,399 @@
+//! What a scenario created on the plugin (volumes, snapshots, group snapshots, controller
+//! publications, node stagings and publications), so that it can be torn down afterwards,
+//! pass or fail, newest first, and nothing else. A [`ResourceObserver`] hears of every
+//! registration and release (the hook for a crash-safe journal).
+
+use std::{fmt, sync::Arc};
+
+use prost_reflect::DynamicMessage;
+use serde::Serialize;
+use tonic::Code;
+
+use super::vars::{FieldPath, Val};
+use crate::proto::{self, v1};
+
+/// Something the engine created on the plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Resource {
+    /// CreateVolume → DeleteVolume.
+    Volume {
+        /// Its id.
+        volume_id: String,
+    },
+    /// CreateSnapshot → DeleteSnapshot.
+    Snapshot {
+        /// Its id.
+        snapshot_id: String,
+    },
+    /// CreateVolumeGroupSnapshot → DeleteVolumeGroupSnapshot.
+    GroupSnapshot {
+        /// Its id.
+        group_snapshot_id: String,
+        /// The member snapshots (DeleteVolumeGroupSnapshot names them).
+        snapshot_ids: Vec<String>,
+    },
+    /// ControllerPublishVolume → ControllerUnpublishVolume.
+    ControllerPublication {
+        /// The volume.
+        volume_id: String,
+        /// The node it is published to.
+        node_id: String,
+    },
+    /// NodeStageVolume → NodeUnstageVolume.
+    NodeStage {
+        /// The volume.
+        volume_id: String,
+        /// The staging path.
+        staging_target_path: String,
+        /// Which node endpoint.
+        node: usize,
+    },
+    /// NodePublishVolume → NodeUnpublishVolume.
+    NodePublication {
+        /// The volume.
+        volume_id: String,
+        /// The target path.
+        target_path: String,
+        /// Which node endpoint.
+        node: usize,
+    },
+}
+
+impl Resource {
+    /// What a successful call created, if it creates anything.
+    pub fn created_by(rpc: &str, request: &DynamicMessage, response: &DynamicMessage, node: usize) -> Option<Resource> {
+        let req = |p: &str| text_at(request, p);
+        let resp = |p: &str| text_at(response, p);
+        let found = match rpc {
+            "CreateVolume" => Resource::Volume { volume_id: resp("volume.volume_id") },
+            "CreateSnapshot" => Resource::Snapshot { snapshot_id: resp("snapshot.snapshot_id") },
+            "CreateVolumeGroupSnapshot" => Resource::GroupSnapshot {
+                group_snapshot_id: resp("group_snapshot.group_snapshot_id"),
+                snapshot_ids: match Val::from_message(response).get(&path("group_snapshot.snapshots")) {
+                    Ok(Val::List(items)) => items
+                        .iter()
+                        .filter_map(|s| match s.get(&path("snapshot_id")) {
+                            Ok(Val::Str(id)) => Some(id),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                },
+            },
+            "ControllerPublishVolume" => {
+                Resource::ControllerPublication { volume_id: req("volume_id"), node_id: req("node_id") }
+            }
+            "NodeStageVolume" => Resource::NodeStage {
+                volume_id: req("volume_id"),
+                staging_target_path: req("staging_target_path"),
+                node,
+            },
+            "NodePublishVolume" => {
+                Resource::NodePublication { volume_id: req("volume_id"), target_path: req("target_path"), node }
+            }
+            _ => return None,
+        };
+        (!found.primary_id().is_empty()).then_some(found)
+    }
+
+    /// Whether a successful (or NOT_FOUND) call of `rpc` with `request` undoes this resource.
+    pub fn released_by(&self, rpc: &str, request: &DynamicMessage, node: usize) -> bool {
+        let req = |p: &str| text_at(request, p);
+        match (self, rpc) {
+            (Resource::Volume { volume_id }, "DeleteVolume") => *volume_id == req("volume_id"),
+            (Resource::Snapshot { snapshot_id }, "DeleteSnapshot") => *snapshot_id == req("snapshot_id"),
+            (Resource::GroupSnapshot { group_snapshot_id, .. }, "DeleteVolumeGroupSnapshot") => {
+                *group_snapshot_id == req("group_snapshot_id")
+            }
+            (Resource::ControllerPublication { volume_id, node_id }, "ControllerUnpublishVolume") => {
+                let n = req("node_id");
+                *volume_id == req("volume_id") && (n.is_empty() || *node_id == n)
+            }
+            (Resource::NodeStage { volume_id, staging_target_path, node: at }, "NodeUnstageVolume") => {
+                *volume_id == req("volume_id") && *staging_target_path == req("staging_target_path") && *at == node
+            }
+            (Resource::NodePublication { volume_id, target_path, node: at }, "NodeUnpublishVolume") => {
+                *volume_id == req("volume_id") && *target_path == req("target_path") && *at == node
+            }
+            _ => false,
+        }
+    }
+
+    fn primary_id(&self) -> &str {
+        match self {
+            Resource::Volume { volume_id }
+            | Resource::ControllerPublication { volume_id, .. }
+            | Resource::NodeStage { volume_id, .. }
+            | Resource::NodePublication { volume_id, .. } => volume_id,
+            Resource::Snapshot { snapshot_id } => snapshot_id,
+            Resource::GroupSnapshot { group_snapshot_id, .. } => group_snapshot_id,
+        }
+    }
+
+    /// Whether this is an attachment (publication or staging), torn down before any object.
+    pub fn is_attachment(&self) -> bool {
+        matches!(
+            self,
+            Resource::ControllerPublication { .. } | Resource::NodeStage { .. } | Resource::NodePublication { .. }
+        )
+    }
+
+    /// The node endpoint the teardown goes to (node resources), if any.
+    pub fn node(&self) -> Option<usize> {
+        match self {
+            Resource::NodeStage { node, .. } | Resource::NodePublication { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+
+    /// The RPC and request (without secrets) that undo this resource.
+    pub fn teardown(&self) -> (&'static str, DynamicMessage) {
+        match self.clone() {
+            Resource::Volume { volume_id } => {
+                ("DeleteVolume", proto::to_dynamic(&v1::DeleteVolumeRequest { volume_id, ..Default::default() }))
+            }
+            Resource::Snapshot { snapshot_id } => {
+                ("DeleteSnapshot", proto::to_dynamic(&v1::DeleteSnapshotRequest { snapshot_id, ..Default::default() }))
+            }
+            Resource::GroupSnapshot { group_snapshot_id, snapshot_ids } => (
+                "DeleteVolumeGroupSnapshot",
+                proto::to_dynamic(&v1::DeleteVolumeGroupSnapshotRequest {
+                    group_snapshot_id,
+                    snapshot_ids,
+                    ..Default::default()
+                }),
+            ),
+            Resource::ControllerPublication { volume_id, node_id } => (
+                "ControllerUnpublishVolume",
+                proto::to_dynamic(&v1::ControllerUnpublishVolumeRequest { volume_id, node_id, ..Default::default() }),
+            ),
+            Resource::NodeStage { volume_id, staging_target_path, .. } => (
+                "NodeUnstageVolume",
+                proto::to_dynamic(&v1::NodeUnstageVolumeRequest { volume_id, staging_target_path }),
+            ),
+            Resource::NodePublication { volume_id, target_path, .. } => {
+                ("NodeUnpublishVolume", proto::to_dynamic(&v1::NodeUnpublishVolumeRequest { volume_id, target_path }))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resource::Volume { volume_id } => write!(f, "volume {volume_id}"),
+            Resource::Snapshot { snapshot_id } => write!(f, "snapshot {snapshot_id}"),
+            Resource::GroupSnapshot { group_snapshot_id, .. } => write!(f, "group snapshot {group_snapshot_id}"),
+            Resource::ControllerPublication { volume_id, node_id } => {
+                write!(f, "publication of volume {volume_id} to node {node_id}")
+            }
+            Resource::NodeStage { volume_id, staging_target_path, node } => {
+                write!(f, "staging of volume {volume_id} at {staging_target_path} (node endpoint {node})")
+            }
+            Resource::NodePublication { volume_id, target_path, node } => {
+                write!(f, "publication of volume {volume_id} at {target_path} (node endpoint {node})")
+            }
+        }
+    }
+}
+
+fn path(p: &str) -> Vec<super::vars::Seg> {
+    FieldPath::parse(p).map(|p| p.0).unwrap_or_default()
+}
+
+fn text_at(message: &DynamicMessage, p: &str) -> String {
+    match Val::from_message(message).get(&path(p)) {
+        Ok(Val::Str(s)) => s,
+        _ => String::new(),
+    }
+}
+
+/// A registered resource with what is needed to tear it down and to journal it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tracked {
+    /// Registration order within the run's scenario (1, 2, ...).
+    pub seq: u64,
+    /// The scenario that created it.
+    pub scenario: String,
+    /// What it is.
+    pub resource: Resource,
+    /// The secrets-file key the creating call used (a name, never values); `None` when it
+    /// sent no secrets. Teardown sends secrets (by `auto`) only when this is set.
+    pub secrets_key: Option<String>,
+}
+
+/// Hears about every resource the engine creates and releases, so that a journal can record
+/// them and a later run can clean up after a crash. Called synchronously; keep it quick.
+pub trait ResourceObserver: Send + Sync {
+    /// A call created `resource`.
+    fn registered(&self, resource: &Tracked);
+    /// `resource` was deleted/unpublished (by a step or by teardown), or was already gone.
+    fn released(&self, resource: &Tracked);
+    /// Teardown could not release `resource`; it is left on the plugin.
+    fn left_behind(&self, resource: &Tracked, why: &str) {
+        let _ = (resource, why);
+    }
+}
+
+/// The resources of one scenario.
+pub struct Tracker {
+    scenario: String,
+    live: Vec<Tracked>,
+    next: u64,
+    observer: Option<Arc<dyn ResourceObserver>>,
+}
+
+impl Tracker {
+    /// An empty tracker for a scenario.
+    pub fn new(scenario: &str, observer: Option<Arc<dyn ResourceObserver>>) -> Self {
+        Tracker { scenario: scenario.to_owned(), live: Vec::new(), next: 1, observer }
+    }
+
+    /// Records what an answered call did: registers what an OK call created, and releases
+    /// what an OK or NOT_FOUND call deleted.
+    pub fn observe(
+        &mut self,
+        rpc: &str,
+        request: &DynamicMessage,
+        outcome: Result<&DynamicMessage, Code>,
+        node: usize,
+        secrets_key: Option<&str>,
+    ) {
+        match outcome {
+            Ok(response) => {
+                if let Some(resource) = Resource::created_by(rpc, request, response, node) {
+                    self.register(resource, secrets_key);
+                }
+                self.release_matching(rpc, request, node);
+            }
+            Err(Code::NotFound) => self.release_matching(rpc, request, node),
+            Err(_) => {}
+        }
+    }
+
+    /// Registers a resource (once: re-creating the same thing idempotently is one resource).
+    pub fn register(&mut self, resource: Resource, secrets_key: Option<&str>) {
+        if self.live.iter().any(|t| t.resource == resource) {
+            return;
+        }
+        let tracked = Tracked {
+            seq: self.next,
+            scenario: self.scenario.clone(),
+            resource,
+            secrets_key: secrets_key.map(str::to_owned),
+        };
+        self.next += 1;
+        if let Some(o) = &self.observer {
+            o.registered(&tracked);
+        }
+        self.live.push(tracked);
+    }
+
+    fn release_matching(&mut self, rpc: &str, request: &DynamicMessage, node: usize) {
+        let (gone, kept): (Vec<Tracked>, Vec<Tracked>) =
+            std::mem::take(&mut self.live).into_iter().partition(|t| t.resource.released_by(rpc, request, node));
+        self.live = kept;
+        for t in &gone {
+            if let Some(o) = &self.observer {
+                o.released(t);
+            }
+        }
+    }
+
+    /// Marks one resource released.
+    pub fn release(&mut self, seq: u64) {
+        if let Some(i) = self.live.iter().position(|t| t.seq == seq) {
+            let t = self.live.remove(i);
+            if let Some(o) = &self.observer {
+                o.released(&t);
+            }
+        }
+    }
+
+    /// Reports a resource as left behind and forgets it.
+    pub fn abandon(&mut self, seq: u64, why: &str) {
+        if let Some(i) = self.live.iter().position(|t| t.seq == seq) {
+            let t = self.live.remove(i);
+            if let Some(o) = &self.observer {
+                o.left_behind(&t, why);
+            }
+        }
+    }
+
+    /// The live resources in teardown order: attachments newest first (node publications,
+    /// stagings, controller publications), then objects newest first (so a clone goes before
+    /// its source snapshot, and a snapshot before its source volume).
+    pub fn teardown_order(&self) -> Vec<Tracked> {
+        let mut attachments: Vec<Tracked> = self.live.iter().filter(|t| t.resource.is_attachment()).cloned().collect();
+        let mut objects: Vec<Tracked> = self.live.iter().filter(|t| !t.resource.is_attachment()).cloned().collect();
+        attachments.sort_by_key(|t| {
+            let rank = match t.resource {
+                Resource::NodePublication { .. } => 0,
+                Resource::NodeStage { .. } => 1,
+                _ => 2,
+            };
+            (rank, std::cmp::Reverse(t.seq))
+        });
+        objects.sort_by_key(|t| std::cmp::Reverse(t.seq));
+        attachments.extend(objects);
+        attachments
+    }
+
+    /// Whether nothing is left.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Log(Mutex<Vec<String>>);
+
+    impl ResourceObserver for Log {
+        fn registered(&self, r: &Tracked) {
+            self.0.lock().unwrap().push(format!("+{}", r.resource));
+        }
+        fn released(&self, r: &Tracked) {
+            self.0.lock().unwrap().push(format!("-{}", r.resource));
+        }
+    }
+
+    fn created(id: &str) -> DynamicMessage {
+        proto::to_dynamic(&v1::CreateVolumeResponse {
+            volume: Some(v1::Volume { volume_id: id.into(), ..Default::default() }),
+        })
+    }
+
+    #[test]
+    fn registers_once_releases_on_delete_and_orders_teardown() {
+        let log = Arc::new(Log::default());
+        let mut t = Tracker::new("s.x", Some(log.clone()));
+        let create = proto::to_dynamic(&v1::CreateVolumeRequest::default());
+        t.observe("CreateVolume", &create, Ok(&created("v1")), 0, Some("CreateVolumeSecret"));
+        t.observe("CreateVolume", &create, Ok(&created("v1")), 0, None);
+        t.observe("CreateVolume", &create, Ok(&created("v2")), 0, None);
+        let publish = proto::to_dynamic(&v1::NodePublishVolumeRequest {
+            volume_id: "v1".into(),
+            target_path: "/t".into(),
+            ..Default::default()
+        });
+        let empty = proto::to_dynamic(&v1::NodePublishVolumeResponse {});
+        t.observe("NodePublishVolume", &publish, Ok(&empty), 0, None);
+        let order: Vec<String> = t.teardown_order().iter().map(|t| t.resource.to_string()).collect();
+        assert_eq!(order, vec!["publication of volume v1 at /t (node endpoint 0)", "volume v2", "volume v1"]);
+        assert_eq!(t.teardown_order()[2].secrets_key.as_deref(), Some("CreateVolumeSecret"));
+        let delete = proto::to_dynamic(&v1::DeleteVolumeRequest { volume_id: "v2".into(), ..Default::default() });
+        t.observe("DeleteVolume", &delete, Err(Code::NotFound), 0, None);
+        let delete_other = proto::to_dynamic(&v1::DeleteVolumeRequest { volume_id: "v9".into(), ..Default::default() });
+        t.observe("DeleteVolume", &delete_other, Err(Code::Internal), 0, None);
+        assert_eq!(t.teardown_order().len(), 2);
+        assert_eq!(log.0.lock().unwrap().len(), 4);
+        assert!(Resource::created_by("CreateVolume", &create, &created(""), 0).is_none());
+    }
+}

@@ -1,0 +1,1145 @@
+//! Running suites against a plugin: selection (focus/skip), gating on capabilities, node
+//! count and opt-ins, concurrent scenarios (up to `jobs`; `serial` ones alone), steps with
+//! their expectations, variables, repeats and polls, teardown of every tracked resource, and
+//! the [`RunReport`]. Secret values never leave it: requests are summarised through the
+//! redaction helpers and every finding is scrubbed of the secrets file's values.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashSet},
+    fmt,
+    future::Future,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use prost_reflect::{DynamicMessage, MethodDescriptor, ReflectMessage};
+use regex::Regex;
+use tokio::sync::{RwLock, Semaphore};
+use tonic::Code;
+
+use super::{
+    assert::{self, AssertError},
+    builtin_vars::{self, AccessType, ScenarioPaths},
+    checks::CheckOutcome,
+    load::{OPTIONS, secret_key},
+    model::*,
+    request::build_request,
+    resources::{ResourceObserver, Tracker},
+    vars::{Val, Vars},
+};
+use crate::{
+    client::{Connection, ErrorOrigin, RpcError},
+    fingerprint::{Capability, Fingerprint},
+    proto,
+    report::{Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult},
+};
+
+/// The plugin under test: its connections and what it said about itself.
+#[derive(Debug, Clone)]
+pub struct Plugin {
+    /// The controller endpoint (also used for Identity, GroupController and
+    /// SnapshotMetadata RPCs), if one was given.
+    pub controller: Option<Connection>,
+    /// The node endpoints, in the order given (`node: 1` is the second).
+    pub nodes: Vec<Connection>,
+    /// The fingerprint taken before the run.
+    pub fingerprint: Fingerprint,
+}
+
+/// Everything about a run that is not the plugin or the suites.
+#[derive(Clone)]
+pub struct RunConfig {
+    /// Scenarios run at once (at least 1).
+    pub jobs: usize,
+    /// `--idempotency-count`: how often `repeat: idempotency` calls.
+    pub idempotency_count: u32,
+    /// `--access-type`.
+    pub access_type: AccessType,
+    /// `--test-volume-size`, bytes.
+    pub volume_size: i64,
+    /// `--test-volume-expand-size`; `None` means volume_size + 1 GiB.
+    pub expand_size: Option<i64>,
+    /// `--test-volume-parameters`.
+    pub parameters: BTreeMap<String, String>,
+    /// `--test-volume-mutable-parameters`.
+    pub mutable_parameters: BTreeMap<String, String>,
+    /// `--test-snapshot-parameters`.
+    pub snapshot_parameters: BTreeMap<String, String>,
+    /// The secrets file: csi-sanity key (`CreateVolumeSecret`) → map.
+    pub secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// Only scenarios whose id, title or a tag matches one of these (all when empty).
+    pub focus: Vec<Regex>,
+    /// Leaves out scenarios whose id, title or a tag matches one of these.
+    pub skip: Vec<Regex>,
+    /// Enabled opt-ins (`attach_limit`).
+    pub options: BTreeSet<String>,
+    /// Where per-scenario directories are made (created; our directories are removed after).
+    pub work_dir: PathBuf,
+    /// Whether warnings fail the run.
+    pub strict: bool,
+    /// The seed: recorded in the report, and the source of the run id in names.
+    pub seed: u64,
+    /// The longest the whole run may take; scenarios not started by then are not run.
+    pub timeout: Option<Duration>,
+    /// The csi-conform version, for the report.
+    pub tool_version: String,
+    /// Hears of every resource created and released.
+    pub observer: Option<Arc<dyn ResourceObserver>>,
+}
+
+/// One GiB.
+pub const GIB: i64 = 1 << 30;
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            jobs: 8,
+            idempotency_count: 10,
+            access_type: AccessType::Mount,
+            volume_size: 10 * GIB,
+            expand_size: None,
+            parameters: BTreeMap::new(),
+            mutable_parameters: BTreeMap::from([("iops".to_owned(), "3000".to_owned())]),
+            snapshot_parameters: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            focus: Vec::new(),
+            skip: Vec::new(),
+            options: BTreeSet::new(),
+            work_dir: std::env::temp_dir().join("csi-conform"),
+            strict: false,
+            seed: 0,
+            timeout: None,
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+            observer: None,
+        }
+    }
+}
+
+impl RunConfig {
+    /// The expansion target: `expand_size`, or volume_size + 1 GiB.
+    pub fn expand_size(&self) -> i64 {
+        self.expand_size.unwrap_or(self.volume_size.saturating_add(GIB))
+    }
+
+    /// Whether a scenario passes the focus and skip filters.
+    pub fn selects(&self, scenario: &Scenario) -> bool {
+        let texts = || {
+            std::iter::once(scenario.id())
+                .chain(std::iter::once(scenario.title()))
+                .chain(scenario.tags().iter().map(String::as_str))
+        };
+        let focused = self.focus.is_empty() || self.focus.iter().any(|re| texts().any(|t| re.is_match(t)));
+        focused && !self.skip.iter().any(|re| texts().any(|t| re.is_match(t)))
+    }
+}
+
+/// Shows everything but secret values (only the secrets file's keys).
+impl fmt::Debug for RunConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunConfig")
+            .field("jobs", &self.jobs)
+            .field("idempotency_count", &self.idempotency_count)
+            .field("access_type", &self.access_type)
+            .field("volume_size", &self.volume_size)
+            .field("expand_size", &self.expand_size)
+            .field("parameters", &self.parameters)
+            .field("mutable_parameters", &self.mutable_parameters)
+            .field("snapshot_parameters", &self.snapshot_parameters)
+            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+            .field("focus", &self.focus)
+            .field("skip", &self.skip)
+            .field("options", &self.options)
+            .field("work_dir", &self.work_dir)
+            .field("strict", &self.strict)
+            .field("seed", &self.seed)
+            .field("timeout", &self.timeout)
+            .field("tool_version", &self.tool_version)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+/// State shared by every scenario of a run.
+pub(crate) struct Shared {
+    pub(crate) plugin: Plugin,
+    pub(crate) config: RunConfig,
+    suites: Vec<super::Suite>,
+    run_id: String,
+    run_dir: PathBuf,
+    serial_lock: RwLock<()>,
+    stopping: AtomicBool,
+    stop_reason: Mutex<Option<String>>,
+    /// Endpoints that stopped answering: nothing more is sent to them.
+    dead: Mutex<HashSet<String>>,
+    /// Every secret value, longest first, scrubbed from findings.
+    secret_values: Vec<String>,
+}
+
+impl Shared {
+    fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for secret in &self.secret_values {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), proto::REDACTED);
+            }
+        }
+        out
+    }
+
+    fn stopped(&self) -> Option<String> {
+        if self.stopping.load(Ordering::SeqCst) {
+            Some(self.stop_reason.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default())
+        } else {
+            None
+        }
+    }
+
+    fn stop(&self, reason: String) {
+        self.stop_reason.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(reason);
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Runs suites against a plugin and returns the report. Never panics on plugin behaviour; an
+/// unreachable plugin turns the affected scenarios into errors.
+pub async fn run(plugin: &Plugin, suites: &[super::Suite], config: &RunConfig) -> RunReport {
+    run_until(plugin, suites, config, std::future::pending()).await
+}
+
+/// Like [`run`], but stops starting scenarios when `stop` completes (a signal, say) with the
+/// reason it gives; scenarios in flight end after their current step and are torn down.
+pub async fn run_until(
+    plugin: &Plugin,
+    suites: &[super::Suite],
+    config: &RunConfig,
+    stop: impl Future<Output = String>,
+) -> RunReport {
+    let started_at =
+        time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    let started = Instant::now();
+    let run_id = builtin_vars::run_id(config.seed);
+    let mut secret_values: Vec<String> =
+        config.secrets.values().flat_map(|m| m.values()).filter(|v| !v.is_empty()).cloned().collect();
+    secret_values.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secret_values.dedup();
+    let shared = Arc::new(Shared {
+        plugin: plugin.clone(),
+        config: config.clone(),
+        suites: suites.to_vec(),
+        run_dir: config.work_dir.join(format!("run-{run_id}-{}", std::process::id())),
+        run_id,
+        serial_lock: RwLock::new(()),
+        stopping: AtomicBool::new(false),
+        stop_reason: Mutex::new(None),
+        dead: Mutex::new(HashSet::new()),
+        secret_values,
+    });
+
+    let selected: Vec<(usize, usize)> = suites
+        .iter()
+        .enumerate()
+        .flat_map(|(si, s)| s.scenarios.iter().enumerate().map(move |(ci, c)| (si, ci, c)))
+        .filter(|(_, _, c)| config.selects(c))
+        .map(|(si, ci, _)| (si, ci))
+        .collect();
+    let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
+
+    let timeout = config.timeout;
+    let deadline = async move {
+        match timeout {
+            Some(t) => {
+                tokio::time::sleep(t).await;
+                format!("the run timeout of {} was reached", crate::client::human_duration(t))
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let mut stop = std::pin::pin!(async move {
+        tokio::select! {
+            reason = stop => reason,
+            reason = deadline => reason,
+        }
+    });
+    let mut stop_fired = false;
+
+    let _ = std::fs::create_dir_all(&shared.run_dir);
+    let semaphore = Arc::new(Semaphore::new(config.jobs.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, &(si, ci)) in selected.iter().enumerate() {
+        let permit = tokio::select! {
+            permit = semaphore.clone().acquire_owned() => permit,
+            reason = &mut stop, if !stop_fired => {
+                stop_fired = true;
+                shared.stop(reason);
+                break;
+            }
+        };
+        let Ok(permit) = permit else { break };
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            let result = run_scenario(&shared, si, ci, index).await;
+            drop(permit);
+            (index, result)
+        });
+    }
+    loop {
+        let joined = tokio::select! {
+            joined = tasks.join_next() => joined,
+            reason = &mut stop, if !stop_fired => {
+                stop_fired = true;
+                shared.stop(reason);
+                continue;
+            }
+        };
+        match joined {
+            None => break,
+            Some(Ok((index, result))) => results[index] = Some(result),
+            Some(Err(e)) => tracing::error!("a scenario task ended abnormally: {e}"),
+        }
+    }
+    let _ = std::fs::remove_dir(&shared.run_dir);
+
+    let interrupted = shared.stopped();
+    let mut suite_results: Vec<SuiteResult> = Vec::new();
+    for (index, &(si, ci)) in selected.iter().enumerate() {
+        let suite = &suites[si];
+        let scenario = &suite.scenarios[ci];
+        let result = results[index].take().unwrap_or_else(|| {
+            let mut r = blank_result(scenario);
+            match &interrupted {
+                Some(reason) => {
+                    r.outcome = Severity::Skip;
+                    r.skip_reason = Some(format!("not run: {reason}"));
+                }
+                None => r.findings.push(Finding::new(
+                    Severity::Error,
+                    "internal",
+                    "the scenario ended abnormally (a bug in csi-conform)",
+                )),
+            }
+            r.settle();
+            r
+        });
+        match suite_results.last_mut() {
+            Some(last) if last.id == suite.id && last.source == suite.location.origin => last.scenarios.push(result),
+            _ => suite_results.push(SuiteResult {
+                id: suite.id.clone(),
+                title: suite.title.clone(),
+                source: suite.location.origin.clone(),
+                scenarios: vec![result],
+            }),
+        }
+    }
+
+    let fp = &plugin.fingerprint;
+    let mut endpoints: Vec<String> =
+        plugin.controller.iter().chain(&plugin.nodes).map(|c| c.endpoint().to_string()).collect();
+    endpoints.dedup();
+    let mut seen = BTreeSet::new();
+    endpoints.retain(|e| seen.insert(e.clone()));
+    RunReport {
+        tool_version: config.tool_version.clone(),
+        plugin_name: fp.plugin.name.clone(),
+        plugin_version: fp.plugin.vendor_version.clone(),
+        endpoints,
+        capabilities: fp.advertised().iter().map(ToString::to_string).collect(),
+        seed: config.seed,
+        strict: config.strict,
+        started_at,
+        duration: started.elapsed(),
+        suites: suite_results,
+        rpc_latency: latency(plugin),
+        interrupted,
+    }
+}
+
+fn latency(plugin: &Plugin) -> BTreeMap<String, RpcLatency> {
+    let mut connections: Vec<&Connection> = Vec::new();
+    for c in plugin.controller.iter().chain(&plugin.nodes) {
+        if !connections.iter().any(|k| std::ptr::eq(k.stats(), c.stats())) {
+            connections.push(c);
+        }
+    }
+    let mut merged: BTreeMap<String, (u64, u64, Vec<Duration>)> = BTreeMap::new();
+    for c in connections {
+        for (rpc, s) in c.stats().snapshot() {
+            let e = merged.entry(rpc).or_default();
+            e.0 += s.calls;
+            e.1 += s.errors;
+            e.2.extend(s.durations);
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(rpc, (calls, errors, mut d))| {
+            d.sort();
+            let secs = |x: Option<&Duration>| x.map_or(0.0, Duration::as_secs_f64);
+            let median = secs(d.get(d.len() / 2));
+            (rpc, RpcLatency { calls, errors, min: secs(d.first()), median, max: secs(d.last()) })
+        })
+        .collect()
+}
+
+fn blank_result(scenario: &Scenario) -> ScenarioResult {
+    ScenarioResult {
+        id: scenario.id.clone(),
+        title: scenario.title.clone(),
+        spec: scenario.spec.clone(),
+        tags: scenario.tags.clone(),
+        parity: scenario.parity.clone(),
+        outcome: Severity::Pass,
+        skip_reason: None,
+        findings: Vec::new(),
+        duration: Duration::ZERO,
+        expectation: None,
+    }
+}
+
+/// Why a scenario cannot run here, if it cannot.
+fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
+    let plugin = &shared.plugin;
+    let fp = &plugin.fingerprint;
+    let mut needed: Vec<Capability> = scenario.implied.clone();
+    needed.extend(scenario.requires.capabilities.iter().copied());
+    let mut missing: Vec<String> = Vec::new();
+    for c in needed {
+        if !fp.supports(c) && !missing.contains(&c.to_string()) {
+            missing.push(c.to_string());
+        }
+    }
+    if !missing.is_empty() {
+        return Some(format!("requires {}, which the plugin does not advertise", missing.join(" and ")));
+    }
+    let any = &scenario.requires.any;
+    if !any.is_empty() && !any.iter().any(|c| fp.supports(*c)) {
+        let names: Vec<String> = any.iter().map(ToString::to_string).collect();
+        return Some(format!("requires one of {}, none of which the plugin advertises", names.join(", ")));
+    }
+    let needs_controller = scenario.steps.iter().any(|s| match &s.action {
+        Action::Call(c) => !matches!(c.method.parent_service().name(), "Node" | "Identity"),
+        Action::Check(c) => {
+            c.check.rpcs.iter().filter_map(|r| proto::method(r)).any(|m| m.parent_service().name() == "Controller")
+        }
+        Action::Assert(_) => false,
+    });
+    if needs_controller && plugin.controller.is_none() {
+        return Some("calls controller RPCs, and no controller endpoint was given".to_owned());
+    }
+    let max_node = scenario
+        .steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::Call(c) if c.method.parent_service().name() == "Node" => Some(c.node.unwrap_or(0)),
+            Action::Call(c) if c.method.parent_service().name() == "Identity" => c.node,
+            _ => None,
+        })
+        .max()
+        .map_or(0, |n| n + 1);
+    let nodes = scenario.requires.nodes.max(max_node);
+    if nodes > plugin.nodes.len() {
+        let plural = if nodes == 1 { "" } else { "s" };
+        return Some(format!(
+            "requires {nodes} node endpoint{plural}, and the run has {} (give more with --node-endpoint)",
+            plugin.nodes.len()
+        ));
+    }
+    for option in &scenario.requires.options {
+        if !shared.config.options.contains(option) {
+            let flag = OPTIONS.iter().find(|(o, _)| o == option).map_or(option.as_str(), |(_, f)| f);
+            return Some(format!("requires the opt-in {flag}, which this run did not enable"));
+        }
+    }
+    let idempotent =
+        scenario.steps.iter().any(|s| matches!(&s.action, Action::Call(c) if c.repeat == Repeat::Idempotency));
+    if idempotent && shared.config.idempotency_count == 0 {
+        return Some("idempotency checks are off (--idempotency-count 0)".to_owned());
+    }
+    None
+}
+
+async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) -> ScenarioResult {
+    let scenario = &shared.suites[si].scenarios[ci];
+    let started = Instant::now();
+    let mut result = blank_result(scenario);
+    if let Some(reason) = gate(shared, scenario) {
+        result.outcome = Severity::Skip;
+        result.skip_reason = Some(reason);
+        return result;
+    }
+    let _guard = if scenario.serial {
+        Guard::Write(shared.serial_lock.write().await)
+    } else {
+        Guard::Read(shared.serial_lock.read().await)
+    };
+    if let Some(reason) = shared.stopped() {
+        result.outcome = Severity::Skip;
+        result.skip_reason = Some(format!("not run: {reason}"));
+        return result;
+    }
+    let mut ctx = ScenarioCtx::new(shared.clone(), scenario, index);
+    let flow = match ctx.prepare() {
+        Ok(()) => ctx.run_steps(&scenario.steps).await,
+        Err(e) => {
+            ctx.push(Finding::new(Severity::Error, "setup", e));
+            Flow::Stop
+        }
+    };
+    ctx.teardown().await;
+    ctx.cleanup();
+    result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
+    if let Flow::Skip(reason) = flow {
+        result.outcome = Severity::Skip;
+        result.skip_reason = Some(shared.scrub(&reason));
+    }
+    result.settle();
+    result.duration = started.elapsed();
+    tracing::info!(scenario = %result.id, outcome = %result.outcome, "scenario done");
+    result
+}
+
+enum Guard<'a> {
+    Read(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
+    Write(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
+}
+
+fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
+    let s = |t: &Option<String>| t.as_deref().map(|t| shared.scrub(t));
+    Finding {
+        severity: f.severity,
+        kind: f.kind.clone(),
+        message: shared.scrub(&f.message),
+        step: f.step,
+        rpc: f.rpc.clone(),
+        request: s(&f.request),
+        expected: s(&f.expected),
+        got: s(&f.got),
+        plugin_message: s(&f.plugin_message),
+    }
+}
+
+/// How a scenario's steps ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Keep going.
+    Continue,
+    /// A failure (or error) ends the scenario.
+    Stop,
+    /// The scenario turns into a skip, with this reason.
+    Skip(String),
+}
+
+/// The plugin's answer to one call.
+pub(crate) type Answer = Result<Response, RpcError>;
+
+/// One running scenario: its variables, resources, findings and paths. Named checks work
+/// through it too (calls made here are tracked and torn down like any step's).
+pub struct ScenarioCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) vars: Vars,
+    pub(crate) tracker: Tracker,
+    pub(crate) findings: Vec<Finding>,
+    pub(crate) paths: ScenarioPaths,
+    pub(crate) name: String,
+    /// The step being run (for findings).
+    pub(crate) step: Option<usize>,
+    step_name: Option<String>,
+}
+
+impl ScenarioCtx {
+    fn new(shared: Arc<Shared>, scenario: &Scenario, index: usize) -> Self {
+        let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
+        let paths = ScenarioPaths::new(&shared.run_dir, index, &scenario.id);
+        let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
+        let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
+        ScenarioCtx { shared, vars, tracker, findings: Vec::new(), paths, name, step: None, step_name: None }
+    }
+
+    fn prepare(&self) -> Result<(), String> {
+        std::fs::create_dir_all(&self.paths.dir)
+            .map_err(|e| format!("cannot create the scenario directory {}: {e}", self.paths.dir.display()))
+    }
+
+    /// The run's configuration.
+    pub fn config(&self) -> &RunConfig {
+        &self.shared.config
+    }
+
+    /// The plugin's fingerprint.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.shared.plugin.fingerprint
+    }
+
+    /// The node connections.
+    pub fn node_connections(&self) -> &[Connection] {
+        &self.shared.plugin.nodes
+    }
+
+    /// The scenario's unique name (the `name` variable).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Records a finding at the current step.
+    pub fn push(&mut self, mut finding: Finding) {
+        finding.step = finding.step.or(self.step);
+        if let Some(name) = &self.step_name {
+            finding.message = format!("{name}: {}", finding.message);
+        }
+        self.findings.push(finding);
+    }
+
+    /// Records a failure at the current step.
+    pub fn fail(&mut self, kind: &str, message: impl Into<String>) {
+        self.push(Finding::new(Severity::Fail, kind, message));
+    }
+
+    async fn run_steps(&mut self, steps: &[Step]) -> Flow {
+        for (i, step) in steps.iter().enumerate() {
+            if let Some(reason) = self.shared.stopped() {
+                self.push(Finding::new(Severity::Error, "interrupted", format!("stopped before step {i}: {reason}")));
+                return Flow::Stop;
+            }
+            if !step.when.iter().all(|c| self.shared.plugin.fingerprint.supports(c.capability) != c.negated) {
+                continue;
+            }
+            self.step = Some(i);
+            self.step_name = step.name.clone();
+            let flow = match &step.action {
+                Action::Call(call) => self.call_step(call).await,
+                Action::Assert(a) => self.assert_step(a),
+                Action::Check(c) => self.check_step(c).await,
+            };
+            self.step_name = None;
+            if flow != Flow::Continue {
+                return flow;
+            }
+        }
+        self.step = None;
+        Flow::Continue
+    }
+
+    fn assert_step(&mut self, step: &AssertStep) -> Flow {
+        let root = Val::Null;
+        match assert::check_all(&step.assertions, &root, &self.vars) {
+            Ok(()) => Flow::Continue,
+            Err(e) => self.assertion_failed(e, step.otherwise, None, None),
+        }
+    }
+
+    fn assertion_failed(
+        &mut self,
+        e: AssertError,
+        otherwise: Severity,
+        rpc: Option<&str>,
+        request: Option<&DynamicMessage>,
+    ) -> Flow {
+        let (severity, kind) = match &e {
+            AssertError::Failed(_) => (otherwise, "assertion"),
+            AssertError::Invalid(_) => (Severity::Error, "suite"),
+        };
+        let f = match (rpc, request) {
+            (Some(rpc), Some(request)) => {
+                call_finding(severity, kind, format!("{rpc} response: {}", e.message()), rpc, request)
+            }
+            _ => Finding::new(severity, kind, e.message()),
+        };
+        self.push(f);
+        flow_after(severity)
+    }
+
+    async fn check_step(&mut self, step: &CheckStep) -> Flow {
+        let mut args = BTreeMap::new();
+        for (name, node) in &step.args {
+            match self.vars.eval(node) {
+                Ok(v) => {
+                    args.insert(name.clone(), v);
+                }
+                Err((_, e)) => {
+                    self.push(Finding::new(
+                        Severity::Error,
+                        "suite",
+                        format!("argument `{name}` of check {}: {e}", step.check.name),
+                    ));
+                    return Flow::Stop;
+                }
+            }
+        }
+        let before = self.findings.iter().filter(|f| f.severity >= Severity::Fail).count();
+        match (step.check.run)(self, args).await {
+            CheckOutcome::Skip(reason) => Flow::Skip(reason),
+            CheckOutcome::Stop => Flow::Stop,
+            CheckOutcome::Done(outputs) => {
+                let failed = self.findings.iter().filter(|f| f.severity >= Severity::Fail).count() > before;
+                let root = Val::Map(outputs);
+                if self.save(&step.save, &root).is_err() || failed {
+                    return Flow::Stop;
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    fn save(&mut self, saves: &[Save], root: &Val) -> Result<(), ()> {
+        for save in saves {
+            match root.get(save.path.segs()) {
+                Ok(Val::Null) => {
+                    self.push(Finding::new(
+                        Severity::Fail,
+                        "save",
+                        format!("nothing to save as {}: {} is absent", save.var, save.path),
+                    ));
+                    return Err(());
+                }
+                Ok(v) => self.vars.insert(save.var.clone(), v),
+                Err(e) => {
+                    self.push(Finding::new(Severity::Error, "suite", format!("cannot save {}: {e}", save.var)));
+                    return Err(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn call_step(&mut self, call: &Call) -> Flow {
+        let request = match build_request(&call.method, &call.request, &self.vars) {
+            Ok(r) => r,
+            Err(e) => {
+                let mut f = Finding::new(
+                    Severity::Error,
+                    "request",
+                    format!("cannot build the {} request: {e}", call.method.name()),
+                );
+                f.rpc = Some(call.method.name().to_owned());
+                self.push(f);
+                return Flow::Stop;
+            }
+        };
+        let times = match call.repeat {
+            Repeat::Times(n) => n.max(1),
+            Repeat::Idempotency => self.shared.config.idempotency_count.max(1),
+        };
+        let poll = call.poll.as_ref();
+        let deadline = poll.map(|p| Instant::now() + p.timeout);
+        let mut first: Option<Val> = None;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let (sent, answer) = self.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
+            let root = match self.judge(call, &sent, answer) {
+                Judged::Response(r) => r.to_val(),
+                Judged::Accepted if attempt >= times => return Flow::Continue,
+                Judged::Accepted => continue,
+                Judged::Flow(flow) => return flow,
+            };
+            if let (Some(p), Some(deadline)) = (poll, deadline) {
+                match self.poll_condition(call, p, deadline, &root, &sent) {
+                    Some(Flow::Continue) => return self.finish_call(call, &root),
+                    Some(flow) => return flow,
+                    None => {
+                        tokio::time::sleep(p.interval).await;
+                        continue;
+                    }
+                }
+            }
+            match &first {
+                None => first = Some(root),
+                Some(first_root) if call.repeat_compare => {
+                    if let Some((path, a, b)) = assert::difference(first_root, &root) {
+                        let at = if path.is_empty() { String::new() } else { format!(" at {path}") };
+                        let rpc = call.method.name();
+                        let message = format!(
+                            "{rpc} call {attempt} of {times} answered differently from the first{at}: {b} instead of {a}"
+                        );
+                        let mut f = call_finding(call.expect.otherwise, "not-idempotent", message, rpc, &sent);
+                        f.expected = Some(a.to_string());
+                        f.got = Some(b.to_string());
+                        self.push(f);
+                        if flow_after(call.expect.otherwise) == Flow::Stop {
+                            return Flow::Stop;
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+            if attempt >= times {
+                let saved = first.take().unwrap_or(Val::Null);
+                return self.finish_call(call, &saved);
+            }
+        }
+    }
+
+    /// Checks a poll's condition: `Some(Continue)` when it holds, `Some(other)` when the
+    /// scenario must stop (timeout, bad assertion), `None` to poll again.
+    fn poll_condition(
+        &mut self,
+        call: &Call,
+        poll: &Poll,
+        deadline: Instant,
+        root: &Val,
+        sent: &DynamicMessage,
+    ) -> Option<Flow> {
+        match assert::check_all(&poll.until, root, &self.vars) {
+            Ok(()) => Some(Flow::Continue),
+            Err(e @ AssertError::Invalid(_)) => {
+                Some(self.assertion_failed(e, Severity::Error, Some(call.method.name()), Some(sent)))
+            }
+            Err(AssertError::Failed(e)) if Instant::now() + poll.interval > deadline => {
+                let rpc = call.method.name();
+                let within = crate::client::human_duration(poll.timeout);
+                let message = format!("{rpc} never met the poll condition within {within}: {e}");
+                self.push(call_finding(call.expect.otherwise, "poll-timeout", message, rpc, sent));
+                Some(flow_after(call.expect.otherwise))
+            }
+            Err(AssertError::Failed(_)) => None,
+        }
+    }
+
+    fn finish_call(&mut self, call: &Call, root: &Val) -> Flow {
+        match self.save(&call.save, root) {
+            Ok(()) => Flow::Continue,
+            Err(()) => Flow::Stop,
+        }
+    }
+
+    /// Judges an answer against the step's expectation.
+    fn judge(&mut self, call: &Call, sent: &DynamicMessage, answer: Answer) -> Judged {
+        let rpc = call.method.name();
+        let code = match &answer {
+            Ok(_) => Code::Ok,
+            Err(e) => e.code,
+        };
+        if let Err(e) = &answer {
+            if e.is_unreachable() {
+                self.push(unreachable_finding(e, sent));
+                return Judged::Flow(Flow::Stop);
+            }
+            if e.origin == ErrorOrigin::Decode {
+                let message = format!("{rpc} answered with a message that could not be decoded: {}", e.message);
+                self.push(rpc_error_finding(e, sent, Severity::Fail, "bad-response", message, None));
+                return Judged::Flow(Flow::Stop);
+            }
+        }
+        if !call.expect.codes.accepts(code) {
+            if let Some(skip) = call.skip_on.as_ref().filter(|s| s.codes.contains(&code)) {
+                let why = skip.reason.clone().unwrap_or_else(|| "the plugin cannot do this".to_owned());
+                let message = answer.as_ref().err().map(|e| e.message.clone()).unwrap_or_default();
+                let detail = if message.is_empty() { String::new() } else { format!(": {message}") };
+                return Judged::Flow(Flow::Skip(format!(
+                    "{why} ({rpc} answered {}{detail})",
+                    crate::client::code_name(code)
+                )));
+            }
+            let expected = call.expect.codes.to_string();
+            let message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
+            let f = match &answer {
+                Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, "unexpected-code", message, Some(expected)),
+                Ok(_) => {
+                    let mut f = call_finding(call.expect.otherwise, "unexpected-code", message, rpc, sent);
+                    (f.expected, f.got) = (Some(expected), Some("OK".to_owned()));
+                    f
+                }
+            };
+            self.push(f);
+            return Judged::Flow(flow_after(call.expect.otherwise));
+        }
+        let Ok(response) = answer else {
+            return Judged::Accepted;
+        };
+        let root = response.to_val();
+        match assert::check_all(&call.expect.fields, &root, &self.vars) {
+            Ok(()) => Judged::Response(response),
+            Err(e) => {
+                let warn = matches!(e, AssertError::Failed(_)) && call.expect.otherwise == Severity::Warn;
+                let flow = self.assertion_failed(e, call.expect.otherwise, Some(rpc), Some(sent));
+                if warn { Judged::Response(response) } else { Judged::Flow(flow) }
+            }
+        }
+    }
+
+    /// Sends one RPC: picks the connection, fills secrets, records what it creates and
+    /// releases (when `track`). Returns the request as sent and the answer.
+    pub(crate) async fn send(
+        &mut self,
+        method: &MethodDescriptor,
+        mut request: DynamicMessage,
+        node: Option<usize>,
+        secrets: &SecretsMode,
+        track: bool,
+    ) -> (DynamicMessage, Answer) {
+        let key = self.apply_secrets(&mut request, method.name(), secrets);
+        let node_index = node.unwrap_or(0);
+        let conn = match self.connection(method, node) {
+            Ok(c) => c,
+            Err(e) => return (request, Err(e)),
+        };
+        let endpoint = conn.endpoint().to_string();
+        if self.shared.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&endpoint) {
+            let e = RpcError {
+                rpc: method.name().to_owned(),
+                code: Code::Unavailable,
+                message: format!("{endpoint} stopped answering earlier in the run"),
+                elapsed: Duration::ZERO,
+                origin: ErrorOrigin::Transport,
+            };
+            return (request, Err(e));
+        }
+        tracing::debug!(rpc = method.name(), request = %self.shared.scrub(&proto::to_redacted_json(&request)), "call");
+        let answer = if method.is_server_streaming() {
+            conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
+        } else {
+            conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
+        };
+        if let Err(e) = &answer
+            && e.is_unreachable()
+        {
+            self.shared.dead.lock().unwrap_or_else(|p| p.into_inner()).insert(endpoint);
+        }
+        if track {
+            let outcome = match &answer {
+                Ok(Response::Unary(m)) => Some(Ok(m)),
+                Ok(Response::Stream(_)) => None,
+                Err(e) => Some(Err(e.code)),
+            };
+            if let Some(outcome) = outcome {
+                self.tracker.observe(method.name(), &request, outcome, node_index, key.as_deref());
+            }
+        }
+        (request, answer)
+    }
+
+    /// Sends a unary RPC by name with `secrets: auto`, tracked: the way named checks call.
+    pub async fn call(
+        &mut self,
+        rpc: &str,
+        request: DynamicMessage,
+        node: Option<usize>,
+    ) -> Result<DynamicMessage, RpcError> {
+        let Some(method) = proto::method(rpc) else {
+            return Err(RpcError {
+                rpc: rpc.to_owned(),
+                code: Code::Unimplemented,
+                message: "not a CSI RPC".into(),
+                elapsed: Duration::ZERO,
+                origin: ErrorOrigin::Plugin,
+            });
+        };
+        match self.send(&method, request, node, &SecretsMode::Auto, true).await.1 {
+            Ok(Response::Unary(m)) => Ok(m),
+            Ok(Response::Stream(mut messages)) => {
+                Ok(messages.pop().unwrap_or_else(|| DynamicMessage::new(method.output())))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records a failed call made by a check; returns the flow it implies.
+    pub fn call_failed(&mut self, error: &RpcError, request: &DynamicMessage, expected: &str) -> CheckOutcome {
+        let f = if error.is_unreachable() {
+            unreachable_finding(error, request)
+        } else {
+            let message = format!("{} answered {}, expected {expected}", error.rpc, error.code_name());
+            rpc_error_finding(error, request, Severity::Fail, "unexpected-code", message, Some(expected.to_owned()))
+        };
+        self.push(f);
+        CheckOutcome::Stop
+    }
+
+    fn connection(&self, method: &MethodDescriptor, node: Option<usize>) -> Result<Connection, RpcError> {
+        let plugin = &self.shared.plugin;
+        let service = method.parent_service().name().to_owned();
+        let found = match service.as_str() {
+            "Node" => plugin.nodes.get(node.unwrap_or(0)),
+            "Identity" => match node {
+                Some(n) => plugin.nodes.get(n),
+                None => plugin.controller.as_ref().or(plugin.nodes.first()),
+            },
+            _ => plugin.controller.as_ref(),
+        };
+        found.cloned().ok_or_else(|| RpcError {
+            rpc: method.name().to_owned(),
+            code: Code::Unavailable,
+            message: format!("no endpoint serves the {service} service in this run"),
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Transport,
+        })
+    }
+
+    /// Fills the request's `secrets`; returns the key used (a name, never values).
+    fn apply_secrets(&self, request: &mut DynamicMessage, rpc: &str, mode: &SecretsMode) -> Option<String> {
+        let field = request.descriptor().get_field_by_name("secrets")?;
+        let key = match mode {
+            SecretsMode::None => {
+                request.clear_field(&field);
+                return None;
+            }
+            SecretsMode::Auto if request.has_field(&field) => return Some("(request)".to_owned()),
+            SecretsMode::Auto => secret_key(rpc),
+            SecretsMode::Key(k) => k.clone(),
+        };
+        let values = self.shared.config.secrets.get(&key)?;
+        let map = values
+            .iter()
+            .map(|(k, v)| (prost_reflect::MapKey::String(k.clone()), prost_reflect::Value::String(v.clone())))
+            .collect();
+        request.set_field(&field, prost_reflect::Value::Map(map));
+        Some(key)
+    }
+
+    async fn teardown(&mut self) {
+        self.step = None;
+        self.step_name = None;
+        for tracked in self.tracker.teardown_order() {
+            let (rpc, request) = tracked.resource.teardown();
+            let Some(method) = proto::method(rpc) else { continue };
+            let mode = if tracked.secrets_key.is_some() { SecretsMode::Auto } else { SecretsMode::None };
+            let (sent, answer) = self.send(&method, request, tracked.resource.node(), &mode, false).await;
+            match answer {
+                Ok(_) => self.tracker.release(tracked.seq),
+                Err(e) if e.code == Code::NotFound => self.tracker.release(tracked.seq),
+                Err(e) => {
+                    let severity = if e.is_unreachable() { Severity::Error } else { Severity::Fail };
+                    let why = format!("{rpc} answered {}: {}", e.code_name(), e.message);
+                    let message =
+                        format!("teardown could not remove {}: {why}; it is left on the plugin", tracked.resource);
+                    self.push(rpc_error_finding(&e, &sent, severity, "teardown", message, None));
+                    self.tracker.abandon(tracked.seq, &why);
+                }
+            }
+        }
+    }
+
+    /// Removes the scenario's directory, never crossing into anything still mounted: only
+    /// empty directories and plain files the plugin left at our own paths are removed.
+    fn cleanup(&self) {
+        for path in self.paths.plugin_paths() {
+            remove_own_path(path);
+        }
+        if let Err(e) = std::fs::remove_dir(&self.paths.dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %self.paths.dir.display(), "scenario directory left behind: {e}");
+        }
+    }
+}
+
+/// A finding about one call: its RPC and one-line redacted request filled in.
+pub fn call_finding(
+    severity: Severity,
+    kind: &str,
+    message: impl Into<String>,
+    rpc: &str,
+    request: &DynamicMessage,
+) -> Finding {
+    let mut f = Finding::new(severity, kind, message);
+    f.rpc = Some(rpc.to_owned());
+    f.request = Some(proto::to_redacted_json(request));
+    f
+}
+
+/// A finding about a call that failed: also the code it got and the plugin's message.
+fn rpc_error_finding(
+    error: &RpcError,
+    request: &DynamicMessage,
+    severity: Severity,
+    kind: &str,
+    message: String,
+    expected: Option<String>,
+) -> Finding {
+    let mut f = call_finding(severity, kind, message, &error.rpc, request);
+    f.expected = expected;
+    f.got = Some(error.code_name().to_owned());
+    f.plugin_message = Some(error.message.clone()).filter(|m| !m.is_empty());
+    f
+}
+
+fn unreachable_finding(error: &RpcError, request: &DynamicMessage) -> Finding {
+    let message = format!("plugin unreachable: {}", error.message);
+    rpc_error_finding(error, request, Severity::Error, "unreachable", message, None)
+}
+
+/// How a scenario goes on after a miss of this severity: a warning lets it continue.
+fn flow_after(severity: Severity) -> Flow {
+    if severity == Severity::Warn { Flow::Continue } else { Flow::Stop }
+}
+
+fn remove_own_path(path: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return };
+    let result = if meta.is_dir() { std::fs::remove_dir(path) } else { std::fs::remove_file(path) };
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), "left behind: {e}");
+    }
+}
+
+/// What `judge` made of an answer.
+enum Judged {
+    /// An OK response that met the expectation.
+    Response(Response),
+    /// An expected error code.
+    Accepted,
+    /// The scenario goes this way.
+    Flow(Flow),
+}
+
+/// A plugin's answer: one message, or every message of a stream.
+#[derive(Debug, Clone)]
+pub enum Response {
+    /// A unary RPC's response.
+    Unary(DynamicMessage),
+    /// A server-streaming RPC's messages.
+    Stream(Vec<DynamicMessage>),
+}
+
+impl Response {
+    /// The response as a value; a stream is `{messages: [...]}`.
+    pub fn to_val(&self) -> Val {
+        match self {
+            Response::Unary(m) => Val::from_message(m),
+            Response::Stream(messages) => Val::Map(BTreeMap::from([(
+                "messages".to_owned(),
+                Val::List(messages.iter().map(Val::from_message).collect()),
+            )])),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    //! Fingerprints for unit tests.
+    use std::collections::BTreeSet;
+
+    use crate::{
+        client::Endpoint,
+        fingerprint::{Fingerprint, NodeInfo, PluginCapabilities, PluginInfo},
+    };
+
+    /// A fingerprint with `nodes` node endpoints and no capabilities.
+    pub(crate) fn fingerprint(nodes: usize) -> Fingerprint {
+        let endpoint = Endpoint::Unix("/tmp/x.sock".into());
+        Fingerprint {
+            plugin: PluginInfo {
+                endpoint: endpoint.clone(),
+                name: "p".into(),
+                vendor_version: "1".into(),
+                manifest: Default::default(),
+            },
+            capabilities: PluginCapabilities::default(),
+            controller: None,
+            group_controller: None,
+            nodes: (0..nodes)
+                .map(|i| NodeInfo {
+                    endpoint: endpoint.clone(),
+                    plugin_name: "p".into(),
+                    capabilities: BTreeSet::new(),
+                    node_id: format!("node-{i}"),
+                    max_volumes_per_node: 0,
+                    topology: None,
+                })
+                .collect(),
+            notes: Vec::new(),
+        }
+    }
+}
