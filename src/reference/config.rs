@@ -14,14 +14,15 @@ use crate::proto::v1::{
 use crate::secrets::Secrets;
 
 use super::Error;
+use super::quirks::Quirk;
 
 /// Command-line arguments of `csi-conform reference-plugin`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Where to listen: `unix:///abs/path.sock`, `unix:relative.sock`, a bare path, or
-    /// `tcp://host:port`.
+    /// `tcp://host:port`. Required to serve (not for `--list-quirks`).
     #[arg(long, env = "CSI_ENDPOINT", value_name = "E")]
-    pub endpoint: String,
+    pub endpoint: Option<String>,
 
     /// Keep state in DIR (shared by several plugin processes at once); in memory otherwise.
     #[arg(long, value_name = "DIR")]
@@ -80,6 +81,14 @@ pub struct Args {
     /// Largest volume (bytes; suffixes allowed).
     #[arg(long, value_name = "BYTES", default_value = "1Ti", value_parser = crate::units::parse_bytes)]
     pub max_volume_size: i64,
+
+    /// Misbehave on purpose the way some real plugins do (see `--list-quirks`). Repeatable.
+    #[arg(long = "quirk", value_name = "NAME")]
+    pub quirks: Vec<Quirk>,
+
+    /// Print every quirk's name and description, then exit.
+    #[arg(long)]
+    pub list_quirks: bool,
 }
 
 /// The default plugin name.
@@ -278,6 +287,8 @@ pub struct Config {
     pub mutable_keys: Vec<String>,
     /// Whether to create real bind mounts (only effective with CAP_SYS_ADMIN).
     pub real_mounts: bool,
+    /// Deliberate misbehaviours (empty for the compliant plugin).
+    pub quirks: BTreeSet<Quirk>,
 }
 
 impl Default for Config {
@@ -302,6 +313,7 @@ impl Default for Config {
                 .map(|s| (*s).to_owned())
                 .collect(),
             real_mounts: true,
+            quirks: BTreeSet::new(),
         }
     }
 }
@@ -341,6 +353,7 @@ impl Config {
             ready_after: args.ready_after,
             capacity: args.capacity,
             max_volume_size: args.max_volume_size,
+            quirks: args.quirks.iter().copied().collect(),
             ..Config::default()
         };
         config.validate()?;

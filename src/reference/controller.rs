@@ -124,6 +124,12 @@ impl Plugin {
     }
 
     /// The validated content source of a CreateVolume request.
+    ///
+    /// An unset source is no source. A source that is set but names neither a snapshot nor a
+    /// volume is INVALID_ARGUMENT: spec.md says of VolumeContentSource "One of the type fields
+    /// MUST be specified", and its general error table answers a "Missing required field"
+    /// with 3 INVALID_ARGUMENT. We do not read it as "no source": a CO that sends one has a
+    /// bug the spec tells the plugin to report.
     fn content_source(
         &self,
         source: Option<&v1::VolumeContentSource>,
@@ -132,6 +138,9 @@ impl Plugin {
         let Some(source) = source else {
             return Ok(None);
         };
+        if let Some(quirky) = self.quirk_content_source(source) {
+            return quirky;
+        }
         match &source.r#type {
             None => Err(Status::invalid_argument(
                 "volume_content_source has neither snapshot nor volume",
@@ -225,6 +234,7 @@ impl Plugin {
     ) -> Result<v1::CreateVolumeResponse, Status> {
         checks::name(&req.name, "name")?;
         let caps = checks::capabilities(&req.volume_capabilities, "volume_capabilities")?;
+        self.quirk_odd_capabilities("CreateVolume", &caps)?;
         for c in &caps {
             checks::fs_type(c)?;
             checks::controller_mode(&self.caps, c)?;
@@ -436,6 +446,7 @@ impl Plugin {
     ) -> Result<v1::ValidateVolumeCapabilitiesResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
         let caps = checks::capabilities(&req.volume_capabilities, "volume_capabilities")?;
+        self.quirk_odd_capabilities("ValidateVolumeCapabilities", &caps)?;
         let state = self.store.snapshot()?;
         let volume = state
             .volumes
@@ -482,15 +493,14 @@ impl Plugin {
                 ));
             }
         }
-        Ok(v1::ValidateVolumeCapabilitiesResponse {
-            confirmed: Some(v1::validate_volume_capabilities_response::Confirmed {
+        Ok(self.confirmation(
+            v1::validate_volume_capabilities_response::Confirmed {
                 volume_context: req.volume_context,
                 volume_capabilities: req.volume_capabilities,
                 parameters: req.parameters,
                 mutable_parameters: req.mutable_parameters,
-            }),
-            message: String::new(),
-        })
+            },
+        ))
     }
 
     /// The condition of a volume as the controller sees it: abnormal when its backing store

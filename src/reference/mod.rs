@@ -28,6 +28,7 @@ mod controller;
 mod group;
 mod identity;
 mod node;
+mod quirks;
 mod snapshot_metadata;
 mod snapshots;
 mod state;
@@ -46,6 +47,7 @@ pub use config::{
     Args, Capabilities, Config, DEFAULT_MUTABLE_KEYS, DEFAULT_NAME, DEFAULT_NODE_ID, Disabled,
     GIB, Mode, TIB, TOPOLOGY_KEY,
 };
+pub use quirks::{EMPTY_SOURCE_MESSAGE, Quirk, UNCONFIRMED_MESSAGE, UnknownQuirk};
 
 use crate::proto::v1::{
     self, controller_server::ControllerServer,
@@ -121,6 +123,7 @@ impl Plugin {
         let data = backing::DataDir::new(config.state_dir.as_deref()).map_err(Error::Data)?;
         let mounts =
             config.real_mounts && config.mode.serves_node() && crate::mounts::has_cap_sys_admin();
+        quirks::warn_active(&config.quirks);
         let plugin = Plugin {
             caps: config.capabilities(),
             config,
@@ -205,7 +208,10 @@ impl Plugin {
                 "{rpc} is not implemented: {why}"
             )));
         }
-        if let (Some(configured), Some(given)) = (&self.config.secrets, secrets) {
+        if let Some(status) = self.quirk_unimplemented(rpc) {
+            return Err(status);
+        }
+        if let (Some(configured), Some(given)) = (self.enforced_secrets(), secrets) {
             match configured.check(rpc, given) {
                 Ok(()) => {}
                 Err(m @ SecretsMismatch::Missing { .. }) => {
@@ -221,10 +227,12 @@ impl Plugin {
 
     /// Whether the node must insist on a prior ControllerPublishVolume: PUBLISH_UNPUBLISH_VOLUME
     /// is advertised and some controller can have done it (this process, or one sharing state).
+    /// Under `advertise-publish-unimplemented` no controller can, whatever is advertised.
     fn controller_publish_required(&self) -> bool {
         self.caps
             .has_controller(ControllerRpc::PublishUnpublishVolume)
             && (self.config.mode.serves_controller() || self.config.state_dir.is_some())
+            && !self.quirk(Quirk::AdvertisePublishUnimplemented)
     }
 
     /// A standalone node plugin (node-only, no shared state) has no controller: every volume
@@ -499,11 +507,21 @@ pub async fn spawn(config: Config, endpoint: &str) -> Result<ReferenceHandle, Er
     })
 }
 
-/// Serves until SIGINT or SIGTERM, then stops and removes the socket file.
+/// Serves until SIGINT or SIGTERM, then stops and removes the socket file. With
+/// `--list-quirks` it only prints the quirks instead.
 pub async fn run(args: Args) -> Result<(), Error> {
     use tokio::signal::unix::{SignalKind, signal};
+    if args.list_quirks {
+        print!("{}", Quirk::listing());
+        return Ok(());
+    }
+    let Some(endpoint) = args.endpoint.as_deref() else {
+        return Err(Error::Config(
+            "--endpoint (or CSI_ENDPOINT) is required to serve the reference plugin".into(),
+        ));
+    };
     let config = Config::from_args(&args)?;
-    let handle = spawn(config, &args.endpoint).await?;
+    let handle = spawn(config, endpoint).await?;
     let mut term = signal(SignalKind::terminate()).map_err(Error::Signal)?;
     let mut int = signal(SignalKind::interrupt()).map_err(Error::Signal)?;
     tokio::select! {

@@ -159,7 +159,7 @@ impl Plugin {
         let key = req.staging_target_path.clone();
         self.store.transact(|state| {
             let volume = self.node_volume(state, &req.volume_id)?;
-            checks::volume_context("NodeStageVolume", &volume, &req.volume_context, self.config.require_context)?;
+            checks::volume_context("NodeStageVolume", &volume, &req.volume_context, self.node_requires_volume_context())?;
             self.check_controller_published("NodeStageVolume", &volume, &req.publish_context)?;
             if let Some(why) = checks::volume_support_problem(&volume, &cap) {
                 return Err(checks::unsupported_capability("NodeStageVolume", why));
@@ -259,7 +259,7 @@ impl Plugin {
         let key = req.target_path.clone();
         self.store.transact(|state| {
             let volume = self.node_volume(state, &req.volume_id)?;
-            checks::volume_context("NodePublishVolume", &volume, &req.volume_context, self.config.require_context)?;
+            checks::volume_context("NodePublishVolume", &volume, &req.volume_context, self.node_requires_volume_context())?;
             let node_id = self.config.node_id.clone();
             let staging = if staging_required {
                 if req.staging_target_path.is_empty() {

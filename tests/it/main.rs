@@ -3,6 +3,7 @@
 mod client;
 mod mounts;
 mod proto;
+mod quirks;
 mod reference;
 mod report;
 mod suite_load;

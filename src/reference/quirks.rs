@@ -1,0 +1,396 @@
+//! Quirk profiles: named, deliberate misbehaviours of the reference plugin (`--quirk NAME`),
+//! each reproducing a failure seen in a real CSI plugin so the harness can prove it notices.
+//!
+//! Every quirk is hooked at one narrow point (an existing rule of `checks`, the
+//! ValidateVolumeCapabilities confirmation builder, the per-RPC gate), always behind a
+//! `self.quirk(..)` test, so a plugin without quirks takes exactly the compliant path.
+//!
+//! Several quirks may be active at once. The confirmation quirks compose in this order:
+//! `incomplete-confirmation` trims, `overconfirm` swaps modes, `drop-mount-flags` clears
+//! flags, and `unconfirmed` / `unconfirmed-silent` finally withhold the confirmation
+//! (`unconfirmed`'s message wins when both are on).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use tonic::Status;
+
+use crate::proto::v1::{
+    self,
+    validate_volume_capabilities_response::Confirmed,
+    volume_capability::{AccessType, access_mode::Mode},
+    volume_content_source::Type as SourceType,
+};
+use crate::secrets::Secrets;
+
+use super::Plugin;
+use super::state::{Capability, Source};
+
+/// One deliberate misbehaviour of the reference plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Quirk {
+    /// ValidateVolumeCapabilities never confirms, but says all is well in `message`.
+    Unconfirmed,
+    /// ValidateVolumeCapabilities never confirms and leaves `message` empty.
+    UnconfirmedSilent,
+    /// ValidateVolumeCapabilities confirms only the first requested capability.
+    IncompleteConfirmation,
+    /// ValidateVolumeCapabilities confirms other access modes than requested.
+    Overconfirm,
+    /// ValidateVolumeCapabilities confirms mount capabilities without their flags and group.
+    DropMountFlags,
+    /// PUBLISH_UNPUBLISH_VOLUME is advertised, the publish RPCs are UNIMPLEMENTED.
+    AdvertisePublishUnimplemented,
+    /// CreateVolume rejects a set-but-empty source and ignores an empty snapshot id.
+    EmptySourceRejected,
+    /// NodeStageVolume / NodePublishVolume insist on the volume_context.
+    RequireVolumeContext,
+    /// `--require-secrets` is not enforced.
+    IgnoreSecrets,
+    /// block + MULTI_NODE_MULTI_WRITER makes CreateVolume and ValidateVolumeCapabilities INTERNAL.
+    InternalOnOddCaps,
+}
+
+/// The message of a withheld confirmation under `unconfirmed`.
+pub const UNCONFIRMED_MESSAGE: &str = "all requested volume capabilities look fine";
+
+/// The message of a set-but-empty content source under `empty-source-rejected`.
+pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapshot or a volume";
+
+impl Quirk {
+    /// Every quirk, in the order `--list-quirks` shows them.
+    pub const ALL: [Quirk; 10] = [
+        Quirk::Unconfirmed,
+        Quirk::UnconfirmedSilent,
+        Quirk::IncompleteConfirmation,
+        Quirk::Overconfirm,
+        Quirk::DropMountFlags,
+        Quirk::AdvertisePublishUnimplemented,
+        Quirk::EmptySourceRejected,
+        Quirk::RequireVolumeContext,
+        Quirk::IgnoreSecrets,
+        Quirk::InternalOnOddCaps,
+    ];
+
+    /// The name `--quirk` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Quirk::Unconfirmed => "unconfirmed",
+            Quirk::UnconfirmedSilent => "unconfirmed-silent",
+            Quirk::IncompleteConfirmation => "incomplete-confirmation",
+            Quirk::Overconfirm => "overconfirm",
+            Quirk::DropMountFlags => "drop-mount-flags",
+            Quirk::AdvertisePublishUnimplemented => "advertise-publish-unimplemented",
+            Quirk::EmptySourceRejected => "empty-source-rejected",
+            Quirk::RequireVolumeContext => "require-volume-context",
+            Quirk::IgnoreSecrets => "ignore-secrets",
+            Quirk::InternalOnOddCaps => "internal-on-odd-caps",
+        }
+    }
+
+    /// One line: what the quirk does, and which real-world plugin behaviour it mirrors.
+    pub fn description(self) -> &'static str {
+        match self {
+            Quirk::Unconfirmed => {
+                "ValidateVolumeCapabilities never sets confirmed, only a \"capabilities look fine\" message (Azure and Linode plugins)"
+            }
+            Quirk::UnconfirmedSilent => {
+                "ValidateVolumeCapabilities never sets confirmed and leaves message empty (plugins that stub the RPC out)"
+            }
+            Quirk::IncompleteConfirmation => {
+                "ValidateVolumeCapabilities confirms only the first requested capability (plugins that look at volume_capabilities[0] only)"
+            }
+            Quirk::Overconfirm => {
+                "ValidateVolumeCapabilities confirms a different access mode than requested (plugins that echo their own modes)"
+            }
+            Quirk::DropMountFlags => {
+                "ValidateVolumeCapabilities confirms mount capabilities with mount_flags and volume_mount_group cleared (older plugins that call fields they do not know valid)"
+            }
+            Quirk::AdvertisePublishUnimplemented => {
+                "PUBLISH_UNPUBLISH_VOLUME is advertised but ControllerPublishVolume/ControllerUnpublishVolume answer UNIMPLEMENTED (Ceph CSI)"
+            }
+            Quirk::EmptySourceRejected => {
+                "CreateVolume rejects a set-but-empty volume_content_source and takes a snapshot source with an empty snapshot_id as no source (EBS-style source parsing)"
+            }
+            Quirk::RequireVolumeContext => {
+                "NodeStageVolume/NodePublishVolume fail FAILED_PRECONDITION without the volume_context CreateVolume returned (MooseFS)"
+            }
+            Quirk::IgnoreSecrets => {
+                "missing or wrong secrets are accepted even with --require-secrets (plugins that never read the secrets map)"
+            }
+            Quirk::InternalOnOddCaps => {
+                "CreateVolume and ValidateVolumeCapabilities answer INTERNAL for block + MULTI_NODE_MULTI_WRITER (plugins that crash on combinations they never expected)"
+            }
+        }
+    }
+
+    /// What `--list-quirks` prints: each name and description on one line, aligned.
+    pub fn listing() -> String {
+        let width = Quirk::ALL.iter().map(|q| q.name().len()).max().unwrap_or(0);
+        Quirk::ALL
+            .iter()
+            .map(|q| format!("{:width$}  {}\n", q.name(), q.description()))
+            .collect()
+    }
+}
+
+impl fmt::Display for Quirk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A `--quirk` name that is not one of [`Quirk::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown quirk {given:?}{}; valid quirks: {}", suggestion_text(*.suggestion), valid_names())]
+pub struct UnknownQuirk {
+    /// What was given.
+    pub given: String,
+    /// The closest valid quirk, if one is close enough.
+    pub suggestion: Option<Quirk>,
+}
+
+fn suggestion_text(suggestion: Option<Quirk>) -> String {
+    suggestion
+        .map(|q| format!(" (did you mean {:?}?)", q.name()))
+        .unwrap_or_default()
+}
+
+fn valid_names() -> String {
+    Quirk::ALL.map(Quirk::name).join(", ")
+}
+
+impl FromStr for Quirk {
+    type Err = UnknownQuirk;
+
+    /// Parses a quirk name; case and `_` for `-` are forgiven.
+    fn from_str(s: &str) -> Result<Quirk, UnknownQuirk> {
+        let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
+        if let Some(q) = Quirk::ALL.into_iter().find(|q| q.name() == wanted) {
+            return Ok(q);
+        }
+        let suggestion = Quirk::ALL
+            .into_iter()
+            .map(|q| (edit_distance(&wanted, q.name()), q))
+            .filter(|(d, q)| *d <= (q.name().len() / 3).max(2))
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, q)| q)
+            .or_else(|| {
+                // A fragment of one name only ("publish", "silent").
+                let mut hits = Quirk::ALL
+                    .into_iter()
+                    .filter(|q| wanted.len() >= 4 && q.name().contains(&wanted));
+                hits.next().filter(|_| hits.next().is_none())
+            });
+        Err(UnknownQuirk {
+            given: s.to_owned(),
+            suggestion,
+        })
+    }
+}
+
+/// Levenshtein distance over bytes (quirk names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// Logs the active quirks (warn level): this plugin misbehaves on purpose.
+pub(crate) fn warn_active(quirks: &BTreeSet<Quirk>) {
+    for q in quirks {
+        tracing::warn!(quirk = q.name(), "quirk active: {}", q.description());
+    }
+}
+
+/// The mode `overconfirm` confirms instead of `mode`: never the one requested.
+fn other_mode(mode: i32) -> Mode {
+    if mode == Mode::SingleNodeWriter as i32 {
+        Mode::MultiNodeReaderOnly
+    } else {
+        Mode::SingleNodeWriter
+    }
+}
+
+impl Plugin {
+    /// Whether a quirk is active.
+    pub(crate) fn quirk(&self, q: Quirk) -> bool {
+        self.config.quirks.contains(&q)
+    }
+
+    /// `advertise-publish-unimplemented`: UNIMPLEMENTED for the publish RPCs even though
+    /// PUBLISH_UNPUBLISH_VOLUME is advertised.
+    pub(crate) fn quirk_unimplemented(&self, rpc: &str) -> Option<Status> {
+        (self.quirk(Quirk::AdvertisePublishUnimplemented)
+            && matches!(rpc, "ControllerPublishVolume" | "ControllerUnpublishVolume"))
+        .then(|| Status::unimplemented(format!("{rpc} is not implemented")))
+    }
+
+    /// The secrets requests must carry: the configured ones, unless `ignore-secrets`.
+    pub(crate) fn enforced_secrets(&self) -> Option<&Secrets> {
+        self.config
+            .secrets
+            .as_ref()
+            .filter(|_| !self.quirk(Quirk::IgnoreSecrets))
+    }
+
+    /// Whether NodeStageVolume / NodePublishVolume require the volume_context: with
+    /// `--require-context`, or with `require-volume-context` (which, unlike the flag, leaves
+    /// publish_context and the controller RPCs alone).
+    pub(crate) fn node_requires_volume_context(&self) -> bool {
+        self.config.require_context || self.quirk(Quirk::RequireVolumeContext)
+    }
+
+    /// `internal-on-odd-caps`: INTERNAL when any capability is block + MULTI_NODE_MULTI_WRITER.
+    pub(crate) fn quirk_odd_capabilities(
+        &self,
+        rpc: &str,
+        caps: &[Capability],
+    ) -> Result<(), Status> {
+        let odd = caps
+            .iter()
+            .any(|c| c.is_block() && c.mode() == Mode::MultiNodeMultiWriter);
+        if odd && self.quirk(Quirk::InternalOnOddCaps) {
+            return Err(Status::internal(format!(
+                "{rpc}: unexpected capability combination block/MULTI_NODE_MULTI_WRITER"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `empty-source-rejected`: its own answer for a content source, where it differs from
+    /// the compliant one; `None` to take the compliant path.
+    pub(crate) fn quirk_content_source(
+        &self,
+        source: &v1::VolumeContentSource,
+    ) -> Option<Result<Option<Source>, Status>> {
+        if !self.quirk(Quirk::EmptySourceRejected) {
+            return None;
+        }
+        match &source.r#type {
+            None => Some(Err(Status::invalid_argument(EMPTY_SOURCE_MESSAGE))),
+            Some(SourceType::Snapshot(s)) if s.snapshot_id.is_empty() => Some(Ok(None)),
+            Some(_) => None,
+        }
+    }
+
+    /// The answer of a ValidateVolumeCapabilities call that confirms `confirmed`: the
+    /// confirmation itself, unless a confirmation quirk reshapes or withholds it.
+    pub(crate) fn confirmation(
+        &self,
+        mut confirmed: Confirmed,
+    ) -> v1::ValidateVolumeCapabilitiesResponse {
+        let caps = &mut confirmed.volume_capabilities;
+        if self.quirk(Quirk::IncompleteConfirmation) {
+            caps.truncate(1);
+        }
+        for cap in caps.iter_mut() {
+            if self.quirk(Quirk::Overconfirm)
+                && let Some(m) = cap.access_mode.as_mut()
+            {
+                m.mode = other_mode(m.mode) as i32;
+            }
+            if self.quirk(Quirk::DropMountFlags)
+                && let Some(AccessType::Mount(m)) = cap.access_type.as_mut()
+            {
+                m.mount_flags.clear();
+                m.volume_mount_group.clear();
+            }
+        }
+        let withheld = |message: &str| v1::ValidateVolumeCapabilitiesResponse {
+            confirmed: None,
+            message: message.to_owned(),
+        };
+        if self.quirk(Quirk::Unconfirmed) {
+            return withheld(UNCONFIRMED_MESSAGE);
+        }
+        if self.quirk(Quirk::UnconfirmedSilent) {
+            return withheld("");
+        }
+        v1::ValidateVolumeCapabilitiesResponse {
+            confirmed: Some(confirmed),
+            message: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        let names: BTreeSet<&str> = Quirk::ALL.iter().map(|q| q.name()).collect();
+        assert_eq!(names.len(), Quirk::ALL.len());
+        for q in Quirk::ALL {
+            assert_eq!(q.name().parse::<Quirk>(), Ok(q));
+            assert_eq!(q.to_string(), q.name());
+            assert!(!q.description().contains('\n'), "{q}: one line");
+        }
+        assert_eq!(
+            "Drop_Mount_Flags".parse::<Quirk>(),
+            Ok(Quirk::DropMountFlags)
+        );
+    }
+
+    #[test]
+    fn unknown_names_list_the_valid_ones_and_suggest_the_closest() {
+        let err = "unconfirmed-slient".parse::<Quirk>().unwrap_err();
+        assert_eq!(err.suggestion, Some(Quirk::UnconfirmedSilent));
+        let text = err.to_string();
+        assert!(
+            text.contains("did you mean \"unconfirmed-silent\"?"),
+            "{text}"
+        );
+        assert!(text.contains(&valid_names()), "{text}");
+        assert_eq!(
+            "publish".parse::<Quirk>().unwrap_err().suggestion,
+            Some(Quirk::AdvertisePublishUnimplemented)
+        );
+        let err = "nonsense".parse::<Quirk>().unwrap_err();
+        assert_eq!(err.suggestion, None);
+        assert!(!err.to_string().contains("did you mean"), "{err}");
+        // "confirm" is part of several names: no guess.
+        assert_eq!("confirm".parse::<Quirk>().unwrap_err().suggestion, None);
+    }
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("abc", "abc"), 0);
+        assert_eq!(edit_distance("abc", "abd"), 1);
+        assert_eq!(edit_distance("ab", "abc"), 1);
+        assert_eq!(edit_distance("slient", "silent"), 2);
+    }
+
+    #[test]
+    fn overconfirm_never_confirms_the_requested_mode() {
+        for mode in 1..=7 {
+            assert_ne!(other_mode(mode) as i32, mode);
+        }
+    }
+
+    #[test]
+    fn listing_has_one_aligned_line_per_quirk() {
+        let listing = Quirk::listing();
+        let lines: Vec<&str> = listing.lines().collect();
+        assert_eq!(lines.len(), Quirk::ALL.len());
+        let column = lines[0].find(Quirk::ALL[0].description()).unwrap();
+        for (line, q) in lines.iter().zip(Quirk::ALL) {
+            assert!(line.starts_with(q.name()), "{line}");
+            assert_eq!(line.find(q.description()), Some(column), "{line}");
+        }
+    }
+}
