@@ -52,8 +52,9 @@ pub fn types() -> BTreeMap<String, Ty> {
     ])
 }
 
-/// A scenario's private paths: a directory the engine creates, and paths inside it that the
-/// plugin creates (they do not exist before the scenario).
+/// A scenario's private paths: a directory and a staging directory the engine creates (the
+/// spec makes the CO create the staging path), and target paths inside it that the plugin
+/// creates (they do not exist before the scenario).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioPaths {
     /// `paths.dir`: the scenario's directory (created).

@@ -558,9 +558,14 @@ impl ScenarioCtx {
         ScenarioCtx { shared, vars, tracker, findings: Vec::new(), paths, name, step: None, step_name: None }
     }
 
+    /// Creates the scenario's directory and its staging directory: the spec has the CO create
+    /// `staging_target_path`, while the plugin creates `target_path` itself.
     fn prepare(&self) -> Result<(), String> {
-        std::fs::create_dir_all(&self.paths.dir)
-            .map_err(|e| format!("cannot create the scenario directory {}: {e}", self.paths.dir.display()))
+        for dir in [&self.paths.dir, &self.paths.staging] {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create the scenario directory {}: {e}", dir.display()))?;
+        }
+        Ok(())
     }
 
     /// The run's configuration.
