@@ -16,121 +16,22 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-/// A resource a run created, with what it takes to undo it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Resource {
-    /// A volume (undo: DeleteVolume on the controller).
-    Volume {
-        /// The controller endpoint.
-        endpoint: String,
-        /// The plugin's id.
-        volume_id: String,
-        /// The name it was created with.
-        name: String,
-        /// The secrets-file key whose map DeleteVolume needs.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        secrets_key: Option<String>,
-    },
-    /// A snapshot (undo: DeleteSnapshot).
-    Snapshot {
-        /// The controller endpoint.
-        endpoint: String,
-        /// The plugin's id.
-        snapshot_id: String,
-        /// The name it was created with.
-        name: String,
-        /// The secrets-file key whose map DeleteSnapshot needs.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        secrets_key: Option<String>,
-    },
-    /// A group snapshot (undo: DeleteVolumeGroupSnapshot).
-    GroupSnapshot {
-        /// The controller endpoint.
-        endpoint: String,
-        /// The plugin's id.
-        group_snapshot_id: String,
-        /// Its member snapshots.
-        snapshot_ids: Vec<String>,
-        /// The secrets-file key whose map the delete needs.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        secrets_key: Option<String>,
-    },
-    /// A controller publication (undo: ControllerUnpublishVolume).
-    Publication {
-        /// The controller endpoint.
-        endpoint: String,
-        /// The volume.
-        volume_id: String,
-        /// The node it is published to.
-        node_id: String,
-        /// The secrets-file key whose map the unpublish needs.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        secrets_key: Option<String>,
-    },
-    /// A staged volume (undo: NodeUnstageVolume on that node).
-    Stage {
-        /// The node endpoint.
-        endpoint: String,
-        /// The volume.
-        volume_id: String,
-        /// The staging path.
-        staging_path: PathBuf,
-    },
-    /// A published volume (undo: NodeUnpublishVolume on that node).
-    Publish {
-        /// The node endpoint.
-        endpoint: String,
-        /// The volume.
-        volume_id: String,
-        /// The target path.
-        target_path: PathBuf,
-    },
-}
+use crate::suite::Resource;
 
-impl Resource {
-    /// The endpoint the undo call goes to.
-    pub fn endpoint(&self) -> &str {
-        match self {
-            Resource::Volume { endpoint, .. }
-            | Resource::Snapshot { endpoint, .. }
-            | Resource::GroupSnapshot { endpoint, .. }
-            | Resource::Publication { endpoint, .. }
-            | Resource::Stage { endpoint, .. }
-            | Resource::Publish { endpoint, .. } => endpoint,
-        }
-    }
-
-    /// The order resources are undone in: publishes before stages before controller
-    /// publications before snapshots before volumes (lower first).
-    pub fn undo_rank(&self) -> u8 {
-        match self {
-            Resource::Publish { .. } => 0,
-            Resource::Stage { .. } => 1,
-            Resource::Publication { .. } => 2,
-            Resource::GroupSnapshot { .. } => 3,
-            Resource::Snapshot { .. } => 4,
-            Resource::Volume { .. } => 5,
-        }
-    }
-
-    /// A one-line description for `cleanup`'s output.
-    pub fn describe(&self) -> String {
-        match self {
-            Resource::Volume { volume_id, name, .. } => format!("volume {volume_id} ({name})"),
-            Resource::Snapshot { snapshot_id, name, .. } => format!("snapshot {snapshot_id} ({name})"),
-            Resource::GroupSnapshot { group_snapshot_id, .. } => format!("group snapshot {group_snapshot_id}"),
-            Resource::Publication { volume_id, node_id, .. } => {
-                format!("publication of volume {volume_id} to node {node_id}")
-            }
-            Resource::Stage { volume_id, staging_path, .. } => {
-                format!("staging of volume {volume_id} at {}", staging_path.display())
-            }
-            Resource::Publish { volume_id, target_path, .. } => {
-                format!("publish of volume {volume_id} at {}", target_path.display())
-            }
-        }
-    }
+/// A resource a run created, with what it takes to undo it: where the undo call goes and
+/// which secrets-file key it needs (a name, never values).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The endpoint the undo call goes to: the controller's for volumes, snapshots and
+    /// controller publications, the node's for stagings and node publications.
+    pub endpoint: String,
+    /// The scenario that created it.
+    pub scenario: String,
+    /// The secrets-file key the creating call used, if it sent secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_key: Option<String>,
+    /// What it is.
+    pub resource: Resource,
 }
 
 /// One line of the journal.
@@ -142,7 +43,7 @@ pub enum Entry {
         /// Unique within the journal: `<run id>:<sequence>`.
         id: String,
         /// The resource.
-        resource: Resource,
+        record: Record,
     },
     /// The resource with this id is gone.
     Done {
@@ -205,11 +106,11 @@ impl Journal {
 
     /// Records that `resource` exists; returns the id to mark it done with. The line is on
     /// disk (fsync'd) when this returns.
-    pub fn created(&self, resource: &Resource) -> Result<String, JournalError> {
+    pub fn created(&self, record: &Record) -> Result<String, JournalError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.1 += 1;
         let id = format!("{}:{}", self.run_id, state.1);
-        write_entry(&self.path, &mut state.0, &Entry::Created { id: id.clone(), resource: resource.clone() })?;
+        write_entry(&self.path, &mut state.0, &Entry::Created { id: id.clone(), record: record.clone() })?;
         Ok(id)
     }
 
@@ -228,10 +129,10 @@ fn write_entry(path: &Path, file: &mut File, entry: &Entry) -> Result<(), Journa
     file.sync_data().map_err(io)
 }
 
-/// Reads a journal and returns the resources created and not yet done, oldest first.
+/// Reads a journal and returns the records created and not yet done, oldest first.
 /// A missing file has nothing outstanding. A torn last line (a crash mid-write) is ignored;
 /// any other malformed line is an error naming its line.
-pub fn outstanding(path: &Path) -> Result<Vec<(String, Resource)>, JournalError> {
+pub fn outstanding(path: &Path) -> Result<Vec<(String, Record)>, JournalError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -241,7 +142,7 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Resource)>, JournalError>
         .lines()
         .collect::<Result<_, _>>()
         .map_err(|source| JournalError::Io { path: path.to_owned(), source })?;
-    let mut open: BTreeMap<usize, (String, Resource)> = BTreeMap::new();
+    let mut open: BTreeMap<usize, (String, Record)> = BTreeMap::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     let last = lines.len();
     for (n, line) in lines.iter().enumerate() {
@@ -249,9 +150,9 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Resource)>, JournalError>
             continue;
         }
         match serde_json::from_str::<Entry>(line) {
-            Ok(Entry::Created { id, resource }) => {
+            Ok(Entry::Created { id, record }) => {
                 index.insert(id.clone(), n);
-                open.insert(n, (id, resource));
+                open.insert(n, (id, record));
             }
             Ok(Entry::Done { id }) => {
                 if let Some(at) = index.remove(&id) {
@@ -277,16 +178,72 @@ pub fn mark_done(path: &Path, ids: &[String]) -> Result<(), JournalError> {
     ids.iter().try_for_each(|id| journal.done(id))
 }
 
+/// Records every resource the suite engine creates and releases in a [`Journal`].
+#[derive(Debug)]
+pub struct JournalObserver {
+    journal: Journal,
+    controller: Option<String>,
+    nodes: Vec<String>,
+    ids: Mutex<std::collections::HashMap<(String, u64), String>>,
+}
+
+impl JournalObserver {
+    /// Journals into `journal`; `controller` and `nodes` are the run's endpoints, so each
+    /// record names where its undo call goes.
+    pub fn new(journal: Journal, controller: Option<String>, nodes: Vec<String>) -> Self {
+        JournalObserver { journal, controller, nodes, ids: Mutex::default() }
+    }
+
+    fn endpoint_of(&self, resource: &Resource) -> String {
+        let endpoint = match resource.node() {
+            Some(i) => self.nodes.get(i),
+            None => self.controller.as_ref(),
+        };
+        endpoint.cloned().unwrap_or_default()
+    }
+}
+
+impl crate::suite::ResourceObserver for JournalObserver {
+    fn registered(&self, tracked: &crate::suite::Tracked) {
+        let record = Record {
+            endpoint: self.endpoint_of(&tracked.resource),
+            scenario: tracked.scenario.clone(),
+            secrets_key: tracked.secrets_key.clone(),
+            resource: tracked.resource.clone(),
+        };
+        match self.journal.created(&record) {
+            Ok(id) => {
+                let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+                ids.insert((tracked.scenario.clone(), tracked.seq), id);
+            }
+            Err(e) => tracing::error!("{e}: {} is not journaled; `cleanup` cannot find it after a crash", tracked.resource),
+        }
+    }
+
+    fn released(&self, tracked: &crate::suite::Tracked) {
+        let id = self.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&(tracked.scenario.clone(), tracked.seq));
+        if let Some(id) = id
+            && let Err(e) = self.journal.done(&id)
+        {
+            tracing::error!("{e}: the release of {} is not journaled", tracked.resource);
+        }
+    }
+
+    fn left_behind(&self, tracked: &crate::suite::Tracked, why: &str) {
+        tracing::warn!("{} left on the plugin ({why}); it stays in the journal for `csi-conform cleanup`", tracked.resource);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn volume(id: &str) -> Resource {
-        Resource::Volume {
+    fn volume(id: &str) -> Record {
+        Record {
             endpoint: "unix:///x.sock".into(),
-            volume_id: id.into(),
-            name: format!("name-{id}"),
-            secrets_key: Some("DeleteVolumeSecret".into()),
+            scenario: "s.x".into(),
+            secrets_key: Some("CreateVolumeSecret".into()),
+            resource: Resource::Volume { volume_id: id.into() },
         }
     }
 
@@ -300,7 +257,7 @@ mod tests {
         let c = j.created(&volume("c")).unwrap();
         j.done(&a).unwrap();
         let left = outstanding(&path).unwrap();
-        assert_eq!(left.iter().map(|(_, r)| r.describe()).collect::<Vec<_>>(), ["volume b (name-b)", "volume c (name-c)"]);
+        assert_eq!(left.iter().map(|(_, r)| r.resource.to_string()).collect::<Vec<_>>(), ["volume b", "volume c"]);
         mark_done(&path, &[c]).unwrap();
         assert_eq!(outstanding(&path).unwrap().len(), 1);
         // A second run appends to the same file with ids of its own.

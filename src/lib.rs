@@ -16,3 +16,4 @@ pub mod report;
 pub mod secrets;
 pub mod suite;
 pub mod units;
+pub mod yaml;

@@ -6,11 +6,11 @@ use std::cmp::Ordering;
 
 use prost_reflect::ReflectMessage;
 
+use crate::yaml::Node;
 use super::{
     model::{Assertion, Cmp, Subject, Test},
     request,
     vars::{FieldPath, Val, Vars},
-    yaml::Node,
 };
 
 /// Why an assertion did not pass.
@@ -283,7 +283,8 @@ mod tests {
     use super::*;
     use crate::{
         proto::{self, v1},
-        suite::{model::Assertion, yaml},
+        suite::model::Assertion,
+        yaml,
     };
 
     fn node(text: &str) -> Node {

@@ -7,10 +7,10 @@ use std::{collections::BTreeMap, fmt, future::Future, path::Path, pin::Pin};
 
 use prost_reflect::DynamicMessage;
 
+use crate::yaml::{Node, Plain};
 use super::{
     run::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
-    yaml::{Node, Plain},
 };
 use crate::{
     proto::{self, v1},

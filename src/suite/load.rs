@@ -9,13 +9,13 @@ use prost_reflect::MethodDescriptor;
 use regex::Regex;
 use tonic::Code;
 
+use crate::yaml::{self, Node, NodeKind, Plain, Pos};
 use super::{
     builtin_vars,
     checks::{self, ArgKind, CheckDef},
     model::*,
     request::{self, RequestTemplate},
     vars::{FieldPath, Seg, Template, Ty, did_you_mean},
-    yaml::{self, Node, NodeKind, Plain, Pos},
 };
 use crate::{
     client::{code_name, parse_code},

@@ -13,7 +13,6 @@ mod request;
 mod resources;
 mod run;
 mod vars;
-mod yaml;
 
 pub use builtin::{BUILTIN, builtin};
 pub use builtin_vars::{AccessType, NAME_MAX};
@@ -29,4 +28,4 @@ pub use request::{RequestTemplate, build_request, parse_request};
 pub use resources::{Resource, ResourceObserver, Tracked, Tracker};
 pub use run::{GIB, Plugin, Response, RunConfig, ScenarioCtx, run, run_until};
 pub use vars::{FieldPath, Seg, Val, Vars};
-pub use yaml::Pos;
+pub use crate::yaml::Pos;

@@ -8,7 +8,8 @@ use prost_reflect::MethodDescriptor;
 use regex::Regex;
 use tonic::Code;
 
-use super::{checks::CheckDef, request::RequestTemplate, vars::FieldPath, yaml::Node, yaml::Pos};
+use super::{checks::CheckDef, request::RequestTemplate, vars::FieldPath};
+use crate::yaml::{Node, Pos};
 use crate::{fingerprint::Capability, report::Severity};
 
 /// Where something was written: `file:line:column`.

@@ -16,10 +16,10 @@ use prost_reflect::{
     DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, MethodDescriptor, ReflectMessage, Value,
 };
 
+use crate::yaml::{self, Node, NodeKind, Plain, Pos};
 use super::{
     load::{LoadError, LoadErrors},
     vars::{Subst, Template, Val, Vars, did_you_mean, is_wrapper, unknown_field_text},
-    yaml::{self, Node, NodeKind, Plain, Pos},
 };
 
 /// A request text as parsed from YAML, not yet typed: kept with its origin so that building

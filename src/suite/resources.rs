@@ -13,7 +13,7 @@ use super::vars::{FieldPath, Val};
 use crate::proto::{self, v1};
 
 /// Something the engine created on the plugin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Resource {
     /// CreateVolume → DeleteVolume.
@@ -61,6 +61,19 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// Where this resource comes in the undo order (lower first): node publications, then
+    /// stagings, then controller publications, then every object (volumes and snapshots of
+    /// any kind). Within a rank, the newest goes first, so an object made from another (a
+    /// clone, a volume from a snapshot) goes before its source.
+    pub fn undo_rank(&self) -> u8 {
+        match self {
+            Resource::NodePublication { .. } => 0,
+            Resource::NodeStage { .. } => 1,
+            Resource::ControllerPublication { .. } => 2,
+            _ => 3,
+        }
+    }
+
     /// What a successful call created, if it creates anything.
     pub fn created_by(rpc: &str, request: &DynamicMessage, response: &DynamicMessage, node: usize) -> Option<Resource> {
         let req = |p: &str| text_at(request, p);
@@ -129,14 +142,6 @@ impl Resource {
             Resource::Snapshot { snapshot_id } => snapshot_id,
             Resource::GroupSnapshot { group_snapshot_id, .. } => group_snapshot_id,
         }
-    }
-
-    /// Whether this is an attachment (publication or staging), torn down before any object.
-    pub fn is_attachment(&self) -> bool {
-        matches!(
-            self,
-            Resource::ControllerPublication { .. } | Resource::NodeStage { .. } | Resource::NodePublication { .. }
-        )
     }
 
     /// The node endpoint the teardown goes to (node resources), if any.
@@ -325,19 +330,9 @@ impl Tracker {
     /// stagings, controller publications), then objects newest first (so a clone goes before
     /// its source snapshot, and a snapshot before its source volume).
     pub fn teardown_order(&self) -> Vec<Tracked> {
-        let mut attachments: Vec<Tracked> = self.live.iter().filter(|t| t.resource.is_attachment()).cloned().collect();
-        let mut objects: Vec<Tracked> = self.live.iter().filter(|t| !t.resource.is_attachment()).cloned().collect();
-        attachments.sort_by_key(|t| {
-            let rank = match t.resource {
-                Resource::NodePublication { .. } => 0,
-                Resource::NodeStage { .. } => 1,
-                _ => 2,
-            };
-            (rank, std::cmp::Reverse(t.seq))
-        });
-        objects.sort_by_key(|t| std::cmp::Reverse(t.seq));
-        attachments.extend(objects);
-        attachments
+        let mut order = self.live.clone();
+        order.sort_by_key(|t| (t.resource.undo_rank(), std::cmp::Reverse(t.seq)));
+        order
     }
 
     /// Whether nothing is left.

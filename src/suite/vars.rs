@@ -9,7 +9,7 @@ use prost_reflect::{
     DynamicMessage, EnumDescriptor, FieldDescriptor, Kind, MapKey, MessageDescriptor, ReflectMessage, Value,
 };
 
-use super::yaml::{Node, NodeKind, Plain, Pos};
+use crate::yaml::{Node, NodeKind, Plain, Pos};
 
 /// A value the engine works with: a variable, a part of a response, a check's output or a
 /// YAML literal.
