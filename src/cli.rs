@@ -4,13 +4,23 @@
 //! Exit codes: `0` everything passed, `1` findings failed, `2` usage, configuration or
 //! connection error, `130`/`143` interrupted by SIGINT/SIGTERM.
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+    time::Duration,
+};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::{
-    client::{self, ClientOptions, Endpoint, Targets},
+    client::{self, ClientOptions, Connections, Endpoint, Targets},
     fingerprint::Fingerprint,
+    journal::{self, Journal, JournalObserver},
+    report::{self, ExpectedFailures, RunReport},
+    secrets::Secrets,
+    suite::{self, AccessType, Suite},
 };
 
 /// Every run passed (or only skipped/warned without `--strict`).
@@ -45,8 +55,206 @@ const EXIT_CODES_HELP: &str = "Exit codes: 0 all passed, 1 findings failed, 2 us
 pub enum Command {
     /// Connect to a plugin and print what it says about itself (identity, capabilities, nodes).
     Fingerprint(FingerprintArgs),
+    /// Run scenario suites against a plugin (or, with no endpoint, the bundled reference
+    /// plugin) and write JUnit, JSON and HTML reports.
+    Run(Box<RunArgs>),
+    /// List the built-in (and given) suites and scenarios, the csi-sanity parity map, or the
+    /// named checks.
+    List(ListArgs),
+    /// Work with suite files.
+    #[command(subcommand)]
+    Suites(SuitesCommand),
+    /// Send one RPC with a request written as in suites, and print the response as YAML.
+    Call(CallArgs),
     /// Serve the bundled reference plugin: every CSI v1.12 RPC, as the spec says.
     ReferencePlugin(crate::reference::Args),
+}
+
+/// `csi-conform suites ...`.
+#[derive(Debug, Subcommand)]
+pub enum SuitesCommand {
+    /// Validate suite files without talking to any plugin (exit 2 on the first bad one).
+    Check {
+        /// The suite files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// Which suites to use.
+#[derive(Debug, Clone, Args)]
+pub struct SuiteArgs {
+    /// A suite file of your own; repeatable. Added to the built-in suites.
+    #[arg(long = "suite", value_name = "FILE")]
+    pub suites: Vec<PathBuf>,
+
+    /// Leave out the built-in suites (only the --suite files run).
+    #[arg(long)]
+    pub no_builtin: bool,
+}
+
+impl SuiteArgs {
+    /// The built-in suites (unless left out) and the given files, checked for duplicate ids.
+    pub fn load(&self) -> Result<Vec<Suite>, CliError> {
+        let mut suites = if self.no_builtin { Vec::new() } else { suite::builtin() };
+        let mut errors = Vec::new();
+        for file in &self.suites {
+            match suite::load_file(file) {
+                Ok(s) => suites.push(s),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if errors.is_empty()
+            && let Err(e) = suite::check_unique(&suites)
+        {
+            errors.push(e.to_string());
+        }
+        if errors.is_empty() { Ok(suites) } else { Err(CliError::usage(errors.join("\n"))) }
+    }
+}
+
+/// `csi-conform run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plugin (none: the bundled reference plugin, started on a temporary socket).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// Which suites.
+    #[command(flatten)]
+    pub suites: SuiteArgs,
+
+    /// Run only scenarios whose id, title or a tag matches this regex; repeatable (any).
+    #[arg(long, value_name = "REGEX")]
+    pub focus: Vec<String>,
+
+    /// Leave out scenarios whose id, title or a tag matches this regex; repeatable.
+    #[arg(long, value_name = "REGEX")]
+    pub skip: Vec<String>,
+
+    /// Scenarios run at once (the work waits on the plugin, so more than the cores).
+    #[arg(long, short = 'j', default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: u16,
+
+    /// How often idempotency checks repeat a call (0 skips them).
+    #[arg(long, default_value_t = 10)]
+    pub idempotency_count: u32,
+
+    /// The access type of the default volume capability.
+    #[arg(long, value_enum, default_value_t = AccessTypeArg::Mount)]
+    pub access_type: AccessTypeArg,
+
+    /// Size of test volumes (bytes; 10Gi, 512Mi and the like are accepted).
+    #[arg(long, value_name = "BYTES", default_value = "10Gi", value_parser = crate::units::parse_bytes)]
+    pub test_volume_size: i64,
+
+    /// Size to expand test volumes to (default: the volume size + 1 GiB).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
+    pub test_volume_expand_size: Option<i64>,
+
+    /// YAML map of CreateVolume parameters (csi-sanity's --csi.testvolumeparameters).
+    #[arg(long, value_name = "FILE")]
+    pub test_volume_parameters: Option<PathBuf>,
+
+    /// YAML map of mutable parameters (default: iops: "3000").
+    #[arg(long, value_name = "FILE")]
+    pub test_volume_mutable_parameters: Option<PathBuf>,
+
+    /// YAML map of CreateSnapshot parameters.
+    #[arg(long, value_name = "FILE")]
+    pub test_snapshot_parameters: Option<PathBuf>,
+
+    /// Secrets file in csi-sanity's format (CreateVolumeSecret: {...}, ...).
+    #[arg(long, value_name = "FILE")]
+    pub secrets: Option<PathBuf>,
+
+    /// Also check that publishing beyond the node's max_volumes_per_node fails.
+    #[arg(long)]
+    pub test_node_volume_attach_limit: bool,
+
+    /// JUnit XML report.
+    #[arg(long, value_name = "FILE", default_value = "reports/junit.xml")]
+    pub junit: PathBuf,
+
+    /// JSON report (for scripts and `report --compare`).
+    #[arg(long, value_name = "FILE", default_value = "reports/report.json")]
+    pub json: PathBuf,
+
+    /// Self-contained HTML report.
+    #[arg(long, value_name = "FILE", default_value = "reports/report.html")]
+    pub html: PathBuf,
+
+    /// YAML map of scenario id to reason: known failures that do not fail the run.
+    #[arg(long, value_name = "FILE")]
+    pub expect_failures: Option<PathBuf>,
+
+    /// Warnings (tolerated deviations) fail the run too.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Seed of names and property-based checks (default: random; printed for replay).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// The longest the whole run may take; scenarios not started by then are not run.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub run_timeout: Option<Duration>,
+
+    /// Directory under which each scenario gets its staging and target paths.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+
+    /// The cleanup journal: every created resource is recorded here until torn down.
+    #[arg(long, value_name = "FILE", default_value = "reports/journal.jsonl")]
+    pub journal: PathBuf,
+
+    /// Clean up what an earlier run left in the journal before starting.
+    #[arg(long)]
+    pub cleanup_first: bool,
+}
+
+/// `--access-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessTypeArg {
+    /// A mounted file system.
+    Mount,
+    /// A raw block device.
+    Block,
+}
+
+/// `csi-conform list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Which suites.
+    #[command(flatten)]
+    pub suites: SuiteArgs,
+
+    /// Show which scenarios cover each csi-sanity check (and any that none covers).
+    #[arg(long, conflicts_with = "checks")]
+    pub parity: bool,
+
+    /// List the named checks suites can call.
+    #[arg(long)]
+    pub checks: bool,
+}
+
+/// `csi-conform call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The RPC's method name (CreateVolume, NodeGetInfo, ...).
+    pub rpc: String,
+
+    /// The plugin.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// The request as YAML with proto field names, or `-` to read it from stdin.
+    #[arg(long, value_name = "YAML")]
+    pub request: Option<String>,
+
+    /// For node RPCs: which --node-endpoint (0 is the first).
+    #[arg(long, default_value_t = 0)]
+    pub node: usize,
 }
 
 /// How to reach the plugin under test.
@@ -179,6 +387,10 @@ fn init_logging(verbose: u8, quiet: bool) {
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Fingerprint(args) => fingerprint(args).await,
+        Command::Run(args) => run(*args, cli.quiet).await,
+        Command::List(args) => list(args),
+        Command::Suites(SuitesCommand::Check { files }) => suites_check(&files),
+        Command::Call(args) => call(args).await,
         Command::ReferencePlugin(args) => crate::reference::run(args)
             .await
             .map(|()| EXIT_OK)
@@ -186,20 +398,24 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     }
 }
 
-async fn fingerprint(args: FingerprintArgs) -> Result<u8, CliError> {
-    let targets = args.connect.targets();
-    if targets.is_empty() {
-        return Err(CliError::usage(
-            "no plugin endpoint: give --endpoint (or --controller-endpoint / --node-endpoint, or CSI_ENDPOINT)",
-        ));
-    }
-    let connections = targets
-        .connect(&args.connect.client_options())
-        .await
-        .map_err(CliError::usage)?;
+const NO_ENDPOINT: &str =
+    "no plugin endpoint: give --endpoint (or --controller-endpoint / --node-endpoint, or CSI_ENDPOINT)";
+
+/// Connects every role and fingerprints the plugin.
+async fn connect_and_fingerprint(targets: &Targets, options: &ClientOptions) -> Result<(Connections, Fingerprint), CliError> {
+    let connections = targets.connect(options).await.map_err(CliError::usage)?;
     let fingerprint = Fingerprint::collect(connections.controller.as_ref(), &connections.nodes)
         .await
         .map_err(CliError::usage)?;
+    Ok((connections, fingerprint))
+}
+
+async fn fingerprint(args: FingerprintArgs) -> Result<u8, CliError> {
+    let targets = args.connect.targets();
+    if targets.is_empty() {
+        return Err(CliError::usage(NO_ENDPOINT));
+    }
+    let (_, fingerprint) = connect_and_fingerprint(&targets, &args.connect.client_options()).await?;
     match args.format {
         Format::Table => print!("{}", fingerprint.to_table()),
         Format::Json => println!(
@@ -210,7 +426,311 @@ async fn fingerprint(args: FingerprintArgs) -> Result<u8, CliError> {
     Ok(EXIT_OK)
 }
 
-/// Where reports go by default: `reports/` under the working directory.
-pub fn default_reports_dir() -> PathBuf {
-    PathBuf::from("reports")
+fn load_map(file: &Option<PathBuf>) -> Result<Option<BTreeMap<String, String>>, CliError> {
+    file.as_deref().map(crate::config::load_string_map).transpose().map_err(CliError::usage)
+}
+
+fn load_secrets(file: &Path) -> Result<BTreeMap<String, BTreeMap<String, String>>, CliError> {
+    use std::os::unix::fs::PermissionsExt;
+    let secrets = Secrets::load(file).map_err(CliError::usage)?;
+    if let Ok(meta) = std::fs::metadata(file)
+        && meta.permissions().mode() & 0o004 != 0
+    {
+        tracing::warn!(
+            "{} is readable by every user on this machine; secrets files should be private (chmod 600)",
+            file.display()
+        );
+    }
+    Ok(secrets.keys().map(|k| (k.to_string(), secrets.get(k).cloned().unwrap_or_default())).collect())
+}
+
+fn regexes(patterns: &[String], flag: &str) -> Result<Vec<regex::Regex>, CliError> {
+    patterns
+        .iter()
+        .map(|p| regex::Regex::new(p).map_err(|e| CliError::usage(format!("{flag} {p:?} is not a valid regex: {e}"))))
+        .collect()
+}
+
+/// Builds the engine's configuration from the command line, reading every file it names.
+/// Everything is checked here, before any connection is made.
+fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
+    let mut config = suite::RunConfig {
+        jobs: usize::from(args.jobs),
+        idempotency_count: args.idempotency_count,
+        access_type: match args.access_type {
+            AccessTypeArg::Mount => AccessType::Mount,
+            AccessTypeArg::Block => AccessType::Block,
+        },
+        volume_size: args.test_volume_size,
+        expand_size: args.test_volume_expand_size,
+        focus: regexes(&args.focus, "--focus")?,
+        skip: regexes(&args.skip, "--skip")?,
+        strict: args.strict,
+        seed: args.seed.unwrap_or_else(random_seed),
+        timeout: args.run_timeout,
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        ..suite::RunConfig::default()
+    };
+    if config.volume_size <= 0 {
+        return Err(CliError::usage("--test-volume-size must be more than 0 bytes"));
+    }
+    if let Some(expand) = config.expand_size
+        && expand < config.volume_size
+    {
+        return Err(CliError::usage(format!(
+            "--test-volume-expand-size ({expand}) is smaller than --test-volume-size ({}); expansion only grows",
+            config.volume_size
+        )));
+    }
+    if let Some(map) = load_map(&args.test_volume_parameters)? {
+        config.parameters = map;
+    }
+    if let Some(map) = load_map(&args.test_volume_mutable_parameters)? {
+        config.mutable_parameters = map;
+    }
+    if let Some(map) = load_map(&args.test_snapshot_parameters)? {
+        config.snapshot_parameters = map;
+    }
+    if let Some(file) = &args.secrets {
+        config.secrets = load_secrets(file)?;
+    }
+    if args.test_node_volume_attach_limit {
+        config.options.insert("attach_limit".to_owned());
+    }
+    if let Some(dir) = &args.work_dir {
+        config.work_dir = dir.clone();
+    }
+    Ok(config)
+}
+
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+/// A reference plugin started for a run that names no endpoint, and where it listens.
+struct LocalReference {
+    handle: crate::reference::ReferenceHandle,
+    _dir: tempfile::TempDir,
+}
+
+async fn start_reference() -> Result<(LocalReference, Endpoint), CliError> {
+    let dir = tempfile::Builder::new()
+        .prefix("csi-conform-reference-")
+        .tempdir()
+        .map_err(|e| CliError::usage(format!("cannot make a directory for the reference plugin: {e}")))?;
+    let endpoint = Endpoint::Unix(dir.path().join("csi.sock"));
+    let handle = crate::reference::spawn(crate::reference::Config::default(), &endpoint.to_string())
+        .await
+        .map_err(CliError::usage)?;
+    Ok((LocalReference { handle, _dir: dir }, endpoint))
+}
+
+/// Resolves when the first SIGINT or SIGTERM arrives, with the reason and the exit code it
+/// calls for (130 or 143). A second signal ends the process at once, leaving the journal
+/// for `csi-conform cleanup`.
+async fn first_signal() -> (String, u8) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    let first = tokio::select! {
+        _ = int.recv() => ("interrupted by SIGINT".to_owned(), 130u8),
+        _ = term.recv() => ("interrupted by SIGTERM".to_owned(), 143u8),
+    };
+    eprintln!("{}: stopping; tearing down what was created (signal again to stop at once)", first.0);
+    tokio::spawn(async move {
+        let code = tokio::select! {
+            _ = int.recv() => 130,
+            _ = term.recv() => 143,
+        };
+        eprintln!("stopped at once; what is left is in the journal: run `csi-conform cleanup`");
+        std::process::exit(code);
+    });
+    first
+}
+
+async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
+    // Everything the run reads is checked before anything is started or connected.
+    let mut config = run_config(&args)?;
+    let suites = args.suites.load()?;
+    let expected = args
+        .expect_failures
+        .as_deref()
+        .map(ExpectedFailures::load)
+        .transpose()
+        .map_err(CliError::usage)?;
+
+    let mut targets = args.connect.targets();
+    let mut local = None;
+    if targets.is_empty() {
+        let (reference, endpoint) = start_reference().await?;
+        eprintln!("no --endpoint: testing the bundled reference plugin at {endpoint}");
+        targets = Targets::resolve(Some(endpoint), None, Vec::new());
+        local = Some(reference);
+    }
+
+    let endpoints: Vec<String> = targets.distinct().iter().map(ToString::to_string).collect();
+    let leftovers: Vec<_> = journal::outstanding(&args.journal)
+        .map_err(CliError::usage)?
+        .into_iter()
+        .filter(|(_, record)| endpoints.contains(&record.endpoint))
+        .collect();
+    if !leftovers.is_empty() && !args.cleanup_first {
+        return Err(CliError::usage(format!(
+            "{} lists {} resource(s) an earlier run left on this plugin; run `csi-conform cleanup --journal {}` or pass --cleanup-first",
+            args.journal.display(),
+            leftovers.len(),
+            args.journal.display()
+        )));
+    }
+
+    let options = args.connect.client_options();
+    let (connections, fingerprint) = connect_and_fingerprint(&targets, &options).await?;
+    if !leftovers.is_empty() {
+        let cleaned = crate::cleanup::undo(&args.journal, &leftovers, &connections, &config.secrets).await;
+        eprintln!("{cleaned}");
+    }
+
+    let run_id = format!("{:016x}", config.seed);
+    let journal = Journal::open(&args.journal, &run_id).map_err(CliError::usage)?;
+    config.observer = Some(Arc::new(JournalObserver::new(
+        journal,
+        targets.controller.as_ref().map(ToString::to_string),
+        targets.nodes.iter().map(ToString::to_string).collect(),
+    )));
+
+    let plugin = suite::Plugin {
+        controller: connections.controller,
+        nodes: connections.nodes,
+        fingerprint,
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<(String, u8)>();
+    let signals = tokio::spawn(async move {
+        let _ = stop_tx.send(first_signal().await);
+    });
+    let interrupted = Arc::new(std::sync::Mutex::new(None::<u8>));
+    let seen = interrupted.clone();
+    let stop = async move {
+        match stop_rx.await {
+            Ok((reason, code)) => {
+                *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(code);
+                reason
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let mut report: RunReport = suite::run_until(&plugin, &suites, &config, stop).await;
+    signals.abort();
+
+    if let Some(expected) = &expected {
+        for id in expected.apply(&mut report) {
+            tracing::warn!("--expect-failures lists {id}, which this run did not include");
+        }
+    }
+    write_all_reports(&report, &args)?;
+    let color = std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none();
+    if !quiet {
+        for s in report.suites.iter().flat_map(|s| &s.scenarios) {
+            println!("{}", report::scenario_line(s, color));
+        }
+        println!();
+    }
+    print!("{}", report::summary(&report, color));
+    if let Some(local) = local {
+        if let Err(e) = local.handle.shutdown().await {
+            tracing::warn!("the reference plugin did not stop cleanly: {e}");
+        }
+    }
+    let signal_code = *interrupted.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(match signal_code {
+        Some(code) => code,
+        None if report.failed() => EXIT_FINDINGS,
+        None => EXIT_OK,
+    })
+}
+
+fn write_all_reports(report: &RunReport, args: &RunArgs) -> Result<(), CliError> {
+    report::write_reports(report, Some(&args.junit), Some(&args.json)).map_err(CliError::usage)?;
+    report::write_atomically(&args.html, &report::html::to_html(report)).map_err(CliError::usage)
+}
+
+fn list(args: ListArgs) -> Result<u8, CliError> {
+    if args.checks {
+        for (name, description) in suite::checks() {
+            println!("{name:<20} {description}");
+        }
+        return Ok(EXIT_OK);
+    }
+    let suites = args.suites.load()?;
+    if args.parity {
+        let table = crate::parity::coverage(&suites).map_err(CliError::usage)?;
+        print!("{}", table.render());
+        return Ok(if table.uncovered().is_empty() { EXIT_OK } else { EXIT_FINDINGS });
+    }
+    for s in &suites {
+        println!("{}  {}  ({} scenarios, {})", s.id(), s.title(), s.scenarios().len(), s.source());
+        for sc in s.scenarios() {
+            println!("  {:<56} {}", sc.id(), sc.title());
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn suites_check(files: &[PathBuf]) -> Result<u8, CliError> {
+    let mut suites = suite::builtin();
+    let mut errors = Vec::new();
+    for file in files {
+        match suite::load_file(file) {
+            Ok(s) => {
+                println!("ok: {} ({} scenarios)", file.display(), s.scenarios().len());
+                suites.push(s);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if let Err(e) = suite::check_unique(&suites) {
+        errors.push(e.to_string());
+    }
+    if errors.is_empty() { Ok(EXIT_OK) } else { Err(CliError::usage(errors.join("\n"))) }
+}
+
+async fn call(args: CallArgs) -> Result<u8, CliError> {
+    let method = crate::proto::method(&args.rpc).ok_or_else(|| {
+        CliError::usage(format!("unknown RPC {:?}; CSI RPCs are method names like CreateVolume or NodeGetInfo", args.rpc))
+    })?;
+    let text = match args.request.as_deref() {
+        None => "{}".to_owned(),
+        Some("-") => std::io::read_to_string(std::io::stdin()).map_err(|e| CliError::usage(format!("reading the request from stdin: {e}")))?,
+        Some(text) => text.to_owned(),
+    };
+    let template = suite::parse_request("<request>", &text).map_err(CliError::usage)?;
+    let request = suite::build_request(&method, &template, &suite::Vars::new()).map_err(CliError::usage)?;
+    let targets = args.connect.targets();
+    if targets.is_empty() {
+        return Err(CliError::usage(NO_ENDPOINT));
+    }
+    let connections = targets.connect(&args.connect.client_options()).await.map_err(CliError::usage)?;
+    let conn = if method.parent_service().name() == "Node" {
+        connections.nodes.get(args.node).ok_or_else(|| CliError::usage(format!("there is no node endpoint {}", args.node)))?
+    } else {
+        connections.controller.as_ref().or(connections.nodes.first()).ok_or_else(|| CliError::usage(NO_ENDPOINT))?
+    };
+    let outcome = if method.is_server_streaming() {
+        conn.call_dynamic_streaming(&method, request).await.map(|messages| {
+            messages.iter().map(crate::proto::to_redacted_yaml).collect::<Vec<_>>().join("---\n")
+        })
+    } else {
+        conn.call_dynamic(&method, request).await.map(|m| crate::proto::to_redacted_yaml(&m))
+    };
+    match outcome {
+        Ok(yaml) => {
+            print!("{yaml}");
+            Ok(EXIT_OK)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            Ok(EXIT_FINDINGS)
+        }
+    }
 }

@@ -4,12 +4,15 @@
 //! over it (see `src/main.rs` and [`cli`]).
 
 pub mod capability;
+pub mod cleanup;
 pub mod cli;
 pub mod client;
 pub mod compat;
+pub mod config;
 pub mod fingerprint;
 pub mod journal;
 pub mod mounts;
+pub mod parity;
 pub mod proto;
 pub mod reference;
 pub mod report;

@@ -203,6 +203,19 @@ impl fmt::Display for Resource {
     }
 }
 
+/// Puts `values` into the request's `secrets` field; returns false when the message has none.
+pub fn set_secrets(request: &mut DynamicMessage, values: &std::collections::BTreeMap<String, String>) -> bool {
+    let Some(field) = prost_reflect::ReflectMessage::descriptor(request).get_field_by_name("secrets") else {
+        return false;
+    };
+    let map = values
+        .iter()
+        .map(|(k, v)| (prost_reflect::MapKey::String(k.clone()), prost_reflect::Value::String(v.clone())))
+        .collect();
+    request.set_field(&field, prost_reflect::Value::Map(map));
+    true
+}
+
 fn path(p: &str) -> Vec<super::vars::Seg> {
     FieldPath::parse(p).map(|p| p.0).unwrap_or_default()
 }

@@ -986,11 +986,7 @@ impl ScenarioCtx {
             SecretsMode::Key(k) => k.clone(),
         };
         let values = self.shared.config.secrets.get(&key)?;
-        let map = values
-            .iter()
-            .map(|(k, v)| (prost_reflect::MapKey::String(k.clone()), prost_reflect::Value::String(v.clone())))
-            .collect();
-        request.set_field(&field, prost_reflect::Value::Map(map));
+        super::resources::set_secrets(request, values);
         Some(key)
     }
 
