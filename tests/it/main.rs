@@ -1,11 +1,13 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
 mod client;
+mod fingerprint;
 mod mounts;
 mod proto;
 mod quirks;
 mod reference;
 mod report;
+mod run;
 mod suite_load;
 mod suite_run;
 mod support;

@@ -3,7 +3,8 @@
 //! misbehaves on request through CreateVolume parameters:
 //! `flaky` (answers differently each time), `echo_secret` (puts the received secret in its
 //! error text), `undeletable` (DeleteVolume fails), `sleep_ms` (answers slowly). A volume
-//! whose name ends in `-crash` makes the plugin shut down and remove its socket.
+//! whose name ends in `-crash` makes the plugin drop every connection at once and remove its
+//! socket, as a crashed plugin does.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -116,8 +117,9 @@ pub struct FakePlugin {
     pub socket: PathBuf,
     /// Its state, to inspect and to seed.
     pub state: Arc<Mutex<State>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    /// The fake's own runtime: shutting it down drops every connection at once, as a crash
+    /// does (a graceful server shutdown would still answer calls on open connections).
+    runtime: Arc<Mutex<Option<tokio::runtime::Runtime>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -129,26 +131,36 @@ impl FakePlugin {
         let listener = tokio::net::UnixListener::bind(&socket).expect("bind the fake's socket");
         let fake = Fake { state: Arc::default(), options, in_flight: Arc::default(), crash: Arc::new(Notify::new()) };
         let state = fake.state.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let crash = fake.crash.clone();
-        let crash_socket = socket.clone();
         let server = tonic::transport::Server::builder()
             .add_service(IdentityServer::new(fake.clone()))
             .add_service(ControllerServer::new(fake.clone()))
             .add_service(NodeServer::new(fake));
-        let task = tokio::spawn(async move {
-            let stop = async move {
-                tokio::select! {
-                    _ = rx => {}
-                    _ = crash.notified() => {
-                        let _ = std::fs::remove_file(&crash_socket);
-                    }
-                }
-            };
-            let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-            let _ = server.serve_with_incoming_shutdown(incoming, stop).await;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("the fake's runtime");
+        let incoming = {
+            let _guard = runtime.enter();
+            tokio_stream::wrappers::UnixListenerStream::new(
+                tokio::net::UnixListener::from_std(listener.into_std().expect("std listener")).expect("re-register the listener"),
+            )
+        };
+        runtime.spawn(async move {
+            let _ = server.serve_with_incoming(incoming).await;
         });
-        FakePlugin { socket, state, shutdown: Some(tx), task, _dir: dir }
+        let runtime = Arc::new(Mutex::new(Some(runtime)));
+        let on_crash = runtime.clone();
+        let crash_socket = socket.clone();
+        tokio::spawn(async move {
+            crash.notified().await;
+            let _ = std::fs::remove_file(&crash_socket);
+            if let Some(rt) = on_crash.lock().unwrap().take() {
+                rt.shutdown_background();
+            }
+        });
+        FakePlugin { socket, state, runtime, _dir: dir }
     }
 
     /// Connects to it with short timeouts.
@@ -162,16 +174,24 @@ impl FakePlugin {
     }
 
     /// Stops it.
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+    pub async fn stop(self) {
+        if let Some(rt) = self.runtime.lock().unwrap().take() {
+            rt.shutdown_background();
         }
-        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.task).await;
     }
 
     /// The ids of its volumes.
     pub fn volume_ids(&self) -> Vec<String> {
         self.state.lock().unwrap().volumes.keys().cloned().collect()
+    }
+}
+
+impl Drop for FakePlugin {
+    /// A runtime may not be dropped (which blocks) inside async code; shut it down instead.
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.lock().map(|mut r| r.take()).ok().flatten() {
+            rt.shutdown_background();
+        }
     }
 }
 

@@ -233,3 +233,25 @@ pub fn ok<T>(result: Result<tonic::Response<T>, Status>) -> T {
         Err(s) => panic!("expected OK, got {:?}: {}", s.code(), s.message()),
     }
 }
+
+/// Connects the harness's own client (as `csi-conform` does) to a test plugin.
+pub async fn harness_connection(plugin: &TestPlugin) -> csi_conform::client::Connection {
+    csi_conform::client::Connection::connect(
+        csi_conform::client::Endpoint::Unix(plugin.socket.clone()),
+        csi_conform::client::ClientOptions {
+            connect_timeout: std::time::Duration::from_secs(5),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("the harness connects to the test plugin")
+}
+
+/// A plugin as the suite engine sees it: one endpoint in every role, fingerprinted.
+pub async fn engine_plugin(plugin: &TestPlugin) -> csi_conform::suite::Plugin {
+    let conn = harness_connection(plugin).await;
+    let fingerprint = csi_conform::fingerprint::Fingerprint::collect(Some(&conn), std::slice::from_ref(&conn))
+        .await
+        .expect("the test plugin fingerprints");
+    csi_conform::suite::Plugin { controller: Some(conn.clone()), nodes: vec![conn], fingerprint }
+}
