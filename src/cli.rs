@@ -637,10 +637,10 @@ async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
         println!();
     }
     print!("{}", report::summary(&report, color));
-    if let Some(local) = local {
-        if let Err(e) = local.handle.shutdown().await {
-            tracing::warn!("the reference plugin did not stop cleanly: {e}");
-        }
+    if let Some(local) = local
+        && let Err(e) = local.handle.shutdown().await
+    {
+        tracing::warn!("the reference plugin did not stop cleanly: {e}");
     }
     let signal_code = *interrupted.lock().unwrap_or_else(|p| p.into_inner());
     Ok(match signal_code {

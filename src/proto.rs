@@ -187,20 +187,26 @@ pub fn to_dynamic<M: prost::Message + prost::Name>(message: &M) -> DynamicMessag
     dynamic
 }
 
-/// Renders a message the way an operator reads it: YAML with the proto field names, secrets
-/// redacted. Used for console output, `call`, and failure details.
-pub fn to_redacted_yaml(message: &DynamicMessage) -> String {
-    let redacted = redacted(message);
+/// The message with sensitive values redacted, serialised to JSON bytes with proto field
+/// names and without default-valued fields.
+fn redacted_json_bytes(message: &DynamicMessage) -> Option<Vec<u8>> {
     let options = prost_reflect::SerializeOptions::new()
         .use_proto_field_name(true)
         .skip_default_fields(true)
         .stringify_64_bit_integers(false);
     let mut buf = Vec::new();
     let mut ser = serde_json::Serializer::new(&mut buf);
-    if redacted.serialize_with_options(&mut ser, &options).is_err() {
-        return format!("<{} that could not be rendered>", message.descriptor().name());
-    }
-    let json: serde_json::Value = serde_json::from_slice(&buf).unwrap_or_default();
+    redacted(message).serialize_with_options(&mut ser, &options).ok()?;
+    Some(buf)
+}
+
+/// Renders a message the way an operator reads it: YAML with the proto field names, secrets
+/// redacted. Used for console output, `call`, and failure details.
+pub fn to_redacted_yaml(message: &DynamicMessage) -> String {
+    let Some(json) = redacted_json_bytes(message).and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return format!("<{} that could not be rendered>\n", message.descriptor().name());
+    };
     match &json {
         serde_json::Value::Object(map) if map.is_empty() => "{}\n".to_owned(),
         _ => serde_yaml::to_string(&json).unwrap_or_default(),
@@ -209,17 +215,9 @@ pub fn to_redacted_yaml(message: &DynamicMessage) -> String {
 
 /// A one-line JSON rendering with sensitive values redacted, for finding texts and logs.
 pub fn to_redacted_json(message: &DynamicMessage) -> String {
-    let redacted = redacted(message);
-    let options = prost_reflect::SerializeOptions::new()
-        .use_proto_field_name(true)
-        .skip_default_fields(true)
-        .stringify_64_bit_integers(false);
-    let mut buf = Vec::new();
-    let mut ser = serde_json::Serializer::new(&mut buf);
-    match redacted.serialize_with_options(&mut ser, &options) {
-        Ok(()) => String::from_utf8(buf).unwrap_or_default(),
-        Err(_) => format!("<{}>", message.descriptor().name()),
-    }
+    redacted_json_bytes(message)
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_else(|| format!("<{}>", message.descriptor().name()))
 }
 
 /// Lets the generated types name themselves for [`to_dynamic`].

@@ -71,34 +71,15 @@ impl fmt::Display for LoadErrors {
 /// The opt-ins a scenario can require, with the command-line flag that enables each.
 pub const OPTIONS: [(&str, &str); 1] = [("attach_limit", "--test-node-volume-attach-limit")];
 
-/// The secrets-file keys csi-sanity uses, by RPC.
-pub const SECRET_KEYS: [(&str, &str); 16] = [
-    ("CreateVolume", "CreateVolumeSecret"),
-    ("DeleteVolume", "DeleteVolumeSecret"),
-    ("ControllerPublishVolume", "ControllerPublishVolumeSecret"),
-    ("ControllerUnpublishVolume", "ControllerUnpublishVolumeSecret"),
-    ("ValidateVolumeCapabilities", "ControllerValidateVolumeCapabilitiesSecret"),
-    ("NodeStageVolume", "NodeStageVolumeSecret"),
-    ("NodePublishVolume", "NodePublishVolumeSecret"),
-    ("CreateSnapshot", "CreateSnapshotSecret"),
-    ("CreateVolumeGroupSnapshot", "CreateSnapshotSecret"),
-    ("DeleteSnapshot", "DeleteSnapshotSecret"),
-    ("DeleteVolumeGroupSnapshot", "DeleteSnapshotSecret"),
-    ("ControllerExpandVolume", "ControllerExpandVolumeSecret"),
-    ("ControllerModifyVolume", "ControllerModifyVolumeSecret"),
-    ("ListSnapshots", "ListSnapshotsSecret"),
-    ("GetVolumeGroupSnapshot", "ListSnapshotsSecret"),
-    ("GetSnapshot", "GetSnapshotSecret"),
-];
-
-/// The secrets key `secrets: auto` uses for an RPC: csi-sanity's, or `<Rpc>Secret` for RPCs
+/// The secrets key `secrets: auto` uses for an RPC: csi-sanity's (see
+/// [`SecretKey::for_rpc`](crate::secrets::SecretKey::for_rpc)), or `<Rpc>Secret` for RPCs
 /// csi-sanity has no key for (NodeExpandVolume, the SnapshotMetadata RPCs...).
 pub fn secret_key(rpc: &str) -> String {
-    SECRET_KEYS.iter().find(|(r, _)| *r == rpc).map_or_else(|| format!("{rpc}Secret"), |(_, k)| (*k).to_owned())
+    crate::secrets::SecretKey::for_rpc(rpc).map_or_else(|| format!("{rpc}Secret"), |k| k.as_str().to_owned())
 }
 
 fn known_secret_keys() -> Vec<String> {
-    let mut keys: Vec<String> = SECRET_KEYS.iter().map(|(_, k)| (*k).to_owned()).collect();
+    let mut keys: Vec<String> = crate::secrets::SecretKey::ALL.iter().map(|k| k.as_str().to_owned()).collect();
     for m in proto::all_methods() {
         if m.input().get_field_by_name("secrets").is_some() {
             keys.push(secret_key(m.name()));
@@ -315,7 +296,7 @@ impl Loader<'_> {
 
     fn duration(&mut self, node: &Node, what: &str) -> Option<Duration> {
         let text = node.scalar_text().unwrap_or_default();
-        match parse_duration(text) {
+        match crate::units::parse_duration(text).ok() {
             Some(d) => Some(d),
             None => {
                 self.err(
@@ -1032,21 +1013,6 @@ fn describe_value(node: &Node) -> String {
     }
 }
 
-/// Parses `500ms`, `10s`, `1.5s`, `2m`, `1h`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let (number, unit) = text.find(|c: char| c.is_ascii_alphabetic()).map(|i| text.split_at(i))?;
-    let n: f64 = number.trim().parse().ok().filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Duration::try_from_secs_f64(secs).ok()
-}
-
 /// The plugin services a scenario's calls imply: a controller RPC needs
 /// `plugin:CONTROLLER_SERVICE` unless its step only runs under a `controller:` condition
 /// (which cannot hold without the service); likewise for group controller and snapshot
@@ -1079,16 +1045,6 @@ fn implied_services(steps: &[Step]) -> Vec<Capability> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("10"), None);
-        assert_eq!(parse_duration("-1s"), None);
-        assert_eq!(parse_duration("1d"), None);
-    }
 
     #[test]
     fn secret_keys_follow_csi_sanity_and_extend_by_rpc_name() {

@@ -18,7 +18,7 @@ pub use builtin::{BUILTIN, builtin};
 pub use builtin_vars::{AccessType, NAME_MAX};
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
 pub use load::{
-    LoadError, LoadErrors, OPTIONS, SECRET_KEYS, check_unique, load_file, load_str, parse_duration, secret_key,
+    LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };
 pub use model::{
     Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, Repeat,
