@@ -165,6 +165,46 @@ pub fn is_mount_point(path: &Path) -> bool {
     mount_entry(path).is_some()
 }
 
+/// Every mount whose mount point is exactly `path`, bottom first: more than one means mounts
+/// are stacked there (a plugin that mounts again on every repeated publish).
+pub fn mounts_at(path: &Path) -> Vec<MountInfo> {
+    let path = resolve(path);
+    mounts().unwrap_or_default().into_iter().filter(|m| m.mount_point == path).collect()
+}
+
+impl MountInfo {
+    /// Whether the per-mount options include `option` (`nosuid`, `ro`, ...).
+    pub fn has_option(&self, option: &str) -> bool {
+        self.mount_options.iter().any(|o| o == option)
+    }
+}
+
+/// The per-mount (VFS) options a bind mount can carry, by the name mount(8) and mountinfo
+/// use. Other mount flags are file-system options that only the file system's own mount
+/// understands.
+pub const VFS_OPTIONS: [(&str, MsFlags); 6] = [
+    ("ro", MsFlags::MS_RDONLY),
+    ("nosuid", MsFlags::MS_NOSUID),
+    ("nodev", MsFlags::MS_NODEV),
+    ("noexec", MsFlags::MS_NOEXEC),
+    ("noatime", MsFlags::MS_NOATIME),
+    ("nodiratime", MsFlags::MS_NODIRATIME),
+];
+
+/// The VFS options named in a capability's mount flags (each flag may hold several,
+/// comma-separated, as `-o` takes them), in [`VFS_OPTIONS`] order; the rest are left out.
+pub fn vfs_options<S: AsRef<str>>(mount_flags: &[S]) -> Vec<&'static str> {
+    let given: Vec<&str> =
+        mount_flags.iter().flat_map(|f| f.as_ref().split(',')).map(str::trim).collect();
+    VFS_OPTIONS.iter().filter(|(name, _)| given.contains(name)).map(|(name, _)| *name).collect()
+}
+
+/// The `MsFlags` of the VFS options named in `mount_flags` (see [`vfs_options`]).
+pub fn vfs_flags<S: AsRef<str>>(mount_flags: &[S]) -> MsFlags {
+    let names = vfs_options(mount_flags);
+    VFS_OPTIONS.iter().filter(|(name, _)| names.contains(name)).fold(MsFlags::empty(), |acc, (_, f)| acc | *f)
+}
+
 /// Every mount at or below `dir`, in mount-table order.
 pub fn mounts_under(dir: &Path) -> Vec<MountInfo> {
     let dir = resolve(dir);
@@ -217,7 +257,14 @@ pub fn bind_mount(source: &Path, target: &Path, read_only: bool) -> io::Result<(
 /// Makes the bind mount at `target` read-only (`MS_BIND | MS_REMOUNT | MS_RDONLY`); only that
 /// mount changes, not the file system it shows.
 pub fn remount_read_only(target: &Path) -> io::Result<()> {
-    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    remount(target, MsFlags::MS_RDONLY)
+}
+
+/// Sets the per-mount flags of the bind mount at `target` to `flags` (VFS flags such as
+/// `MS_RDONLY`, `MS_NOSUID`; see [`vfs_flags`]) with `MS_BIND | MS_REMOUNT`; only that mount
+/// changes, not the file system it shows.
+pub fn remount(target: &Path, flags: MsFlags) -> io::Result<()> {
+    let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags;
     nix::mount::mount(None::<&str>, target, None::<&str>, flags, None::<&str>)
         .map_err(io::Error::from)
 }
@@ -284,6 +331,17 @@ mod tests {
         assert_eq!(err.line, 2);
         assert!(parse_line("x 1 8:1 / / rw - ext4 src rw", 1).is_err());
         assert!(parse_line("1 1 8:1 / / rw - ext4", 1).is_err());
+    }
+
+    #[test]
+    fn picks_the_vfs_options_out_of_mount_flags() {
+        let flags = ["noexec,vers=4.2", " nosuid ", "nolock", "ro"];
+        assert_eq!(vfs_options(&flags), vec!["ro", "nosuid", "noexec"]);
+        assert_eq!(vfs_flags(&flags), MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC);
+        assert!(vfs_options::<&str>(&[]).is_empty());
+        assert_eq!(vfs_flags(&["nolock"]), MsFlags::empty());
+        let entry = parse_line("98 28 0:50 / /tmp/x rw,nosuid,nodev - tmpfs tmpfs rw", 1).unwrap();
+        assert!(entry.has_option("nosuid") && !entry.has_option("noexec"));
     }
 
     #[test]

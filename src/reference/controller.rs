@@ -399,7 +399,9 @@ impl Plugin {
                     req.volume_id
                 )));
             }
-            check_other_nodes(volume, &node, &cap, req.readonly)?;
+            if !self.quirk(super::Quirk::AllowSecondWriter) {
+                check_other_nodes(volume, &node, &cap, req.readonly)?;
+            }
             let published_here = state.volumes.values().filter(|v| v.publications.contains_key(&node)).count();
             let max = self.config.max_volumes_per_node;
             if max > 0 && published_here as i64 >= max {

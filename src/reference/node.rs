@@ -193,6 +193,13 @@ impl Plugin {
                 mounts::unmount(&staging).map_err(|e| internal("clear staging_target_path", e))?;
                 mounts::bind_mount(&self.data.volume(&req.volume_id).fs(), &staging, false)
                     .map_err(|e| internal("mount the volume at staging_target_path", e))?;
+                let flags = self.mount_flags(&cap);
+                if !flags.is_empty()
+                    && let Err(e) = mounts::remount(&staging, flags)
+                {
+                    let _ = mounts::unmount(&staging);
+                    return Err(internal("apply the mount flags at staging_target_path", e));
+                }
             }
             node.stagings.insert(key, Staging { volume_id: req.volume_id.clone(), capability: cap, mounted });
             Ok(v1::NodeStageVolumeResponse {})
@@ -312,7 +319,9 @@ impl Plugin {
                     req.volume_id
                 )));
             }
-            check_other_targets(&req.volume_id, node.publications.iter(), &cap)?;
+            if !self.quirk(super::Quirk::AllowSecondWriter) {
+                check_other_targets(&req.volume_id, node.publications.iter(), &cap)?;
+            }
             create_target(&target, cap.is_block())?;
             let store = self.data.volume(&req.volume_id);
             let source = match &staging {
@@ -342,8 +351,10 @@ impl Plugin {
         })
     }
 
-    /// Bind-mounts `source` at `target` (then applies the mount group and read-only), or only
-    /// applies the mount group to the plain target without real mounts.
+    /// Bind-mounts `source` at `target` (then applies the mount group, read-only and the
+    /// capability's per-mount flags such as `nosuid`), or only applies the mount group to the
+    /// plain target without real mounts. File-system specific flags cannot apply to a bind
+    /// mount and are ignored.
     fn mount_target(
         &self,
         source: &Path,
@@ -358,9 +369,13 @@ impl Plugin {
                 .map_err(|e| internal("mount the volume at target_path", e))?;
         }
         apply_mount_group(target, cap.mount_group())?;
-        if mounted && read_only {
-            mounts::remount_read_only(target)
-                .map_err(|e| internal("remount target_path read-only", e))?;
+        let mut flags = self.mount_flags(cap);
+        if read_only {
+            flags |= nix::mount::MsFlags::MS_RDONLY;
+        }
+        if mounted && !flags.is_empty() {
+            mounts::remount(target, flags)
+                .map_err(|e| internal("apply read-only and the mount flags at target_path", e))?;
         }
         Ok(())
     }

@@ -50,6 +50,11 @@ pub enum Quirk {
     IgnoreSecrets,
     /// block + MULTI_NODE_MULTI_WRITER makes CreateVolume and ValidateVolumeCapabilities INTERNAL.
     InternalOnOddCaps,
+    /// Single-node volumes may be published to a second node, and single-target ones at a
+    /// second target path.
+    AllowSecondWriter,
+    /// NodeStageVolume / NodePublishVolume mount without the capability's mount flags.
+    IgnoreMountFlags,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -60,7 +65,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 10] = [
+    pub const ALL: [Quirk; 12] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -71,6 +76,8 @@ impl Quirk {
         Quirk::RequireVolumeContext,
         Quirk::IgnoreSecrets,
         Quirk::InternalOnOddCaps,
+        Quirk::AllowSecondWriter,
+        Quirk::IgnoreMountFlags,
     ];
 
     /// The name `--quirk` takes.
@@ -86,6 +93,8 @@ impl Quirk {
             Quirk::RequireVolumeContext => "require-volume-context",
             Quirk::IgnoreSecrets => "ignore-secrets",
             Quirk::InternalOnOddCaps => "internal-on-odd-caps",
+            Quirk::AllowSecondWriter => "allow-second-writer",
+            Quirk::IgnoreMountFlags => "ignore-mount-flags",
         }
     }
 
@@ -121,6 +130,12 @@ impl Quirk {
             }
             Quirk::InternalOnOddCaps => {
                 "CreateVolume and ValidateVolumeCapabilities answer INTERNAL for block + MULTI_NODE_MULTI_WRITER (plugins that crash on combinations they never expected)"
+            }
+            Quirk::AllowSecondWriter => {
+                "a single-node volume can be ControllerPublished to a second node and a single-writer volume NodePublished at a second target (plugins that never look at existing attachments)"
+            }
+            Quirk::IgnoreMountFlags => {
+                "NodeStageVolume and NodePublishVolume mount without the capability's mount_flags (plugins that mount with fixed options of their own)"
             }
         }
     }
@@ -251,6 +266,16 @@ impl Plugin {
     /// publish_context and the controller RPCs alone).
     pub(crate) fn node_requires_volume_context(&self) -> bool {
         self.config.require_context || self.quirk(Quirk::RequireVolumeContext)
+    }
+
+    /// The per-mount flags (nosuid, ...) a node mount applies for `cap`: its VFS mount flags,
+    /// none under `ignore-mount-flags`.
+    pub(crate) fn mount_flags(&self, cap: &Capability) -> nix::mount::MsFlags {
+        if self.quirk(Quirk::IgnoreMountFlags) {
+            nix::mount::MsFlags::empty()
+        } else {
+            crate::mounts::vfs_flags(cap.mount_flags())
+        }
     }
 
     /// `internal-on-odd-caps`: INTERNAL when any capability is block + MULTI_NODE_MULTI_WRITER.

@@ -156,6 +156,14 @@ impl Capability {
         }
     }
 
+    /// The requested mount flags (none for block access). May be sensitive: never logged.
+    pub fn mount_flags(&self) -> &[String] {
+        match &self.access {
+            Access::Mount { mount_flags, .. } => mount_flags,
+            Access::Block => &[],
+        }
+    }
+
     /// `"block"` or `"mount"`, for messages.
     pub fn access_name(&self) -> &'static str {
         if self.is_block() { "block" } else { "mount" }
