@@ -9,6 +9,7 @@ use prost_reflect::DynamicMessage;
 
 use crate::yaml::{Node, Plain};
 use super::{
+    inspect::{self, Inspector, PATH_STATES},
     run::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
 };
@@ -47,6 +48,10 @@ pub enum ArgKind {
     Choice(&'static [&'static str]),
     /// A VolumeCapability (a mapping, or a variable such as `${capability}`).
     Capability,
+    /// A list of strings.
+    StrList,
+    /// A mapping of strings to strings.
+    StrMap,
 }
 
 /// One argument of a check.
@@ -82,10 +87,7 @@ impl fmt::Debug for CheckDef {
     }
 }
 
-const PATH_STATES: &[&str] =
-    &["absent", "directory", "file", "exists", "mount-point", "not-mount-point", "read-only-mount"];
-
-static REGISTRY: [CheckDef; 5] = [
+static REGISTRY: [CheckDef; 6] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -134,6 +136,14 @@ static REGISTRY: [CheckDef; 5] = [
         rpcs: &[],
         run: |ctx, args| Box::pin(path_state(ctx, args)),
     },
+    CheckDef {
+        name: "lifecycle",
+        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the host's mounts after each node step",
+        args: super::lifecycle::ARGS,
+        outputs: Vec::new,
+        rpcs: super::lifecycle::RPCS,
+        run: |ctx, args| Box::pin(super::lifecycle::run(ctx, args)),
+    },
 ];
 
 /// Every named check.
@@ -158,6 +168,10 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
         (ArgKind::Int, Some(Plain::Int(i))) if i >= 0 => Ok(()),
         (ArgKind::Choice(words), Some(Plain::Str(s))) if words.contains(&s) => Ok(()),
         (ArgKind::Capability, None) if node.as_map().is_some() => Ok(()),
+        (ArgKind::StrList, None) if node.as_seq().is_some_and(|items| items.iter().all(is_scalar)) => Ok(()),
+        (ArgKind::StrMap, None) if node.as_map().is_some_and(|entries| entries.iter().all(|(_, v)| is_scalar(v))) => {
+            Ok(())
+        }
         (ArgKind::Str, _) => Err(format!("expects a string, not {}", node.describe())),
         (ArgKind::Bool, _) => Err(format!("expects true or false, not {}", node.describe())),
         (ArgKind::Int, _) => Err(format!("expects a whole number, not {}", node.describe())),
@@ -167,7 +181,13 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
             node.scalar_text().map_or_else(|| node.describe().to_owned(), |t| format!("{t:?}"))
         )),
         (ArgKind::Capability, _) => Err(format!("expects a VolumeCapability mapping, not {}", node.describe())),
+        (ArgKind::StrList, _) => Err(format!("expects a list of strings, not {}", node.describe())),
+        (ArgKind::StrMap, _) => Err(format!("expects a mapping of strings, not {}", node.describe())),
     }
+}
+
+fn is_scalar(node: &Node) -> bool {
+    node.scalar_text().is_some()
 }
 
 fn list_outputs(entry: &str) -> Vec<(&'static str, Ty)> {
@@ -502,107 +522,31 @@ async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     let (Some(path), Some(state)) = (text_arg(&args, "path"), text_arg(&args, "is")) else {
         return bad_arg(ctx, "path-state needs `path` and `is`".into());
     };
-    let local = usize::try_from(node).ok().and_then(|n| ctx.node_connections().get(n)).map(|c| c.endpoint().is_local());
-    match local {
-        Some(true) => {}
-        Some(false) => {
+    let Some(inspector) = usize::try_from(node).ok().and_then(|n| ctx.inspector(n)) else {
+        return bad_arg(ctx, format!("path-state: the run has no node endpoint {node}"));
+    };
+    let found = match &inspector {
+        Inspector::Host => inspect::check_local(Path::new(&path), &state),
+        Inspector::Unavailable(why) => return CheckOutcome::Skip(format!("path-state cannot inspect {path}: {why}")),
+        Inspector::Command(_) if inspect::needs_mounts(&state) => {
             return CheckOutcome::Skip(format!(
-                "path-state cannot inspect {path} on node endpoint {node}, which is not on this host"
+                "path-state cannot tell whether {path} is {state}: node endpoint {node} is not on this host and \
+                 --check-path-cmd only tells file types"
             ));
         }
-        None => return bad_arg(ctx, format!("path-state: the run has no node endpoint {node}")),
-    }
-    match inspect(Path::new(&path), &state) {
+        Inspector::Command(command) => match command.kind(Path::new(&path)).await {
+            Ok(kind) => inspect::check_kind(kind, &state),
+            Err(e) => {
+                ctx.push(Finding::new(Severity::Error, "check-path-cmd", e.to_string()));
+                return CheckOutcome::Stop;
+            }
+        },
+    };
+    match found {
         Ok(()) => CheckOutcome::Done(BTreeMap::new()),
         Err(found) => {
             ctx.fail("path-state", format!("{path} {found}, expected {state}"));
             CheckOutcome::Stop
-        }
-    }
-}
-
-/// Checks a path's state; the error says what it is instead.
-fn inspect(path: &Path, state: &str) -> Result<(), String> {
-    let meta = std::fs::symlink_metadata(path);
-    let what = match &meta {
-        Err(_) => "is absent",
-        Ok(m) if m.is_dir() => "is a directory",
-        Ok(_) => "is a file",
-    };
-    let mount = mounts::find(path);
-    let ok = match state {
-        "absent" => meta.is_err(),
-        "directory" => meta.as_ref().is_ok_and(|m| m.is_dir()),
-        "file" => meta.as_ref().is_ok_and(|m| !m.is_dir()),
-        "exists" => meta.is_ok(),
-        "mount-point" => mount.is_some(),
-        "not-mount-point" => mount.is_none(),
-        "read-only-mount" => mount.as_ref().is_some_and(|m| m.read_only),
-        _ => false,
-    };
-    if ok {
-        return Ok(());
-    }
-    Err(match (state, mount) {
-        ("mount-point" | "read-only-mount", None) => format!("{what} and not a mount point"),
-        ("read-only-mount", Some(_)) => "is mounted read-write".to_owned(),
-        ("not-mount-point", Some(_)) => "is a mount point".to_owned(),
-        _ => what.to_owned(),
-    })
-}
-
-/// A minimal `/proc/self/mountinfo` reader (to be replaced by the `mounts` module).
-mod mounts {
-    use std::path::{Path, PathBuf};
-
-    /// One mount.
-    pub struct Mount {
-        /// Whether it is mounted read-only.
-        pub read_only: bool,
-    }
-
-    /// The mount at exactly `path` (the last one, if stacked).
-    pub fn find(path: &Path) -> Option<Mount> {
-        let wanted = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        table.lines().rev().find_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let point = PathBuf::from(unescape(fields.get(4)?));
-            let options = fields.get(5)?;
-            (point == wanted).then(|| Mount { read_only: options.split(',').any(|o| o == "ro") })
-        })
-    }
-
-    /// Undoes mountinfo's octal escapes (`\040` for a space).
-    fn unescape(field: &str) -> String {
-        let bytes = field.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'\\'
-                && let Some(code) = field.get(i + 1..i + 4).and_then(|o| u8::from_str_radix(o, 8).ok())
-            {
-                out.push(code);
-                i += 4;
-                continue;
-            }
-            out.push(bytes[i]);
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    }
-
-    #[cfg(test)]
-    mod tests {
-        #[test]
-        fn unescapes_octal() {
-            assert_eq!(super::unescape("/a\\040b"), "/a b");
-            assert_eq!(super::unescape("/plain"), "/plain");
-        }
-
-        #[test]
-        fn root_is_a_mount_point() {
-            assert!(super::find(std::path::Path::new("/")).is_some());
         }
     }
 }
@@ -625,15 +569,5 @@ mod tests {
             }
             let _ = (c.outputs)();
         }
-    }
-
-    #[test]
-    fn inspect_reports_what_a_path_is() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(inspect(dir.path(), "directory").is_ok());
-        assert!(inspect(dir.path(), "not-mount-point").is_ok());
-        assert_eq!(inspect(dir.path(), "absent").unwrap_err(), "is a directory");
-        assert_eq!(inspect(&dir.path().join("x"), "exists").unwrap_err(), "is absent");
-        assert_eq!(inspect(dir.path(), "mount-point").unwrap_err(), "is a directory and not a mount point");
     }
 }

@@ -69,7 +69,8 @@ impl fmt::Display for LoadErrors {
 }
 
 /// The opt-ins a scenario can require, with the command-line flag that enables each.
-pub const OPTIONS: [(&str, &str); 1] = [("attach_limit", "--test-node-volume-attach-limit")];
+pub const OPTIONS: [(&str, &str); 2] =
+    [("attach_limit", "--test-node-volume-attach-limit"), ("restart", "--allow-restart-cmd")];
 
 /// The secrets key `secrets: auto` uses for an RPC: csi-sanity's (see
 /// [`SecretKey::for_rpc`](crate::secrets::SecretKey::for_rpc)), or `<Rpc>Secret` for RPCs

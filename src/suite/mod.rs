@@ -7,6 +7,8 @@ mod assert;
 mod builtin;
 mod builtin_vars;
 mod checks;
+mod inspect;
+mod lifecycle;
 mod load;
 mod model;
 mod request;
@@ -17,6 +19,8 @@ mod vars;
 pub use builtin::{BUILTIN, builtin};
 pub use builtin_vars::{AccessType, NAME_MAX};
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
+pub use inspect::{DEFAULT_CHECK_PATH_TIMEOUT, Inspector, PathCommand, PathCommandError, PathKind};
+pub use lifecycle::{MountOptions, RESTART_TIMEOUT, forwarded_context};
 pub use load::{
     LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };

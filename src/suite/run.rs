@@ -25,6 +25,7 @@ use super::{
     assert::{self, AssertError},
     builtin_vars::{self, AccessType, ScenarioPaths},
     checks::CheckOutcome,
+    inspect::{Inspector, PathCommand},
     load::{OPTIONS, secret_key},
     model::*,
     request::build_request,
@@ -89,6 +90,12 @@ pub struct RunConfig {
     pub tool_version: String,
     /// Hears of every resource created and released.
     pub observer: Option<Arc<dyn ResourceObserver>>,
+    /// `--check-path-cmd`: how the paths of remote node endpoints are inspected (none: they
+    /// are not, and the checks say so).
+    pub check_path_cmd: Option<PathCommand>,
+    /// `--allow-restart-cmd`: the shell command that restarts a node plugin (enables the
+    /// `restart` opt-in).
+    pub restart_cmd: Option<String>,
 }
 
 /// One GiB.
@@ -115,6 +122,8 @@ impl Default for RunConfig {
             timeout: None,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             observer: None,
+            check_path_cmd: None,
+            restart_cmd: None,
         }
     }
 }
@@ -159,6 +168,8 @@ impl fmt::Debug for RunConfig {
             .field("timeout", &self.timeout)
             .field("tool_version", &self.tool_version)
             .field("observer", &self.observer.is_some())
+            .field("check_path_cmd", &self.check_path_cmd)
+            .field("restart_cmd", &self.restart_cmd)
             .finish()
     }
 }
@@ -543,6 +554,9 @@ pub struct ScenarioCtx {
     pub(crate) tracker: Tracker,
     pub(crate) findings: Vec<Finding>,
     pub(crate) paths: ScenarioPaths,
+    /// Further paths of the scenario's directory that checks made (or that plugins make in
+    /// them), removed after teardown like the built-in ones, in this order.
+    own_paths: Vec<PathBuf>,
     pub(crate) name: String,
     /// The step being run (for findings).
     pub(crate) step: Option<usize>,
@@ -555,7 +569,17 @@ impl ScenarioCtx {
         let paths = ScenarioPaths::new(&shared.run_dir, index, &scenario.id);
         let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
         let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
-        ScenarioCtx { shared, vars, tracker, findings: Vec::new(), paths, name, step: None, step_name: None }
+        ScenarioCtx {
+            shared,
+            vars,
+            tracker,
+            findings: Vec::new(),
+            paths,
+            own_paths: Vec::new(),
+            name,
+            step: None,
+            step_name: None,
+        }
     }
 
     /// Creates the scenario's directory and its staging directory: the spec has the CO create
@@ -586,6 +610,18 @@ impl ScenarioCtx {
     /// The scenario's unique name (the `name` variable).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How the paths of node endpoint `node` can be inspected (`None`: no such endpoint).
+    pub fn inspector(&self, node: usize) -> Option<Inspector> {
+        let conn = self.shared.plugin.nodes.get(node)?;
+        Some(Inspector::for_node(node, conn.endpoint(), self.shared.config.check_path_cmd.as_ref()))
+    }
+
+    /// Paths inside the scenario's directory to remove after teardown (in this order, before
+    /// the built-in ones), with the same care: only empty directories and plain files.
+    pub fn own_paths(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.own_paths.extend(paths);
     }
 
     /// Records a finding at the current step.
@@ -1016,7 +1052,7 @@ impl ScenarioCtx {
     /// Removes the scenario's directory, never crossing into anything still mounted: only
     /// empty directories and plain files the plugin left at our own paths are removed.
     fn cleanup(&self) {
-        for path in self.paths.plugin_paths() {
+        for path in self.own_paths.iter().map(PathBuf::as_path).chain(self.paths.plugin_paths()) {
             remove_own_path(path);
         }
         if let Err(e) = std::fs::remove_dir(&self.paths.dir)

@@ -1,0 +1,1020 @@
+//! The `lifecycle` named check: a volume's whole life driven the way an orchestrator drives it
+//! (Nomad's order), on one node or two, with what the host sees verified after every node step.
+//!
+//! NodeGetInfo → CreateVolume (the capability, parameters, secrets, the nodes' topology as
+//! requisite) → ValidateVolumeCapabilities → per node: ControllerPublishVolume (node id from
+//! NodeGetInfo) → NodeStageVolume (with STAGE_UNSTAGE_VOLUME) → NodePublishVolume → then
+//! NodeGetVolumeStats (with GET_VOLUME_STATS) → per node, last first: NodeUnpublishVolume →
+//! NodeUnstageVolume → ControllerUnpublishVolume → DeleteVolume. Each mutating call is sent
+//! `--idempotency-count` times and every answer must equal the first.
+//!
+//! What is forwarded, as a CO must: the `volume_context` CreateVolume returned (plus a
+//! configured one's keys it lacks) to ValidateVolumeCapabilities, ControllerPublishVolume,
+//! NodeStageVolume and NodePublishVolume; each node's `publish_context` to its NodeStage and
+//! NodePublish; the secrets file's key for each RPC that carries secrets. Mount options come
+//! from two places, as in Nomad: the volume's (`volume_fs_type`, `volume_mount_flags`, used
+//! to create it) and the request's (`fs_type`, `mount_flags`, the claim's); for the
+//! capability of every later RPC, each field the request gives replaces the volume's.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use prost_reflect::{DynamicMessage, ReflectMessage};
+use tonic::Code;
+
+use super::{
+    assert,
+    checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
+    inspect::{Inspector, PathKind, WriteProbe, probe_write},
+    model::SecretsMode,
+    run::{ScenarioCtx, call_finding},
+    vars::Val,
+};
+use crate::{
+    capability::{self, AccessMode},
+    client::{RpcError, code_name},
+    fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService},
+    mounts,
+    proto::{self, v1},
+    report::{Finding, Severity},
+};
+
+/// Access modes by their spec names (the `mode` argument).
+const MODES: &[&str] = &[
+    "SINGLE_NODE_WRITER",
+    "SINGLE_NODE_READER_ONLY",
+    "MULTI_NODE_READER_ONLY",
+    "MULTI_NODE_SINGLE_WRITER",
+    "MULTI_NODE_MULTI_WRITER",
+    "SINGLE_NODE_SINGLE_WRITER",
+    "SINGLE_NODE_MULTI_WRITER",
+];
+
+/// The arguments of `lifecycle`.
+pub(crate) const ARGS: &[ArgSpec] = &[
+    ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
+    ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false },
+    ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false },
+    ArgSpec { name: "fs_type", kind: ArgKind::Str, required: false },
+    ArgSpec { name: "mount_flags", kind: ArgKind::StrList, required: false },
+    ArgSpec { name: "volume_fs_type", kind: ArgKind::Str, required: false },
+    ArgSpec { name: "volume_mount_flags", kind: ArgKind::StrList, required: false },
+    ArgSpec { name: "volume_context", kind: ArgKind::StrMap, required: false },
+    ArgSpec { name: "secrets", kind: ArgKind::Choice(&["auto", "none", "required"]), required: false },
+    ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
+    ArgSpec { name: "nodes", kind: ArgKind::Int, required: false },
+    ArgSpec { name: "second_node", kind: ArgKind::Choice(&["works", "refused"]), required: false },
+    ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works", "refused"]), required: false },
+    ArgSpec { name: "refused_code", kind: ArgKind::Str, required: false },
+    ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
+];
+
+/// The RPCs `lifecycle` may call.
+pub(crate) const RPCS: &[&str] = &[
+    "NodeGetInfo",
+    "CreateVolume",
+    "ValidateVolumeCapabilities",
+    "ControllerPublishVolume",
+    "NodeStageVolume",
+    "NodePublishVolume",
+    "NodeGetVolumeStats",
+    "NodeUnpublishVolume",
+    "NodeUnstageVolume",
+    "ControllerUnpublishVolume",
+    "DeleteVolume",
+    "Probe",
+];
+
+/// How long `--allow-restart-cmd` may take, and then how long the node plugin has to answer
+/// again.
+pub const RESTART_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One side's mount options: `None` fields are not given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MountOptions {
+    /// The file system type.
+    pub fs_type: Option<String>,
+    /// The mount flags.
+    pub mount_flags: Option<Vec<String>>,
+}
+
+impl MountOptions {
+    /// The options a later RPC gets when these (the request's) meet `volume`'s: each field
+    /// given here replaces the volume's, a field not given keeps the volume's (Nomad's rule:
+    /// flags are replaced as a whole, never merged).
+    pub fn over(&self, volume: &MountOptions) -> MountOptions {
+        MountOptions {
+            fs_type: self.fs_type.clone().or_else(|| volume.fs_type.clone()),
+            mount_flags: self.mount_flags.clone().or_else(|| volume.mount_flags.clone()),
+        }
+    }
+}
+
+/// The volume_context a CO forwards: the one CreateVolume returned, plus the keys of a
+/// configured one that the plugin did not return (the plugin's own keys win).
+pub fn forwarded_context(
+    returned: &HashMap<String, String>,
+    configured: &BTreeMap<String, String>,
+) -> HashMap<String, String> {
+    let mut context = returned.clone();
+    for (k, v) in configured {
+        context.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    context
+}
+
+/// What should happen when the volume goes to a second node or target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Second {
+    /// Not tried.
+    None,
+    /// It must work.
+    Works,
+    /// It must be refused with this code.
+    Refused(Code),
+}
+
+/// The lifecycle's arguments, checked.
+#[derive(Debug, Clone)]
+struct Plan {
+    block: bool,
+    mode: AccessMode,
+    readonly: bool,
+    volume_mount: MountOptions,
+    request_mount: MountOptions,
+    configured_context: BTreeMap<String, String>,
+    secrets: SecretsMode,
+    secrets_required: bool,
+    times: u32,
+    nodes: usize,
+    second_node: Second,
+    second_target: Second,
+    restart: bool,
+}
+
+fn str_arg(args: &CheckArgs, name: &str) -> Option<String> {
+    match args.get(name) {
+        None | Some(Val::Null) => None,
+        Some(v) => v.to_text(),
+    }
+}
+
+fn bool_arg(args: &CheckArgs, name: &str) -> Result<bool, String> {
+    match args.get(name) {
+        None | Some(Val::Null) => Ok(false),
+        Some(Val::Bool(b)) => Ok(*b),
+        Some(Val::Str(s)) if s == "true" || s == "false" => Ok(s == "true"),
+        Some(other) => Err(format!("argument {name} must be true or false, not {}", other.describe())),
+    }
+}
+
+fn list_arg(args: &CheckArgs, name: &str) -> Result<Option<Vec<String>>, String> {
+    match args.get(name) {
+        None | Some(Val::Null) => Ok(None),
+        Some(Val::List(items)) => items
+            .iter()
+            .map(|v| match v {
+                Val::List(_) | Val::Map(_) | Val::Message(_) | Val::Null => {
+                    Err(format!("argument {name} must be a list of strings, not a list holding {}", v.describe()))
+                }
+                v => Ok(v.to_text().unwrap_or_default()),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some),
+        Some(other) => Err(format!("argument {name} must be a list of strings, not {}", other.describe())),
+    }
+}
+
+fn map_arg(args: &CheckArgs, name: &str) -> Result<BTreeMap<String, String>, String> {
+    match args.get(name) {
+        None | Some(Val::Null) => Ok(BTreeMap::new()),
+        Some(Val::Map(entries)) => entries
+            .iter()
+            .map(|(k, v)| match v.to_text() {
+                Some(t) if !matches!(v, Val::Null) => Ok((k.clone(), t)),
+                _ => Err(format!("argument {name}: the value of {k:?} must be a string, not {}", v.describe())),
+            })
+            .collect(),
+        Some(other) => Err(format!("argument {name} must be a mapping of strings, not {}", other.describe())),
+    }
+}
+
+impl Plan {
+    fn from_args(ctx: &ScenarioCtx, args: &CheckArgs) -> Result<Plan, String> {
+        let block = match str_arg(args, "access") {
+            Some(a) => a == "block",
+            None => ctx.config().access_type == super::AccessType::Block,
+        };
+        let mode_name = str_arg(args, "mode").unwrap_or_else(|| MODES[0].to_owned());
+        let mode = v1::volume_capability::access_mode::Mode::from_str_name(&mode_name)
+            .map(|m| AccessMode::from_i32(m as i32))
+            .ok_or_else(|| format!("argument mode: unknown access mode {mode_name:?}"))?;
+        let volume_mount =
+            MountOptions { fs_type: str_arg(args, "volume_fs_type"), mount_flags: list_arg(args, "volume_mount_flags")? };
+        let request_mount = MountOptions { fs_type: str_arg(args, "fs_type"), mount_flags: list_arg(args, "mount_flags")? };
+        if block && (volume_mount != MountOptions::default() || request_mount != MountOptions::default()) {
+            return Err("fs_type and mount flags apply to mount access only, not to access: block".into());
+        }
+        let nodes = match args.get("nodes") {
+            None | Some(Val::Null) => 1,
+            Some(Val::Int(n)) if (1..=2).contains(n) => *n as usize,
+            Some(other) => return Err(format!("argument nodes must be 1 or 2, not {}", other.to_text().unwrap_or_default())),
+        };
+        let refused_code = match str_arg(args, "refused_code") {
+            None => Code::FailedPrecondition,
+            Some(name) => crate::client::parse_code(&name)
+                .filter(|c| *c != Code::Ok)
+                .ok_or_else(|| format!("argument refused_code: {name:?} is not an error code name"))?,
+        };
+        let second = |word: Option<String>| match word.as_deref() {
+            Some("works") => Second::Works,
+            Some("refused") => Second::Refused(refused_code),
+            _ => Second::None,
+        };
+        let second_node = second(str_arg(args, "second_node"));
+        if nodes < 2 && second_node != Second::None {
+            return Err("second_node needs nodes: 2".into());
+        }
+        let secrets_word = str_arg(args, "secrets").unwrap_or_else(|| "auto".to_owned());
+        let repeat = args.get("repeat").is_none_or(|v| !matches!(v, Val::Bool(false)));
+        Ok(Plan {
+            block,
+            mode,
+            readonly: bool_arg(args, "readonly")?,
+            volume_mount,
+            request_mount,
+            configured_context: map_arg(args, "volume_context")?,
+            secrets: if secrets_word == "none" { SecretsMode::None } else { SecretsMode::Auto },
+            secrets_required: secrets_word == "required",
+            times: if repeat { ctx.config().idempotency_count.max(1) } else { 1 },
+            nodes,
+            second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
+            second_target: second(str_arg(args, "second_target")),
+            restart: bool_arg(args, "restart")?,
+        })
+    }
+
+    /// Why this plan cannot run here, if it cannot.
+    fn skip_reason(&self, ctx: &ScenarioCtx) -> Option<String> {
+        if ctx.node_connections().len() < self.nodes {
+            return Some(format!(
+                "the lifecycle on {} nodes needs {} node endpoints, and the run has {}",
+                self.nodes,
+                self.nodes,
+                ctx.node_connections().len()
+            ));
+        }
+        if self.secrets_required && ctx.config().secrets.is_empty() {
+            return Some("the lifecycle with secrets needs a secrets file (--secrets), and the run has none".into());
+        }
+        if matches!(self.second_node, Second::Refused(_))
+            && !ctx.fingerprint().supports(Capability::Controller(ControllerCapability::PublishUnpublishVolume))
+        {
+            return Some(
+                "without controller:PUBLISH_UNPUBLISH_VOLUME no RPC can refuse a second node before it mounts".into(),
+            );
+        }
+        if self.restart && ctx.config().restart_cmd.is_none() {
+            return Some("restarting the node plugin needs --allow-restart-cmd".into());
+        }
+        None
+    }
+
+    fn capability(&self, mount: &MountOptions) -> v1::VolumeCapability {
+        use v1::volume_capability::{AccessMode as Mode, AccessType, BlockVolume, MountVolume};
+        let access_type = if self.block {
+            AccessType::Block(BlockVolume {})
+        } else {
+            AccessType::Mount(MountVolume {
+                fs_type: mount.fs_type.clone().unwrap_or_default(),
+                mount_flags: mount.mount_flags.clone().unwrap_or_default(),
+                volume_mount_group: String::new(),
+            })
+        };
+        v1::VolumeCapability { access_type: Some(access_type), access_mode: Some(Mode { mode: self.mode.to_i32() }) }
+    }
+
+    /// The capability CreateVolume gets: the volume's mount options.
+    fn volume_capability(&self) -> v1::VolumeCapability {
+        self.capability(&self.volume_mount)
+    }
+
+    /// The capability every later RPC gets: the request's options over the volume's.
+    fn node_capability(&self) -> v1::VolumeCapability {
+        self.capability(&self.request_mount.over(&self.volume_mount))
+    }
+
+    /// The VFS options (nosuid, ...) the node RPCs ask for, which the mount table must show.
+    fn vfs_options(&self) -> Vec<&'static str> {
+        mounts::vfs_options(&self.request_mount.over(&self.volume_mount).mount_flags.unwrap_or_default())
+    }
+
+    /// Whether the published volume must refuse writes.
+    fn read_only(&self) -> bool {
+        self.readonly || self.mode.is_read_only()
+    }
+
+    fn describe(&self) -> String {
+        let access = if self.block { "block" } else { "mount" };
+        let rw = if self.read_only() { "read-only" } else { "read-write" };
+        format!("{access} {} {rw}", self.mode)
+    }
+}
+
+/// One node the volume is put on.
+#[derive(Debug, Clone)]
+struct NodeUse {
+    index: usize,
+    node_id: String,
+    topology: BTreeMap<String, String>,
+    inspector: Inspector,
+    staging: PathBuf,
+    target: PathBuf,
+    publish_context: HashMap<String, String>,
+    stage: bool,
+}
+
+/// A running lifecycle.
+struct Lifecycle<'a> {
+    ctx: &'a mut ScenarioCtx,
+    plan: Plan,
+    volume_id: String,
+    context: HashMap<String, String>,
+}
+
+/// Runs the `lifecycle` check.
+pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let plan = match Plan::from_args(ctx, &args) {
+        Ok(p) => p,
+        Err(e) => {
+            ctx.push(Finding::new(Severity::Error, "suite", format!("check lifecycle: {e}")));
+            return CheckOutcome::Stop;
+        }
+    };
+    if let Some(reason) = plan.skip_reason(ctx) {
+        return CheckOutcome::Skip(reason);
+    }
+    let mut lifecycle = Lifecycle { ctx, plan, volume_id: String::new(), context: HashMap::new() };
+    match lifecycle.go().await {
+        Ok(()) => CheckOutcome::Done(BTreeMap::new()),
+        Err(outcome) => outcome,
+    }
+}
+
+fn dynamic<M: prost::Message + prost::Name>(message: &M) -> DynamicMessage {
+    proto::to_dynamic(message)
+}
+
+fn typed<M: prost::Message + Default>(message: &DynamicMessage) -> M {
+    message.transcode_to::<M>().unwrap_or_default()
+}
+
+impl Lifecycle<'_> {
+    fn supports(&self, capability: Capability) -> bool {
+        self.ctx.fingerprint().supports(capability)
+    }
+
+    fn node_supports(&self, node: usize, capability: NodeCapability) -> bool {
+        self.ctx.fingerprint().nodes.get(node).is_some_and(|n| n.capabilities.contains(&capability))
+    }
+
+    fn controller_publishes(&self) -> bool {
+        self.supports(Capability::Controller(ControllerCapability::PublishUnpublishVolume))
+    }
+
+    fn fail(&mut self, kind: &str, message: String) -> CheckOutcome {
+        self.ctx.fail(kind, message);
+        CheckOutcome::Stop
+    }
+
+    async fn go(&mut self) -> Result<(), CheckOutcome> {
+        let mut nodes = Vec::new();
+        for index in 0..self.plan.nodes {
+            nodes.push(self.node_info(index).await?);
+        }
+        for node in &nodes {
+            if let Inspector::Unavailable(why) = &node.inspector {
+                self.ctx.push(Finding::new(
+                    Severity::Skip,
+                    "path-check-skipped",
+                    format!("host checks of the staging and target paths skipped: {why}"),
+                ));
+            }
+        }
+        self.create_volume(&nodes).await?;
+        self.validate().await?;
+        let mut used: Vec<NodeUse> = Vec::new();
+        for mut node in nodes {
+            let second = node.index > 0;
+            if !self.controller_publish(&mut node, second).await? {
+                break;
+            }
+            self.stage(&node).await?;
+            if self.plan.restart && node.index == 0 {
+                self.restart(&node).await?;
+            }
+            self.publish(&node, &node.target, self.plan.times).await?;
+            used.push(node);
+        }
+        let second_target = match (self.plan.second_target, used.first()) {
+            (Second::None, _) | (_, None) => None,
+            (expect, Some(first)) => self.second_target(first, expect).await?,
+        };
+        for node in &used {
+            self.stats(node).await?;
+        }
+        if let Some((node, target)) = &second_target {
+            self.unpublish(node, target).await?;
+        }
+        for node in used.iter().rev() {
+            self.unpublish(node, &node.target).await?;
+            self.unstage(node).await?;
+            self.controller_unpublish(node).await?;
+        }
+        let request = v1::DeleteVolumeRequest { volume_id: self.volume_id.clone(), ..Default::default() };
+        self.call("DeleteVolume", dynamic(&request), None, self.plan.times).await?;
+        Ok(())
+    }
+
+    /// NodeGetInfo of node endpoint `index`, and where that node's paths are.
+    async fn node_info(&mut self, index: usize) -> Result<NodeUse, CheckOutcome> {
+        let response = self.call("NodeGetInfo", dynamic(&v1::NodeGetInfoRequest {}), Some(index), 1).await?;
+        let info: v1::NodeGetInfoResponse = typed(&response);
+        if info.node_id.is_empty() {
+            return Err(self.fail("assertion", format!("NodeGetInfo of node endpoint {index} returned no node_id")));
+        }
+        let paths = self.ctx.paths.clone();
+        let (staging, target) = if index == 0 {
+            (paths.staging.clone(), paths.target.clone())
+        } else {
+            // Another node gets paths of its own: node plugins on one host must not share them.
+            let dir = paths.dir.join(format!("node{index}"));
+            let staging = dir.join("staging");
+            for d in [&dir, &staging] {
+                if let Err(e) = std::fs::create_dir_all(d) {
+                    self.ctx.push(Finding::new(Severity::Error, "setup", format!("cannot create {}: {e}", d.display())));
+                    return Err(CheckOutcome::Stop);
+                }
+            }
+            self.ctx.own_paths([dir.join("target"), staging.clone(), dir]);
+            (staging, paths.dir.join(format!("node{index}")).join("target"))
+        };
+        Ok(NodeUse {
+            index,
+            topology: info.accessible_topology.map(|t| t.segments.into_iter().collect()).unwrap_or_default(),
+            node_id: info.node_id,
+            inspector: self.ctx.inspector(index).unwrap_or_else(|| Inspector::Unavailable("no such node".into())),
+            staging,
+            target,
+            publish_context: HashMap::new(),
+            stage: self.node_supports(index, NodeCapability::StageUnstageVolume),
+        })
+    }
+
+    async fn create_volume(&mut self, nodes: &[NodeUse]) -> Result<(), CheckOutcome> {
+        let config = self.ctx.config();
+        let mut request = v1::CreateVolumeRequest {
+            name: self.ctx.name().to_owned(),
+            capacity_range: Some(v1::CapacityRange { required_bytes: config.volume_size, limit_bytes: 0 }),
+            volume_capabilities: vec![self.plan.volume_capability()],
+            parameters: config.parameters.clone().into_iter().collect(),
+            ..Default::default()
+        };
+        if self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints)) {
+            let mut requisite: Vec<v1::Topology> = Vec::new();
+            for n in nodes.iter().filter(|n| !n.topology.is_empty()) {
+                let t = v1::Topology { segments: n.topology.clone().into_iter().collect() };
+                if !requisite.contains(&t) {
+                    requisite.push(t);
+                }
+            }
+            if !requisite.is_empty() {
+                let preferred = vec![requisite[0].clone()];
+                request.accessibility_requirements = Some(v1::TopologyRequirement { requisite, preferred });
+            }
+        }
+        let (sent, answer) = self.send("CreateVolume", dynamic(&request), None).await;
+        let first = match answer {
+            Err(e) if e.code == Code::InvalidArgument && !e.is_unreachable() => {
+                return Err(CheckOutcome::Skip(format!(
+                    "the plugin does not create {} volumes (CreateVolume answered INVALID_ARGUMENT: {})",
+                    self.plan.describe(),
+                    e.message
+                )));
+            }
+            other => self.judge("CreateVolume", &sent, other)?,
+        };
+        self.repeat("CreateVolume", &sent, None, &first, self.plan.times).await?;
+        let volume = typed::<v1::CreateVolumeResponse>(&first).volume.unwrap_or_default();
+        if volume.volume_id.is_empty() {
+            return Err(self.fail("assertion", "CreateVolume answered OK without a volume id".into()));
+        }
+        self.volume_id = volume.volume_id;
+        self.context = forwarded_context(&volume.volume_context, &self.plan.configured_context);
+        Ok(())
+    }
+
+    /// ValidateVolumeCapabilities with the capability the nodes will use; its answer is
+    /// reconciled with the request as an orchestrator depends on it.
+    async fn validate(&mut self) -> Result<(), CheckOutcome> {
+        let request = v1::ValidateVolumeCapabilitiesRequest {
+            volume_id: self.volume_id.clone(),
+            volume_context: self.context.clone(),
+            volume_capabilities: vec![self.plan.node_capability()],
+            parameters: self.ctx.config().parameters.clone().into_iter().collect(),
+            ..Default::default()
+        };
+        let sent = dynamic(&request);
+        let response = self.call("ValidateVolumeCapabilities", sent.clone(), None, 1).await?;
+        let reconciliation = capability::reconcile(&request, &typed(&response));
+        let severity = reconciliation.severity(self.ctx.config().strict);
+        if severity > Severity::Pass {
+            let message = format!(
+                "ValidateVolumeCapabilities does not confirm the capability the lifecycle publishes with: {}",
+                reconciliation.summary()
+            );
+            self.ctx.push(call_finding(severity, reconciliation.verdict.kind(), message, "ValidateVolumeCapabilities", &sent));
+            if severity >= Severity::Fail {
+                return Err(CheckOutcome::Stop);
+            }
+        }
+        Ok(())
+    }
+
+    /// ControllerPublishVolume to `node` (with the capability). Returns whether the volume
+    /// may go on to this node: false when a refusal was expected (and checked).
+    async fn controller_publish(&mut self, node: &mut NodeUse, second: bool) -> Result<bool, CheckOutcome> {
+        if !self.controller_publishes() {
+            return Ok(true);
+        }
+        let readonly = self.plan.read_only()
+            && self.supports(Capability::Controller(ControllerCapability::PublishReadonly));
+        let request = v1::ControllerPublishVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            node_id: node.node_id.clone(),
+            volume_capability: Some(self.plan.node_capability()),
+            readonly,
+            volume_context: self.context.clone(),
+            ..Default::default()
+        };
+        if second && let Second::Refused(code) = self.plan.second_node {
+            let (sent, answer) = self.send("ControllerPublishVolume", dynamic(&request), None).await;
+            let what = format!(
+                "ControllerPublishVolume of a {} volume already published to node {} to a second node {}",
+                self.plan.mode,
+                self.ctx.fingerprint().nodes.first().map_or("", |n| n.node_id.as_str()),
+                node.node_id
+            );
+            self.expect_refusal(&what, &sent, answer, code)?;
+            return Ok(false);
+        }
+        let response = self.call("ControllerPublishVolume", dynamic(&request), None, self.plan.times).await?;
+        node.publish_context = typed::<v1::ControllerPublishVolumeResponse>(&response).publish_context;
+        Ok(true)
+    }
+
+    /// Checks that a call that must be refused was, with `code`; records a failure otherwise.
+    fn expect_refusal(
+        &mut self,
+        what: &str,
+        sent: &DynamicMessage,
+        answer: Result<DynamicMessage, RpcError>,
+        code: Code,
+    ) -> Result<(), CheckOutcome> {
+        let rpc = sent.descriptor().name().trim_end_matches("Request").to_owned();
+        match answer {
+            Err(e) if e.code == code => Ok(()),
+            Err(e) if e.is_unreachable() => Err(self.ctx.call_failed(&e, sent, code_name(code))),
+            Err(e) => {
+                let message = format!("{what} answered {}, expected {}", e.code_name(), code_name(code));
+                let mut f = call_finding(Severity::Fail, "unexpected-code", message, &rpc, sent);
+                (f.expected, f.got, f.plugin_message) =
+                    (Some(code_name(code).to_owned()), Some(e.code_name().to_owned()), Some(e.message.clone()));
+                self.ctx.push(f);
+                Err(CheckOutcome::Stop)
+            }
+            Ok(_) => {
+                let message = format!("{what} succeeded; it must fail with {}", code_name(code));
+                let mut f = call_finding(Severity::Fail, "unexpected-code", message, &rpc, sent);
+                (f.expected, f.got) = (Some(code_name(code).to_owned()), Some("OK".to_owned()));
+                self.ctx.push(f);
+                Err(CheckOutcome::Stop)
+            }
+        }
+    }
+
+    async fn stage(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        if !node.stage {
+            return Ok(());
+        }
+        let request = v1::NodeStageVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            publish_context: node.publish_context.clone(),
+            staging_target_path: node.staging.display().to_string(),
+            volume_capability: Some(self.plan.node_capability()),
+            volume_context: self.context.clone(),
+            ..Default::default()
+        };
+        self.call("NodeStageVolume", dynamic(&request), Some(node.index), self.plan.times).await?;
+        // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
+        self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
+    }
+
+    /// Runs `--allow-restart-cmd` for `node` and waits until the node plugin answers again.
+    async fn restart(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        let Some(command) = self.ctx.config().restart_cmd.clone() else {
+            return Err(CheckOutcome::Skip("restarting the node plugin needs --allow-restart-cmd".into()));
+        };
+        let conn = self.ctx.node_connections()[node.index].clone();
+        let endpoint = conn.endpoint().to_string();
+        let child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .env("CSI_CONFORM_NODE_ENDPOINT", &endpoint)
+            .env("CSI_CONFORM_NODE_INDEX", node.index.to_string())
+            .env("CSI_CONFORM_NODE_ID", &node.node_id)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn();
+        let error = |message: String| Finding::new(Severity::Error, "restart", message);
+        let output = match child {
+            Err(e) => Err(format!("--allow-restart-cmd could not be started: {e}")),
+            Ok(child) => match tokio::time::timeout(RESTART_TIMEOUT, child.wait_with_output()).await {
+                Err(_) => Err(format!(
+                    "--allow-restart-cmd did not finish within {}",
+                    crate::client::human_duration(RESTART_TIMEOUT)
+                )),
+                Ok(Err(e)) => Err(format!("--allow-restart-cmd failed: {e}")),
+                Ok(Ok(out)) if !out.status.success() => {
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    Err(format!(
+                        "--allow-restart-cmd failed ({}): {}",
+                        out.status,
+                        stderr.lines().next().unwrap_or_default().trim()
+                    ))
+                }
+                Ok(Ok(_)) => Ok(()),
+            },
+        };
+        if let Err(message) = output {
+            self.ctx.push(error(message));
+            return Err(CheckOutcome::Stop);
+        }
+        // The connection reconnects on its own; Probe until the new process answers ready.
+        let deadline = Instant::now() + RESTART_TIMEOUT;
+        loop {
+            let mut identity = conn.identity();
+            let probe = conn.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
+            match probe {
+                Ok(r) if r.ready != Some(false) => return Ok(()),
+                _ if Instant::now() >= deadline => {
+                    self.ctx.push(error(format!(
+                        "node endpoint {} ({endpoint}) did not answer Probe ready within {} after --allow-restart-cmd",
+                        node.index,
+                        crate::client::human_duration(RESTART_TIMEOUT)
+                    )));
+                    return Err(CheckOutcome::Stop);
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    fn publish_request(&self, node: &NodeUse, target: &Path) -> v1::NodePublishVolumeRequest {
+        v1::NodePublishVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            publish_context: node.publish_context.clone(),
+            staging_target_path: if node.stage { node.staging.display().to_string() } else { String::new() },
+            target_path: target.display().to_string(),
+            volume_capability: Some(self.plan.node_capability()),
+            readonly: self.plan.read_only(),
+            volume_context: self.context.clone(),
+            ..Default::default()
+        }
+    }
+
+    async fn publish(&mut self, node: &NodeUse, target: &Path, times: u32) -> Result<(), CheckOutcome> {
+        let request = self.publish_request(node, target);
+        self.call("NodePublishVolume", dynamic(&request), Some(node.index), times).await?;
+        self.check_published(node, target).await
+    }
+
+    /// A second NodePublishVolume of the volume on `node` (node endpoint 0), at `paths.target2`.
+    async fn second_target(
+        &mut self,
+        node: &NodeUse,
+        expect: Second,
+    ) -> Result<Option<(NodeUse, PathBuf)>, CheckOutcome> {
+        let target = self.ctx.paths.target2.clone();
+        match expect {
+            Second::None => Ok(None),
+            Second::Works => {
+                self.publish(node, &target, 1).await?;
+                Ok(Some((node.clone(), target)))
+            }
+            Second::Refused(code) => {
+                let request = self.publish_request(node, &target);
+                let (sent, answer) = self.send("NodePublishVolume", dynamic(&request), Some(node.index)).await;
+                let what = format!(
+                    "NodePublishVolume of a {} volume already published at {} at a second target path",
+                    self.plan.mode,
+                    node.target.display()
+                );
+                self.expect_refusal(&what, &sent, answer, code)?;
+                if node.inspector.sees_mounts() && mounts::is_mount_point(&target) {
+                    return Err(self.fail(
+                        "path-state",
+                        format!("NodePublishVolume was refused, yet {} is a mount point", target.display()),
+                    ));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    async fn stats(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        if !self.node_supports(node.index, NodeCapability::GetVolumeStats) {
+            return Ok(());
+        }
+        let request = v1::NodeGetVolumeStatsRequest {
+            volume_id: self.volume_id.clone(),
+            volume_path: node.target.display().to_string(),
+            staging_target_path: if node.stage { node.staging.display().to_string() } else { String::new() },
+        };
+        let response = self.call("NodeGetVolumeStats", dynamic(&request), Some(node.index), 1).await?;
+        if typed::<v1::NodeGetVolumeStatsResponse>(&response).usage.is_empty() {
+            return Err(self.fail(
+                "assertion",
+                format!("NodeGetVolumeStats of {} on node {} reported no usage", node.target.display(), node.node_id),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn unpublish(&mut self, node: &NodeUse, target: &Path) -> Result<(), CheckOutcome> {
+        let request = v1::NodeUnpublishVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            target_path: target.display().to_string(),
+        };
+        self.call("NodeUnpublishVolume", dynamic(&request), Some(node.index), self.plan.times).await?;
+        if node.inspector.sees_mounts() && mounts::is_mount_point(target) {
+            return Err(self.fail(
+                "path-state",
+                format!("after NodeUnpublishVolume, {} is still a mount point", target.display()),
+            ));
+        }
+        // The plugin created the target, so it must remove it ("the SP MUST delete the file or
+        // directory it created at this path").
+        self.expect_kind(node, target, PathKind::NotFound, "NodeUnpublishVolume").await
+    }
+
+    async fn unstage(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        if !node.stage {
+            return Ok(());
+        }
+        let request = v1::NodeUnstageVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            staging_target_path: node.staging.display().to_string(),
+        };
+        self.call("NodeUnstageVolume", dynamic(&request), Some(node.index), self.plan.times).await?;
+        if node.inspector.sees_mounts() {
+            let left = mounts::mounts_under(&node.staging);
+            if let Some(m) = left.first() {
+                return Err(self.fail(
+                    "path-state",
+                    format!(
+                        "after NodeUnstageVolume, {} is still mounted at {}",
+                        if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
+                        m.mount_point.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn controller_unpublish(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        if !self.controller_publishes() {
+            return Ok(());
+        }
+        let request = v1::ControllerUnpublishVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            node_id: node.node_id.clone(),
+            ..Default::default()
+        };
+        self.call("ControllerUnpublishVolume", dynamic(&request), None, self.plan.times).await?;
+        Ok(())
+    }
+
+    /// Checks the kind of `path` on `node` after `rpc` (nothing when it cannot be inspected).
+    async fn expect_kind(&mut self, node: &NodeUse, path: &Path, want: PathKind, rpc: &str) -> Result<(), CheckOutcome> {
+        match node.inspector.kind(path).await {
+            Ok(None) => Ok(()),
+            Ok(Some(kind)) if kind == want => Ok(()),
+            Ok(Some(kind)) => {
+                let want = match want {
+                    PathKind::NotFound => "removed".to_owned(),
+                    other => format!("a {other}"),
+                };
+                Err(self.fail(
+                    "path-state",
+                    format!("after {rpc}, {} on node {} is a {kind}; it should be {want}", path.display(), node.node_id),
+                ))
+            }
+            Err(e) => {
+                self.ctx.push(Finding::new(Severity::Error, "check-path-cmd", e.to_string()));
+                Err(CheckOutcome::Stop)
+            }
+        }
+    }
+
+    /// What the host must show after NodePublishVolume: the target exists as the right kind,
+    /// is mounted exactly once (repeats must not stack mounts), carries the requested VFS
+    /// options, and takes writes only when the publication is read-write.
+    async fn check_published(&mut self, node: &NodeUse, target: &Path) -> Result<(), CheckOutcome> {
+        let want = if self.plan.block { PathKind::File } else { PathKind::Directory };
+        self.expect_kind(node, target, want, "NodePublishVolume").await?;
+        if !node.inspector.sees_mounts() {
+            return Ok(());
+        }
+        let shown = target.display().to_string();
+        let stacked = mounts::mounts_at(target);
+        let device = std::fs::metadata(target).is_ok_and(|m| {
+            use std::os::unix::fs::FileTypeExt;
+            m.file_type().is_block_device()
+        });
+        let Some(top) = stacked.last().cloned() else {
+            if self.plan.block && device {
+                return Ok(());
+            }
+            return Err(self.fail(
+                "path-state",
+                format!("after NodePublishVolume, {shown} is not a mount point: the volume is not mounted on the host"),
+            ));
+        };
+        if stacked.len() > 1 {
+            return Err(self.fail(
+                "path-state",
+                format!(
+                    "{} file systems are mounted on top of each other at {shown}: a repeated NodePublishVolume \
+                     must not mount again",
+                    stacked.len()
+                ),
+            ));
+        }
+        let read_only = self.plan.read_only();
+        if read_only && !top.read_only {
+            return Err(self.fail(
+                "path-state",
+                format!("{shown} was published read-only, but the mount table shows it mounted read-write"),
+            ));
+        }
+        let missing: Vec<&str> =
+            self.plan.vfs_options().into_iter().filter(|o| !top.has_option(o)).collect();
+        if !missing.is_empty() {
+            return Err(self.fail(
+                "mount-flags",
+                format!(
+                    "the mount at {shown} lacks the mount option{} {} that the volume capability asked for",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", ")
+                ),
+            ));
+        }
+        let probe = probe_write(target, self.plan.block);
+        let problem = match (read_only, &probe) {
+            (_, WriteProbe::NotProbed) | (true, WriteProbe::ReadOnly) | (false, WriteProbe::Writable) => None,
+            (true, WriteProbe::Writable) => Some(format!("{shown} is published read-only, yet a write to it succeeded")),
+            (true, WriteProbe::Failed(e)) => {
+                Some(format!("a write to the read-only {shown} failed with {e}, not with EROFS (read-only file system)"))
+            }
+            (false, WriteProbe::ReadOnly) => Some(format!("{shown} is published read-write, yet it is read-only")),
+            (false, WriteProbe::Failed(e)) => Some(format!("{shown} is published read-write, yet a write failed: {e}")),
+        };
+        match problem {
+            Some(message) => Err(self.fail("path-state", message)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends one call with the plan's secrets mode, tracked.
+    async fn send(
+        &mut self,
+        rpc: &str,
+        request: DynamicMessage,
+        node: Option<usize>,
+    ) -> (DynamicMessage, Result<DynamicMessage, RpcError>) {
+        let method = proto::method(rpc).expect("lifecycle RPCs are CSI methods");
+        let secrets = self.plan.secrets.clone();
+        let (sent, answer) = self.ctx.send(&method, request, node, &secrets, true).await;
+        let answer = answer.map(|r| match r {
+            super::Response::Unary(m) => m,
+            super::Response::Stream(mut messages) => messages.pop().unwrap_or_else(|| DynamicMessage::new(method.output())),
+        });
+        (sent, answer)
+    }
+
+    /// The response of an OK answer; a finding (and the end of the scenario) otherwise. Under
+    /// `secrets: none`, a refusal for missing secrets that the secrets file would have given
+    /// makes the scenario a skip.
+    fn judge(
+        &mut self,
+        rpc: &str,
+        sent: &DynamicMessage,
+        answer: Result<DynamicMessage, RpcError>,
+    ) -> Result<DynamicMessage, CheckOutcome> {
+        match answer {
+            Ok(response) => Ok(response),
+            Err(e)
+                if self.plan.secrets == SecretsMode::None
+                    && matches!(e.code, Code::Unauthenticated | Code::PermissionDenied)
+                    && self.ctx.config().secrets.contains_key(&super::secret_key(rpc)) =>
+            {
+                Err(CheckOutcome::Skip(format!(
+                    "the plugin needs the secrets file's {} for {rpc} ({} without it), so the lifecycle without \
+                     secrets does not apply",
+                    super::secret_key(rpc),
+                    e.code_name()
+                )))
+            }
+            Err(e) => Err(self.ctx.call_failed(&e, sent, "OK")),
+        }
+    }
+
+    /// Sends the request again until it was sent `times` times, after a first OK `first`;
+    /// every answer must be OK and equal the first.
+    async fn repeat(
+        &mut self,
+        rpc: &str,
+        sent: &DynamicMessage,
+        node: Option<usize>,
+        first: &DynamicMessage,
+        times: u32,
+    ) -> Result<(), CheckOutcome> {
+        let first_val = Val::from_message(first);
+        for attempt in 2..=times {
+            let (again, answer) = self.send(rpc, sent.clone(), node).await;
+            let response = self.judge(rpc, &again, answer)?;
+            if let Some((path, a, b)) = assert::difference(&first_val, &Val::from_message(&response)) {
+                let at = if path.is_empty() { String::new() } else { format!(" at {path}") };
+                let message =
+                    format!("{rpc} call {attempt} of {times} answered differently from the first{at}: {b} instead of {a}");
+                let mut f = call_finding(Severity::Fail, "not-idempotent", message, rpc, &again);
+                (f.expected, f.got) = (Some(a.to_string()), Some(b.to_string()));
+                self.ctx.push(f);
+                return Err(CheckOutcome::Stop);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a call (`times` times when it changes state) that must answer OK each time, with
+    /// equal answers; returns the first answer.
+    async fn call(
+        &mut self,
+        rpc: &str,
+        request: DynamicMessage,
+        node: Option<usize>,
+        times: u32,
+    ) -> Result<DynamicMessage, CheckOutcome> {
+        let (sent, answer) = self.send(rpc, request, node).await;
+        let first = self.judge(rpc, &sent, answer)?;
+        if times > 1 {
+            self.repeat(rpc, &sent, node, &first, times).await?;
+        }
+        Ok(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_requests_options_replace_the_volumes_field_by_field() {
+        let volume = MountOptions { fs_type: Some("xfs".into()), mount_flags: Some(vec!["noexec".into()]) };
+        let flags_only = MountOptions { fs_type: None, mount_flags: Some(vec!["nosuid".into(), "nodev".into()]) };
+        let merged = flags_only.over(&volume);
+        assert_eq!(merged.fs_type.as_deref(), Some("xfs"), "a field the request leaves out keeps the volume's");
+        assert_eq!(merged.mount_flags, Some(vec!["nosuid".to_owned(), "nodev".to_owned()]), "flags are replaced, not merged");
+        assert_eq!(MountOptions::default().over(&volume), volume);
+        let no_flags = MountOptions { fs_type: None, mount_flags: Some(Vec::new()) };
+        assert_eq!(no_flags.over(&volume).mount_flags, Some(Vec::new()), "an empty list given replaces too");
+    }
+
+    #[test]
+    fn the_forwarded_context_is_the_returned_one_plus_configured_keys() {
+        let returned: HashMap<String, String> = [("pool".to_owned(), "a".to_owned())].into();
+        let configured: BTreeMap<String, String> =
+            [("pool".to_owned(), "b".to_owned()), ("share".to_owned(), "/data".to_owned())].into();
+        let context = forwarded_context(&returned, &configured);
+        assert_eq!(context["pool"], "a", "the plugin's own key wins");
+        assert_eq!(context["share"], "/data");
+        assert!(forwarded_context(&HashMap::new(), &BTreeMap::new()).is_empty());
+    }
+}
