@@ -172,6 +172,22 @@ pub struct RunArgs {
     #[arg(long)]
     pub test_node_volume_attach_limit: bool,
 
+    /// How to inspect staging and target paths of remote (tcp) node endpoints: a shell
+    /// command given the path as its argument, printing file, directory, not_found or other
+    /// (csi-sanity's --csi.checkpathcmd). Local node endpoints are inspected on this host.
+    #[arg(long, value_name = "CMD")]
+    pub check_path_cmd: Option<String>,
+
+    /// The longest one --check-path-cmd call may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub check_path_cmd_timeout: Duration,
+
+    /// Enables the restart scenario: this shell command restarts the node plugin (it gets
+    /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
+    /// NodeStageVolume and NodePublishVolume.
+    #[arg(long, value_name = "CMD")]
+    pub allow_restart_cmd: Option<String>,
+
     /// JUnit XML report.
     #[arg(long, value_name = "FILE", default_value = "reports/junit.xml")]
     pub junit: PathBuf,
@@ -497,6 +513,20 @@ fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
     if args.test_node_volume_attach_limit {
         config.options.insert("attach_limit".to_owned());
     }
+    if let Some(command) = &args.check_path_cmd {
+        if command.trim().is_empty() {
+            return Err(CliError::usage("--check-path-cmd is empty"));
+        }
+        config.check_path_cmd =
+            Some(suite::PathCommand { command: command.clone(), timeout: args.check_path_cmd_timeout });
+    }
+    if let Some(command) = &args.allow_restart_cmd {
+        if command.trim().is_empty() {
+            return Err(CliError::usage("--allow-restart-cmd is empty"));
+        }
+        config.restart_cmd = Some(command.clone());
+        config.options.insert("restart".to_owned());
+    }
     if let Some(dir) = &args.work_dir {
         config.work_dir = dir.clone();
     }
@@ -508,22 +538,57 @@ fn random_seed() -> u64 {
     RandomState::new().hash_one(std::time::SystemTime::now())
 }
 
-/// A reference plugin started for a run that names no endpoint, and where it listens.
+/// The reference plugins started for a run that names no endpoint.
 struct LocalReference {
-    handle: crate::reference::ReferenceHandle,
-    _dir: tempfile::TempDir,
+    handles: Vec<crate::reference::ReferenceHandle>,
+    /// Sockets and state; removed when the run ends.
+    dir: tempfile::TempDir,
 }
 
-async fn start_reference() -> Result<(LocalReference, Endpoint), CliError> {
+impl LocalReference {
+    async fn shutdown(self) {
+        for handle in self.handles {
+            if let Err(e) = handle.shutdown().await {
+                tracing::warn!("the reference plugin did not stop cleanly: {e}");
+            }
+        }
+    }
+}
+
+/// How many node plugins a run without an endpoint gets: enough for the two-node scenarios.
+const REFERENCE_NODES: usize = 2;
+
+/// Starts the bundled reference plugin as an orchestrator would see a small cluster: one
+/// controller (which is also node 1) and a second node plugin, sharing a temporary state
+/// directory. Returns the plugins and the endpoints by role.
+async fn start_reference() -> Result<(LocalReference, Targets), CliError> {
     let dir = tempfile::Builder::new()
         .prefix("csi-conform-reference-")
         .tempdir()
         .map_err(|e| CliError::usage(format!("cannot make a directory for the reference plugin: {e}")))?;
-    let endpoint = Endpoint::Unix(dir.path().join("csi.sock"));
-    let handle = crate::reference::spawn(crate::reference::Config::default(), &endpoint.to_string())
-        .await
-        .map_err(CliError::usage)?;
-    Ok((LocalReference { handle, _dir: dir }, endpoint))
+    let state_dir = dir.path().join("state");
+    let mut local = LocalReference { handles: Vec::new(), dir };
+    let mut nodes = Vec::new();
+    for n in 1..=REFERENCE_NODES {
+        let socket = if n == 1 { "csi.sock".to_owned() } else { format!("node-{n}.sock") };
+        let endpoint = Endpoint::Unix(local.dir.path().join(socket));
+        let config = crate::reference::Config {
+            node_id: format!("csi-conform-node-{n}"),
+            mode: if n == 1 { crate::reference::Mode::All } else { crate::reference::Mode::NodeOnly },
+            state_dir: Some(state_dir.clone()),
+            ..crate::reference::Config::default()
+        };
+        match crate::reference::spawn(config, &endpoint.to_string()).await {
+            Ok(handle) => local.handles.push(handle),
+            Err(e) => {
+                local.shutdown().await;
+                return Err(CliError::usage(e));
+            }
+        }
+        nodes.push(endpoint);
+    }
+    let targets = Targets::resolve(None, nodes.first().cloned(), nodes);
+    Ok((local, targets))
 }
 
 /// Resolves when the first SIGINT or SIGTERM arrives, with the reason and the exit code it
@@ -564,10 +629,20 @@ async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
     let mut targets = args.connect.targets();
     let mut local = None;
     if targets.is_empty() {
-        let (reference, endpoint) = start_reference().await?;
-        eprintln!("no --endpoint: testing the bundled reference plugin at {endpoint}");
-        targets = Targets::resolve(Some(endpoint), None, Vec::new());
+        let (reference, started) = start_reference().await?;
+        let nodes: Vec<String> = started.nodes.iter().map(ToString::to_string).collect();
+        eprintln!("no --endpoint: testing the bundled reference plugin (controller and {} nodes: {})", nodes.len(), nodes.join(", "));
+        targets = started;
         local = Some(reference);
+    }
+
+    if config.check_path_cmd.is_none() {
+        for (i, node) in targets.nodes.iter().enumerate().filter(|(_, e)| !e.is_local()) {
+            tracing::warn!(
+                "node endpoint {i} ({node}) is not on this host: its staging and target paths and mounts \
+                 cannot be checked (give --check-path-cmd to check the paths)"
+            );
+        }
     }
 
     let endpoints: Vec<String> = targets.distinct().iter().map(ToString::to_string).collect();
@@ -637,10 +712,8 @@ async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
         println!();
     }
     print!("{}", report::summary(&report, color));
-    if let Some(local) = local
-        && let Err(e) = local.handle.shutdown().await
-    {
-        tracing::warn!("the reference plugin did not stop cleanly: {e}");
+    if let Some(local) = local {
+        local.shutdown().await;
     }
     let signal_code = *interrupted.lock().unwrap_or_else(|p| p.into_inner());
     Ok(match signal_code {
