@@ -2,6 +2,7 @@
 
 mod client;
 mod fingerprint;
+mod lifecycle;
 mod mounts;
 mod proto;
 mod quirks;

@@ -25,7 +25,7 @@ async fn run_builtin(plugin: &TestPlugin, jobs: usize) -> RunReport {
 }
 
 /// Every scenario's id and outcome, and for non-passes the reason.
-fn outcomes(report: &RunReport) -> BTreeMap<String, (Severity, String)> {
+pub(crate) fn outcomes(report: &RunReport) -> BTreeMap<String, (Severity, String)> {
     report
         .suites
         .iter()
@@ -37,7 +37,7 @@ fn outcomes(report: &RunReport) -> BTreeMap<String, (Severity, String)> {
         .collect()
 }
 
-fn not_passed(report: &RunReport) -> BTreeMap<String, (Severity, String)> {
+pub(crate) fn not_passed(report: &RunReport) -> BTreeMap<String, (Severity, String)> {
     outcomes(report).into_iter().filter(|(_, (o, _))| *o != Severity::Pass).collect()
 }
 
@@ -58,11 +58,22 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     let before = ok(plugin.controller().create_volume(crate::support::create_req("pre-existing", vec![crate::support::snw()])).await);
     let report = run_builtin(&plugin, 8).await;
     let skipped = not_passed(&report);
-    let expected_skips = ["controller.publish.attach-limit", "extras.node.distinct-ids"];
+    let expected_skips = [
+        "controller.publish.attach-limit",
+        "extras.node.distinct-ids",
+        "lifecycle.restart.between-stage-and-publish",
+        "lifecycle.secrets",
+        "lifecycle.two-nodes.multi-node-multi-writer",
+        "lifecycle.two-nodes.multi-node-reader-only",
+        "lifecycle.two-nodes.single-node-writer-refused",
+    ];
     assert_eq!(skipped.keys().map(String::as_str).collect::<Vec<_>>(), expected_skips, "{skipped:#?}");
     assert!(skipped.values().all(|(o, _)| *o == Severity::Skip));
     assert!(skipped["controller.publish.attach-limit"].1.contains("--test-node-volume-attach-limit"));
     assert!(skipped["extras.node.distinct-ids"].1.contains("requires 2 node endpoints"));
+    assert!(skipped["lifecycle.two-nodes.multi-node-reader-only"].1.contains("requires 2 node endpoints"));
+    assert!(skipped["lifecycle.restart.between-stage-and-publish"].1.contains("--allow-restart-cmd"));
+    assert!(skipped["lifecycle.secrets"].1.contains("--secrets"));
     assert!(!report.failed());
     assert!(report.counts().pass >= 125, "{:?}", report.counts());
 
@@ -125,7 +136,7 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_csi-conform")
 }
 
-async fn csi_conform(args: &[&str], cwd: &std::path::Path) -> std::process::Output {
+pub(crate) async fn csi_conform(args: &[&str], cwd: &std::path::Path) -> std::process::Output {
     tokio::process::Command::new(bin()).args(args).current_dir(cwd).output().await.unwrap()
 }
 

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fake_plugin;
+pub mod netns;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
