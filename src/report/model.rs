@@ -264,6 +264,11 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// The result of the scenario with this full id (`lifecycle.mount.read-write`), if it ran.
+    pub fn scenario(&self, id: &str) -> Option<&ScenarioResult> {
+        self.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == id)
+    }
+
     /// Counts of scenario outcomes over all suites.
     pub fn counts(&self) -> Counts {
         let mut counts = Counts::default();

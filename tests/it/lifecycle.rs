@@ -118,12 +118,7 @@ async fn run(plugin: &suite::Plugin, config: &RunConfig) -> RunReport {
 }
 
 fn scenario<'a>(report: &'a RunReport, id: &str) -> &'a csi_conform::report::ScenarioResult {
-    report
-        .suites
-        .iter()
-        .flat_map(|s| &s.scenarios)
-        .find(|s| s.id == id)
-        .unwrap_or_else(|| panic!("{id} did not run"))
+    report.scenario(id).unwrap_or_else(|| panic!("{id} did not run"))
 }
 
 /// The scenarios that did not pass, as `id: outcome`.
@@ -480,8 +475,61 @@ async fn the_default_run_tests_the_reference_plugin_on_two_nodes() {
     assert_eq!(all.len(), 4, "{all:#?}");
     assert!(all.values().all(|(o, _)| *o == Severity::Pass), "{all:#?}");
     assert!(mounts::mounts_under(Path::new(&work)).is_empty());
+    let left: Vec<_> = std::fs::read_dir(&work).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "left in the work directory: {left:?}");
+    // The reference plugins' sockets and shared state went with them.
+    let socket = stderr.split("unix://").nth(1).and_then(|rest| rest.split([',', ')']).next()).expect("the socket is named");
+    let reference_dir = Path::new(socket).parent().unwrap();
+    assert!(reference_dir.starts_with(std::env::temp_dir()), "{socket}");
+    assert!(!reference_dir.exists(), "{} was left behind", reference_dir.display());
 
     let out = csi_conform(&["run", "--check-path-cmd", " ", "--endpoint", "/nonexistent.sock"], cwd.path()).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--check-path-cmd is empty"));
+}
+
+#[tokio::test]
+async fn the_binaries_end_to_end_forward_context_and_secrets_and_never_print_a_secret() {
+    if !can_mount("the_binaries_end_to_end_forward_context_and_secrets_and_never_print_a_secret") {
+        return;
+    }
+    let cwd = tempfile::tempdir().unwrap();
+    let secrets_file = cwd.path().join("secrets.yaml");
+    let text: String = distinct_secrets()
+        .iter()
+        .map(|(key, map)| format!("{key}:\n  token: {}\n", map["token"]))
+        .collect();
+    std::fs::write(&secrets_file, text).unwrap();
+    std::fs::set_permissions(&secrets_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let socket = cwd.path().join("plugin.sock");
+    let mut plugin = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-conform"))
+        .args(["reference-plugin", "--require-context", "--quirk", "require-volume-context", "--require-secrets"])
+        .arg(&secrets_file)
+        .arg("--endpoint")
+        .arg(&socket)
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the reference plugin binary");
+    let socket_text = socket.display().to_string();
+    let work = cwd.path().join("work").display().to_string();
+    let args = [
+        "-vvv", "run", "--endpoint", &socket_text, "--secrets", "secrets.yaml", "--focus", "^lifecycle\\.",
+        "--idempotency-count", "2", "--work-dir", &work, "--seed", "11",
+    ];
+    let out = csi_conform(&args, cwd.path()).await;
+    stop_process(&mut plugin).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", &stderr[stderr.len().saturating_sub(4000)..]);
+    assert!(stdout.contains("PASS  lifecycle.secrets"), "{stdout}");
+    assert!(stdout.contains("SKIP  lifecycle.no-secrets"), "{stdout}");
+    assert!(stderr.contains("NodeStageVolume"), "-vvv logs the calls");
+    let mut outputs = vec![("stdout".to_owned(), stdout.into_owned()), ("stderr".to_owned(), stderr.into_owned())];
+    for file in ["junit.xml", "report.json", "report.html", "journal.jsonl"] {
+        outputs.push((file.to_owned(), std::fs::read_to_string(cwd.path().join("reports").join(file)).unwrap()));
+    }
+    for (name, text) in &outputs {
+        assert!(!text.contains("s3cret"), "a secret value is in {name}");
+    }
 }

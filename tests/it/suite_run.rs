@@ -198,12 +198,7 @@ fn config(work_dir: &std::path::Path, jobs: usize) -> RunConfig {
 
 fn result<'a>(report: &'a RunReport, id: &str) -> &'a ScenarioResult {
     let full = format!("run.{id}");
-    report
-        .suites
-        .iter()
-        .flat_map(|s| &s.scenarios)
-        .find(|s| s.id == full)
-        .unwrap_or_else(|| panic!("no result for {full}"))
+    report.scenario(&full).unwrap_or_else(|| panic!("no result for {full}"))
 }
 
 /// The parts of a report that must not depend on timing.
