@@ -364,10 +364,6 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
     }
 }
 
-fn dynamic<M: prost::Message + prost::Name>(message: &M) -> DynamicMessage {
-    proto::to_dynamic(message)
-}
-
 fn typed<M: prost::Message + Default>(message: &DynamicMessage) -> M {
     message.transcode_to::<M>().unwrap_or_default()
 }
@@ -435,13 +431,13 @@ impl Lifecycle<'_> {
             self.controller_unpublish(node).await?;
         }
         let request = v1::DeleteVolumeRequest { volume_id: self.volume_id.clone(), ..Default::default() };
-        self.call("DeleteVolume", dynamic(&request), None, self.plan.times).await?;
+        self.call("DeleteVolume", proto::to_dynamic(&request), None, self.plan.times).await?;
         Ok(())
     }
 
     /// NodeGetInfo of node endpoint `index`, and where that node's paths are.
     async fn node_info(&mut self, index: usize) -> Result<NodeUse, CheckOutcome> {
-        let response = self.call("NodeGetInfo", dynamic(&v1::NodeGetInfoRequest {}), Some(index), 1).await?;
+        let response = self.call("NodeGetInfo", proto::to_dynamic(&v1::NodeGetInfoRequest {}), Some(index), 1).await?;
         let info: v1::NodeGetInfoResponse = typed(&response);
         if info.node_id.is_empty() {
             return Err(self.fail("assertion", format!("NodeGetInfo of node endpoint {index} returned no node_id")));
@@ -496,7 +492,7 @@ impl Lifecycle<'_> {
                 request.accessibility_requirements = Some(v1::TopologyRequirement { requisite, preferred });
             }
         }
-        let (sent, answer) = self.send("CreateVolume", dynamic(&request), None).await;
+        let (sent, answer) = self.send("CreateVolume", proto::to_dynamic(&request), None).await;
         let first = match answer {
             Err(e) if e.code == Code::InvalidArgument && !e.is_unreachable() => {
                 return Err(CheckOutcome::Skip(format!(
@@ -527,7 +523,7 @@ impl Lifecycle<'_> {
             parameters: self.ctx.config().parameters.clone().into_iter().collect(),
             ..Default::default()
         };
-        let sent = dynamic(&request);
+        let sent = proto::to_dynamic(&request);
         let response = self.call("ValidateVolumeCapabilities", sent.clone(), None, 1).await?;
         let reconciliation = capability::reconcile(&request, &typed(&response));
         let severity = reconciliation.severity(self.ctx.config().strict);
@@ -561,7 +557,7 @@ impl Lifecycle<'_> {
             ..Default::default()
         };
         if second && let Second::Refused(code) = self.plan.second_node {
-            let (sent, answer) = self.send("ControllerPublishVolume", dynamic(&request), None).await;
+            let (sent, answer) = self.send("ControllerPublishVolume", proto::to_dynamic(&request), None).await;
             let what = format!(
                 "ControllerPublishVolume of a {} volume already published to node {} to a second node {}",
                 self.plan.mode,
@@ -571,7 +567,7 @@ impl Lifecycle<'_> {
             self.expect_refusal(&what, &sent, answer, code)?;
             return Ok(false);
         }
-        let response = self.call("ControllerPublishVolume", dynamic(&request), None, self.plan.times).await?;
+        let response = self.call("ControllerPublishVolume", proto::to_dynamic(&request), None, self.plan.times).await?;
         node.publish_context = typed::<v1::ControllerPublishVolumeResponse>(&response).publish_context;
         Ok(true)
     }
@@ -618,7 +614,7 @@ impl Lifecycle<'_> {
             volume_context: self.context.clone(),
             ..Default::default()
         };
-        self.call("NodeStageVolume", dynamic(&request), Some(node.index), self.plan.times).await?;
+        self.call("NodeStageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
         // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
         self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
     }
@@ -700,7 +696,7 @@ impl Lifecycle<'_> {
 
     async fn publish(&mut self, node: &NodeUse, target: &Path, times: u32) -> Result<(), CheckOutcome> {
         let request = self.publish_request(node, target);
-        self.call("NodePublishVolume", dynamic(&request), Some(node.index), times).await?;
+        self.call("NodePublishVolume", proto::to_dynamic(&request), Some(node.index), times).await?;
         self.check_published(node, target).await
     }
 
@@ -719,7 +715,7 @@ impl Lifecycle<'_> {
             }
             Second::Refused(code) => {
                 let request = self.publish_request(node, &target);
-                let (sent, answer) = self.send("NodePublishVolume", dynamic(&request), Some(node.index)).await;
+                let (sent, answer) = self.send("NodePublishVolume", proto::to_dynamic(&request), Some(node.index)).await;
                 let what = format!(
                     "NodePublishVolume of a {} volume already published at {} at a second target path",
                     self.plan.mode,
@@ -746,7 +742,7 @@ impl Lifecycle<'_> {
             volume_path: node.target.display().to_string(),
             staging_target_path: if node.stage { node.staging.display().to_string() } else { String::new() },
         };
-        let response = self.call("NodeGetVolumeStats", dynamic(&request), Some(node.index), 1).await?;
+        let response = self.call("NodeGetVolumeStats", proto::to_dynamic(&request), Some(node.index), 1).await?;
         if typed::<v1::NodeGetVolumeStatsResponse>(&response).usage.is_empty() {
             return Err(self.fail(
                 "assertion",
@@ -761,7 +757,7 @@ impl Lifecycle<'_> {
             volume_id: self.volume_id.clone(),
             target_path: target.display().to_string(),
         };
-        self.call("NodeUnpublishVolume", dynamic(&request), Some(node.index), self.plan.times).await?;
+        self.call("NodeUnpublishVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
         if node.inspector.sees_mounts() && mounts::is_mount_point(target) {
             return Err(self.fail(
                 "path-state",
@@ -781,7 +777,7 @@ impl Lifecycle<'_> {
             volume_id: self.volume_id.clone(),
             staging_target_path: node.staging.display().to_string(),
         };
-        self.call("NodeUnstageVolume", dynamic(&request), Some(node.index), self.plan.times).await?;
+        self.call("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
         if node.inspector.sees_mounts() {
             let left = mounts::mounts_under(&node.staging);
             if let Some(m) = left.first() {
@@ -807,7 +803,7 @@ impl Lifecycle<'_> {
             node_id: node.node_id.clone(),
             ..Default::default()
         };
-        self.call("ControllerUnpublishVolume", dynamic(&request), None, self.plan.times).await?;
+        self.call("ControllerUnpublishVolume", proto::to_dynamic(&request), None, self.plan.times).await?;
         Ok(())
     }
 

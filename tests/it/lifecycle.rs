@@ -332,6 +332,24 @@ async fn stop_process(child: &mut tokio::process::Child) {
     }
 }
 
+const REMOTE_PATHS: &str = r#"
+suite: remote
+title: path-state on a remote node
+scenarios:
+  - id: kinds
+    title: File kinds of a remote node's paths
+    steps:
+      - check: path-state
+        args: { path: "${paths.dir}", is: directory, node: 1 }
+      - check: path-state
+        args: { path: "${paths.target}", is: absent, node: 1 }
+  - id: mounts
+    title: Mount states of a remote node's paths
+    steps:
+      - check: path-state
+        args: { path: "${paths.dir}", is: not-mount-point, node: 1 }
+"#;
+
 #[tokio::test]
 async fn a_node_in_another_network_namespace_is_reached_over_tcp_and_its_paths_through_the_command() {
     let test = "a_node_in_another_network_namespace_is_reached_over_tcp_and_its_paths_through_the_command";
@@ -399,6 +417,18 @@ async fn a_node_in_another_network_namespace_is_reached_over_tcp_and_its_paths_t
         assert!(asked.lines().any(|l| l.ends_with(wanted)), "{wanted} was not asked about: {asked}");
     }
     assert!(!asked.contains("/target2") && !asked.lines().any(|l| l.ends_with("/staging") && !l.contains("/node1/")), "local paths are checked here, not through the command: {asked}");
+
+    // path-state asks the command about a remote node's paths too, but cannot learn mount
+    // states from it.
+    let remote_paths = suite::load_str("remote.yaml", REMOTE_PATHS).unwrap();
+    let unfocused = RunConfig { focus: Vec::new(), ..with_command };
+    let report = suite::run(&engine, std::slice::from_ref(&remote_paths), &unfocused).await;
+    assert_eq!(scenario(&report, "remote.kinds").outcome, Severity::Pass, "{report:#?}");
+    let why = scenario(&report, "remote.mounts").skip_reason.clone().unwrap_or_default();
+    assert!(why.contains("--check-path-cmd only tells file types"), "{why}");
+    let report = suite::run(&engine, &[remote_paths], &config(&work, "")).await;
+    let why = scenario(&report, "remote.kinds").skip_reason.clone().unwrap_or_default();
+    assert!(why.contains("is not on this host") && why.contains("give --check-path-cmd"), "{why}");
 
     stop_process(&mut remote).await;
     let volumes = ok(plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);
