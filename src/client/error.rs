@@ -99,7 +99,12 @@ fn classify_status(status: &tonic::Status) -> ErrorOrigin {
     use std::error::Error as _;
     // Statuses that tonic synthesises from a transport failure carry the underlying error as
     // their source; statuses sent by the server do not.
-    if status.source().is_some() {
+    if let Some(source) = status.source() {
+        // A connection that closed while a call waited for it is CANCELLED with the transport
+        // error as its source: the plugin went away, no deadline passed.
+        if source.downcast_ref::<tonic::transport::Error>().is_some() {
+            return ErrorOrigin::Transport;
+        }
         return match status.code() {
             Code::DeadlineExceeded | Code::Cancelled => ErrorOrigin::Deadline,
             _ => ErrorOrigin::Transport,
