@@ -9,6 +9,7 @@ use prost_reflect::DynamicMessage;
 
 use crate::yaml::{Node, Plain};
 use super::{
+    confirm,
     run::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
 };
@@ -47,6 +48,10 @@ pub enum ArgKind {
     Choice(&'static [&'static str]),
     /// A VolumeCapability (a mapping, or a variable such as `${capability}`).
     Capability,
+    /// A non-empty list of VolumeCapabilities (mappings or variables), or a variable.
+    Capabilities,
+    /// A map of strings (a mapping of text values, or a variable such as `${parameters}`).
+    Map,
 }
 
 /// One argument of a check.
@@ -85,7 +90,16 @@ impl fmt::Debug for CheckDef {
 const PATH_STATES: &[&str] =
     &["absent", "directory", "file", "exists", "mount-point", "not-mount-point", "read-only-mount"];
 
-static REGISTRY: [CheckDef; 5] = [
+/// The arguments of a ValidateVolumeCapabilities request about an existing volume (the
+/// `vvc-reconcile` check, and the property steps that validate one).
+pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
+    ArgSpec { name: "volume_id", kind: ArgKind::Str, required: true },
+    ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
+    ArgSpec { name: "parameters", kind: ArgKind::Map, required: false },
+    ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
+];
+
+static REGISTRY: [CheckDef; 6] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -134,6 +148,20 @@ static REGISTRY: [CheckDef; 5] = [
         rpcs: &[],
         run: |ctx, args| Box::pin(path_state(ctx, args)),
     },
+    CheckDef {
+        name: "vvc-reconcile",
+        description: "sends ValidateVolumeCapabilities and reconciles the answer with the request: unconfirmed / incomplete-confirmation warn, mismatched-confirmation / dropped-field fail; saves verdict",
+        args: &[
+            VALIDATE_ARGS[0],
+            ArgSpec { name: "capabilities", kind: ArgKind::Capabilities, required: true },
+            VALIDATE_ARGS[1],
+            VALIDATE_ARGS[2],
+            VALIDATE_ARGS[3],
+        ],
+        outputs: || vec![("verdict", Ty::Scalar)],
+        rpcs: &["ValidateVolumeCapabilities"],
+        run: |ctx, args| Box::pin(vvc_reconcile(ctx, args)),
+    },
 ];
 
 /// Every named check.
@@ -158,6 +186,21 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
         (ArgKind::Int, Some(Plain::Int(i))) if i >= 0 => Ok(()),
         (ArgKind::Choice(words), Some(Plain::Str(s))) if words.contains(&s) => Ok(()),
         (ArgKind::Capability, None) if node.as_map().is_some() => Ok(()),
+        (ArgKind::Capabilities, None)
+            if node.as_seq().is_some_and(|items| {
+                !items.is_empty()
+                    && items.iter().all(|i| i.as_map().is_some() || i.scalar_text().is_some_and(|t| t.contains("${")))
+            }) =>
+        {
+            Ok(())
+        }
+        (ArgKind::Map, None)
+            if node.as_map().is_some_and(|entries| {
+                entries.iter().all(|(_, v)| v.scalar_text().is_some() && !v.is_null())
+            }) =>
+        {
+            Ok(())
+        }
         (ArgKind::Str, _) => Err(format!("expects a string, not {}", node.describe())),
         (ArgKind::Bool, _) => Err(format!("expects true or false, not {}", node.describe())),
         (ArgKind::Int, _) => Err(format!("expects a whole number, not {}", node.describe())),
@@ -167,6 +210,10 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
             node.scalar_text().map_or_else(|| node.describe().to_owned(), |t| format!("{t:?}"))
         )),
         (ArgKind::Capability, _) => Err(format!("expects a VolumeCapability mapping, not {}", node.describe())),
+        (ArgKind::Capabilities, _) => {
+            Err(format!("expects a non-empty list of VolumeCapability mappings, not {}", node.describe()))
+        }
+        (ArgKind::Map, _) => Err(format!("expects a mapping of text values, not {}", node.describe())),
     }
 }
 
@@ -215,7 +262,7 @@ fn text_arg(args: &CheckArgs, name: &str) -> Option<String> {
     args.get(name).and_then(Val::to_text)
 }
 
-fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
+pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
     ctx.push(Finding::new(Severity::Error, "suite", message));
     CheckOutcome::Stop
 }
@@ -492,6 +539,23 @@ async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
         }
     }
     CheckOutcome::Done(BTreeMap::new())
+}
+
+async fn vvc_reconcile(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let capabilities = args.get("capabilities").cloned().unwrap_or(Val::Null);
+    let request = match confirm::request(&args, capabilities) {
+        Ok(r) => r,
+        Err(e) => return bad_arg(ctx, e),
+    };
+    let reconciliation = match confirm::validate(ctx, &request).await {
+        Ok(r) => r,
+        Err(e) => return ctx.call_failed(&e, &request, "OK"),
+    };
+    let verdict = reconciliation.verdict;
+    if let Some(finding) = confirm::finding(&reconciliation, ctx.config().strict, &request) {
+        ctx.push(finding);
+    }
+    CheckOutcome::Done(BTreeMap::from([("verdict".to_owned(), Val::Str(verdict.kind().to_owned()))]))
 }
 
 async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
