@@ -58,11 +58,13 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     let before = ok(plugin.controller().create_volume(crate::support::create_req("pre-existing", vec![crate::support::snw()])).await);
     let report = run_builtin(&plugin, 8).await;
     let skipped = not_passed(&report);
-    let expected_skips = ["controller.publish.attach-limit", "extras.node.distinct-ids"];
+    let expected_skips =
+        ["controller.publish.attach-limit", "extras.node.distinct-ids", "extras.secrets.create-volume-without-secrets"];
     assert_eq!(skipped.keys().map(String::as_str).collect::<Vec<_>>(), expected_skips, "{skipped:#?}");
     assert!(skipped.values().all(|(o, _)| *o == Severity::Skip));
     assert!(skipped["controller.publish.attach-limit"].1.contains("--test-node-volume-attach-limit"));
     assert!(skipped["extras.node.distinct-ids"].1.contains("requires 2 node endpoints"));
+    assert!(skipped["extras.secrets.create-volume-without-secrets"].1.contains("CreateVolumeSecret"));
     assert!(!report.failed());
     assert!(report.counts().pass >= 125, "{:?}", report.counts());
 
