@@ -701,8 +701,8 @@ fn list(args: ListArgs) -> Result<u8, CliError> {
             println!("{name:<20} {description}");
         }
         println!("\nProperties (`property:` steps):");
-        for (name, description) in suite::properties() {
-            println!("{name:<20} {description}");
+        for p in suite::properties() {
+            println!("{:<20} {}", p.name, p.description);
         }
         return Ok(EXIT_OK);
     }

@@ -974,7 +974,7 @@ impl Loader<'_> {
         let name_node = fields.get("property")?;
         let name = self.string(name_node, "property")?;
         let Some(def) = property::find(&name) else {
-            let hint = did_you_mean(&name, property::registry().iter().map(|p| p.name));
+            let hint = did_you_mean(&name, property::properties().iter().map(|p| p.name));
             self.err(
                 name_node.pos,
                 format!("unknown property {name:?}{hint} (`csi-conform list --checks` shows them)"),
@@ -1136,6 +1136,78 @@ mod tests {
         assert_eq!(secret_key("ValidateVolumeCapabilities"), "ControllerValidateVolumeCapabilitiesSecret");
         assert_eq!(secret_key("CreateVolumeGroupSnapshot"), "CreateSnapshotSecret");
         assert_eq!(secret_key("NodeExpandVolume"), "NodeExpandVolumeSecret");
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        match load_str("t.yaml", text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    const HEAD: &str = "suite: s\ntitle: t\nscenarios:\n  - id: a\n    title: a\n";
+
+    #[test]
+    fn property_steps_check_their_name_arguments_and_bounds() {
+        let ok = format!(
+            "{HEAD}    steps:\n      - property: validate-never-fails\n        args: {{ volume_id: x, parameters: {{ a: b }} }}\n        bounds: {{ access_types: [mount], max_capabilities: 2 }}\n"
+        );
+        let suite = load_str("t.yaml", &ok).unwrap();
+        let Action::Property(step) = &suite.scenarios[0].steps[0].action else { panic!("a property step") };
+        assert_eq!(step.bounds.access_types, Some((true, false)));
+        assert_eq!(suite.scenarios[0].implied, [Capability::Plugin(PluginService::ControllerService)]);
+
+        let bad = format!(
+            "{HEAD}    steps:\n      - property: validate-never-fail\n      - property: create-then-validate\n        args: {{ parameters: [a] }}\n        bounds: {{ access_types: [] }}\n"
+        );
+        assert_eq!(
+            errors(&bad),
+            [
+                "t.yaml:7:19: unknown property \"validate-never-fail\"; did you mean validate-never-fails? (`csi-conform list --checks` shows them)",
+                "t.yaml:9:29: argument `parameters` of property create-then-validate: expects a mapping of text values, not a list",
+                "t.yaml:10:33: access_types must list mount, block or both",
+            ]
+        );
+    }
+
+    #[test]
+    fn vvc_reconcile_takes_a_list_of_capabilities_checked_against_the_descriptor() {
+        let text = format!(
+            "{HEAD}    steps:\n      - check: vvc-reconcile\n        args: {{ volume_id: x, capabilities: [{{ mount: {{}}, access_mode: {{ mode: WRITER }} }}] }}\n      - check: vvc-reconcile\n        args: {{ volume_id: x, capabilities: [] }}\n"
+        );
+        let errs = errors(&text);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].starts_with("t.yaml:8:") && errs[0].contains("WRITER"), "{}", errs[0]);
+        assert_eq!(
+            errs[1],
+            "t.yaml:10:45: argument `capabilities` of check vvc-reconcile: expects a non-empty list of VolumeCapability mappings, not a list"
+        );
+    }
+
+    #[test]
+    fn expect_kind_reason_not_code_and_requires_secrets_are_checked() {
+        let text = format!(
+            "{HEAD}    requires_secrets: [CreateVolumeSecrets]\n    steps:\n      - call: Probe\n        expect: {{ not_code: UNIMPLEMENTED, kind: Bad_Kind, reason: why }}\n      - call: Probe\n        expect: {{ code: OK, not_code: INTERNAL }}\n"
+        );
+        assert_eq!(
+            errors(&text),
+            [
+                "t.yaml:6:24: requires_secrets: \"CreateVolumeSecrets\" is not a secrets-file key; did you mean CreateVolumeSecret?",
+                "t.yaml:9:50: kind \"Bad_Kind\" must use only a-z, 0-9 and '-'",
+                "t.yaml:11:17: expect has both `code` and `not_code`; use one",
+            ]
+        );
+        let good = format!(
+            "{HEAD}    requires_secrets: CreateVolumeSecret\n    steps:\n      - call: Probe\n        expect: {{ not_code: [UNIMPLEMENTED, INTERNAL], kind: probe-broken, reason: why }}\n"
+        );
+        let suite = load_str("t.yaml", &good).unwrap();
+        assert_eq!(suite.scenarios[0].requires.secrets, ["CreateVolumeSecret"]);
+        let Action::Call(call) = &suite.scenarios[0].steps[0].action else { panic!("a call") };
+        assert_eq!(call.expect.codes, ExpectCodes::Except(vec![Code::Unimplemented, Code::Internal]));
+        assert!(call.expect.codes.accepts(Code::Ok) && !call.expect.codes.accepts(Code::Internal));
+        assert_eq!(call.expect.codes.to_string(), "any code but UNIMPLEMENTED or INTERNAL");
+        assert_eq!(call.expect.kind_or("unexpected-code"), "probe-broken");
+        assert_eq!(call.expect.explain("Probe answered INTERNAL".into()), "Probe answered INTERNAL (why)");
     }
 
     mod never_panics {

@@ -5,6 +5,7 @@ mod fingerprint;
 mod mounts;
 mod proto;
 mod quirks;
+mod quirks_detected;
 mod reference;
 mod report;
 mod run;
