@@ -51,9 +51,10 @@ pub enum CaseOutcome {
     /// It does not: the finding says why (its message is about this case alone).
     Fails(Finding),
     /// The case could not be judged (plugin unreachable, bad arguments): recorded as it is,
-    /// and the step ends without shrinking.
+    /// and the step ends (a failure found before stays reported, shrunk as far as it got).
     Stop(Finding),
-    /// The scenario cannot go on here, for this reason.
+    /// The scenario cannot go on here, for this reason (a failure found before is reported
+    /// instead).
     Skip(String),
 }
 
@@ -183,6 +184,7 @@ impl ScenarioCtx {
             let mut minimal = (tree.current(), failure);
             let mut shrinks = 0u32;
             let mut more = tree.simplify();
+            let mut interrupted = None;
             while more && shrinks < MAX_SHRINK_STEPS {
                 shrinks += 1;
                 more = match self.property_case(step, &args, &tree.current(), &mut evaluations).await {
@@ -191,12 +193,16 @@ impl ScenarioCtx {
                         minimal = (tree.current(), f);
                         tree.simplify()
                     }
-                    other => return self.end_property(other),
+                    other => {
+                        interrupted = Some(other);
+                        false
+                    }
                 };
             }
             let (caps, mut finding) = minimal;
+            let smallest = if interrupted.is_some() { "smallest case found before shrinking stopped" } else { "minimal case" };
             finding.message = format!(
-                "property {} does not hold: {}; minimal case {} (case {case} of {cases}, {shrinks} shrinking steps); seed {}; replay: {}",
+                "property {} does not hold: {}; {smallest} {} (case {case} of {cases}, {shrinks} shrinking steps); seed {}; replay: {}",
                 step.property.name,
                 finding.message,
                 show_set(&caps),
@@ -204,6 +210,9 @@ impl ScenarioCtx {
                 replay_command(self),
             );
             self.push(finding);
+            if let Some(CaseOutcome::Stop(f)) = interrupted {
+                self.push(f);
+            }
             return Flow::Stop;
         }
         Flow::Continue
