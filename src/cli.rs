@@ -212,6 +212,15 @@ pub struct RunArgs {
     #[arg(long)]
     pub seed: Option<u64>,
 
+    /// Generated cases each property step checks (0 skips the property scenarios).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub property_cases: u32,
+
+    /// YAML bounds of the capabilities property steps generate (access_types, access_modes,
+    /// fs_types, mount_flags, volume_mount_groups, max_capabilities; see suites/README.md).
+    #[arg(long, value_name = "FILE")]
+    pub property_bounds: Option<PathBuf>,
+
     /// The longest the whole run may take; scenarios not started by then are not run.
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub run_timeout: Option<Duration>,
@@ -249,7 +258,7 @@ pub struct ListArgs {
     #[arg(long, conflicts_with = "checks")]
     pub parity: bool,
 
-    /// List the named checks suites can call.
+    /// List the named checks and properties suites can call.
     #[arg(long)]
     pub checks: bool,
 }
@@ -483,6 +492,8 @@ fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
         skip: regexes(&args.skip, "--skip")?,
         strict: args.strict,
         seed: args.seed.unwrap_or_else(random_seed),
+        property_cases: args.property_cases,
+        replay_command: Some(replay_command(std::env::args())),
         timeout: args.run_timeout,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         ..suite::RunConfig::default()
@@ -530,7 +541,36 @@ fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
     if let Some(dir) = &args.work_dir {
         config.work_dir = dir.clone();
     }
+    if let Some(file) = &args.property_bounds {
+        config.property_bounds = crate::config::load_bounds(file).map_err(CliError::usage)?;
+    }
     Ok(config)
+}
+
+/// The command line of this run as a shell command, without the options a replay sets
+/// itself (`--seed`, `--focus`, `--skip`): the start of the replay command of a property
+/// failure.
+fn replay_command(args: impl IntoIterator<Item = String>) -> String {
+    let mut out = vec!["csi-conform".to_owned()];
+    let mut args = args.into_iter().skip(1);
+    while let Some(arg) = args.next() {
+        let name = arg.split('=').next().unwrap_or_default();
+        if matches!(name, "--seed" | "--focus" | "--skip") {
+            if !arg.contains('=') {
+                args.next();
+            }
+            continue;
+        }
+        out.push(shell_quote(&arg));
+    }
+    out.join(" ")
+}
+
+/// `text` as one shell word.
+fn shell_quote(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
+    if plain { text.to_owned() } else { format!("'{}'", text.replace('\'', "'\\''")) }
 }
 
 fn random_seed() -> u64 {
@@ -733,6 +773,10 @@ fn list(args: ListArgs) -> Result<u8, CliError> {
         for (name, description) in suite::checks() {
             println!("{name:<20} {description}");
         }
+        println!("\nProperties (`property:` steps):");
+        for p in suite::properties() {
+            println!("{:<20} {}", p.name, p.description);
+        }
         return Ok(EXIT_OK);
     }
     let suites = args.suites.load()?;
@@ -805,5 +849,20 @@ async fn call(args: CallArgs) -> Result<u8, CliError> {
             eprintln!("{e}");
             Ok(EXIT_FINDINGS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replay_command_keeps_the_run_but_not_its_selection_or_seed() {
+        let args = ["/usr/bin/csi-conform", "run", "--endpoint", "/run/csi.sock", "--seed", "5", "--focus=x", "--skip", "y", "--suite", "my suite.yaml"];
+        assert_eq!(
+            replay_command(args.iter().map(|s| s.to_string())),
+            "csi-conform run --endpoint /run/csi.sock --suite 'my suite.yaml'"
+        );
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 }

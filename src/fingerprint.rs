@@ -168,6 +168,40 @@ impl Capability {
         }
     }
 
+    /// The capability whose advertisement promises that `rpc` works, for the RPCs the spec
+    /// makes optional: `controller:PUBLISH_UNPUBLISH_VOLUME` for ControllerPublishVolume,
+    /// `plugin:CONTROLLER_SERVICE` for the Controller RPCs every controller must serve
+    /// (ControllerGetCapabilities, ValidateVolumeCapabilities), and so on. `None` for RPCs
+    /// every plugin must serve (Identity, and the Node RPCs without a capability).
+    pub fn serving(rpc: &str) -> Option<Capability> {
+        use ControllerCapability as C;
+        let cap = match rpc {
+            "CreateVolume" | "DeleteVolume" => Capability::Controller(C::CreateDeleteVolume),
+            "ControllerPublishVolume" | "ControllerUnpublishVolume" => Capability::Controller(C::PublishUnpublishVolume),
+            "ListVolumes" => Capability::Controller(C::ListVolumes),
+            "GetCapacity" => Capability::Controller(C::GetCapacity),
+            "CreateSnapshot" | "DeleteSnapshot" => Capability::Controller(C::CreateDeleteSnapshot),
+            "ListSnapshots" => Capability::Controller(C::ListSnapshots),
+            "ControllerExpandVolume" => Capability::Controller(C::ExpandVolume),
+            "ControllerGetVolume" => Capability::Controller(C::GetVolume),
+            "ControllerModifyVolume" => Capability::Controller(C::ModifyVolume),
+            "GetSnapshot" => Capability::Controller(C::GetSnapshot),
+            "ControllerGetCapabilities" | "ValidateVolumeCapabilities" => {
+                Capability::Plugin(PluginService::ControllerService)
+            }
+            "NodeStageVolume" | "NodeUnstageVolume" => Capability::Node(NodeCapability::StageUnstageVolume),
+            "NodeGetVolumeStats" => Capability::Node(NodeCapability::GetVolumeStats),
+            "NodeExpandVolume" => Capability::Node(NodeCapability::ExpandVolume),
+            "GroupControllerGetCapabilities" => Capability::Plugin(PluginService::GroupControllerService),
+            "CreateVolumeGroupSnapshot" | "DeleteVolumeGroupSnapshot" | "GetVolumeGroupSnapshot" => {
+                Capability::Group(GroupCapability::CreateDeleteGetVolumeGroupSnapshot)
+            }
+            "GetMetadataAllocated" | "GetMetadataDelta" => Capability::Plugin(PluginService::SnapshotMetadataService),
+            _ => return None,
+        };
+        Some(cap)
+    }
+
     /// Every valid name in `scope`, for error messages.
     pub fn names_in(scope: &str) -> Vec<&'static str> {
         fn all<T: CapabilityName>(from: impl Fn(i32) -> Option<T>) -> Vec<&'static str> {
@@ -584,5 +618,19 @@ mod tests {
         assert!(e.contains("needs a scope"), "{e}");
         assert!("controller:UNKNOWN".parse::<Capability>().is_err());
         assert!("disk:X".parse::<Capability>().unwrap_err().0.contains("unknown capability scope"));
+    }
+
+    #[test]
+    fn every_serving_capability_names_a_real_rpc_and_mandatory_rpcs_have_none() {
+        let methods: Vec<String> = crate::proto::all_methods().map(|m| m.name().to_owned()).collect();
+        let served: Vec<&String> = methods.iter().filter(|m| Capability::serving(m).is_some()).collect();
+        assert_eq!(served.len(), 25, "a name in `serving` is not an RPC: {served:?}");
+        for rpc in ["Probe", "GetPluginInfo", "NodePublishVolume", "NodeGetInfo", "NodeGetCapabilities", "NotAnRpc"] {
+            assert_eq!(Capability::serving(rpc), None, "{rpc}");
+        }
+        assert_eq!(
+            Capability::serving("ControllerUnpublishVolume").unwrap().to_string(),
+            "controller:PUBLISH_UNPUBLISH_VOLUME"
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! Every choice lists its simplest option first, so a failing case shrinks towards
 //! `SINGLE_NODE_WRITER mount()` with no flags: the minimal capability that still fails.
 
-use proptest::prelude::*;
+use proptest::{prelude::*, strategy::ValueTree};
 
 use super::{AccessMode, AccessType, Mount, VolumeCapability};
 
@@ -80,39 +80,50 @@ impl Bounds {
 }
 
 /// One capability within `bounds` (which must [`Bounds::validate`]).
-pub fn capability(bounds: &Bounds) -> BoxedStrategy<VolumeCapability> {
+///
+/// The strategy is concrete, not boxed, so its value trees are `Send`: a property step holds
+/// one across the awaits of the RPCs that check each candidate while shrinking.
+pub fn capability(
+    bounds: &Bounds,
+) -> impl Strategy<Value = VolumeCapability, Tree = impl ValueTree<Value = VolumeCapability> + Send> + Clone {
     let modes = bounds.modes().unwrap_or_else(|_| AccessMode::ALL.to_vec());
-    let mode = proptest::sample::select(modes);
     let mut fs_types = vec![String::new()];
     fs_types.extend(bounds.fs_types.iter().filter(|f| !f.is_empty()).cloned());
     let mut groups = vec![String::new()];
     groups.extend(bounds.volume_mount_groups.iter().cloned());
     let flags = proptest::sample::subsequence(bounds.mount_flags.clone(), 0..=bounds.mount_flags.len());
-    let mount = (proptest::sample::select(fs_types), flags, proptest::sample::select(groups)).prop_map(
-        |(fs_type, mount_flags, volume_mount_group)| {
-            AccessType::Mount(Mount {
-                fs_type,
-                mount_flags,
-                volume_mount_group,
-            })
-        },
-    );
-    let access_type: BoxedStrategy<AccessType> = match (bounds.mount, bounds.block) {
-        (true, true) => prop_oneof![mount, Just(AccessType::Block)].boxed(),
-        (false, true) => Just(AccessType::Block).boxed(),
-        _ => mount.boxed(),
-    };
-    (mode, access_type)
-        .prop_map(|(mode, access_type)| VolumeCapability {
+    // Mount first, so a failure shrinks towards mount unless it needs block. The mount fields
+    // are drawn for block capabilities too, and ignored.
+    let mut kinds = Vec::new();
+    if bounds.mount || !bounds.block {
+        kinds.push(false);
+    }
+    if bounds.block {
+        kinds.push(true);
+    }
+    (
+        proptest::sample::select(modes),
+        proptest::sample::select(kinds),
+        proptest::sample::select(fs_types),
+        flags,
+        proptest::sample::select(groups),
+    )
+        .prop_map(|(mode, block, fs_type, mount_flags, volume_mount_group)| VolumeCapability {
             access_mode: Some(mode),
-            access_type: Some(access_type),
+            access_type: Some(if block {
+                AccessType::Block
+            } else {
+                AccessType::Mount(Mount { fs_type, mount_flags, volume_mount_group })
+            }),
         })
-        .boxed()
 }
 
 /// A non-empty set of 1..=`max_capabilities` capabilities within `bounds`.
-pub fn capability_set(bounds: &Bounds) -> BoxedStrategy<Vec<VolumeCapability>> {
-    proptest::collection::vec(capability(bounds), 1..=bounds.max_capabilities.max(1)).boxed()
+pub fn capability_set(
+    bounds: &Bounds,
+) -> impl Strategy<Value = Vec<VolumeCapability>, Tree = impl ValueTree<Value = Vec<VolumeCapability>> + Send> + Clone
+{
+    proptest::collection::vec(capability(bounds), 1..=bounds.max_capabilities.max(1))
 }
 
 #[cfg(test)]

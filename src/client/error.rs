@@ -99,14 +99,20 @@ fn classify_status(status: &tonic::Status) -> ErrorOrigin {
     use std::error::Error as _;
     // Statuses that tonic synthesises from a transport failure carry the underlying error as
     // their source; statuses sent by the server do not.
+    // CANCELLED reaches us only when the call's stream was torn down: a plugin never cancels
+    // a call its caller did not cancel, and CANCELLED at our own deadline is recognised as
+    // the deadline before this (see `Connection::call`). The plugin went away mid-call.
+    if status.code() == Code::Cancelled {
+        return ErrorOrigin::Transport;
+    }
     if let Some(source) = status.source() {
-        // A connection that closed while a call waited for it is CANCELLED with the transport
-        // error as its source: the plugin went away, no deadline passed.
+        // A connection that closed while a call waited for it carries the transport error as
+        // its source: the plugin went away, no deadline passed.
         if source.downcast_ref::<tonic::transport::Error>().is_some() {
             return ErrorOrigin::Transport;
         }
         return match status.code() {
-            Code::DeadlineExceeded | Code::Cancelled => ErrorOrigin::Deadline,
+            Code::DeadlineExceeded => ErrorOrigin::Deadline,
             _ => ErrorOrigin::Transport,
         };
     }

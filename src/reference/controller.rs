@@ -125,11 +125,14 @@ impl Plugin {
 
     /// The validated content source of a CreateVolume request.
     ///
-    /// An unset source is no source. A source that is set but names neither a snapshot nor a
-    /// volume is INVALID_ARGUMENT: spec.md says of VolumeContentSource "One of the type fields
-    /// MUST be specified", and its general error table answers a "Missing required field"
-    /// with 3 INVALID_ARGUMENT. We do not read it as "no source": a CO that sends one has a
-    /// bug the spec tells the plugin to report.
+    /// An unset source is no source, and so is a source that is set but names neither a
+    /// snapshot nor a volume. spec.md says of VolumeContentSource "One of the type fields MUST
+    /// be specified", so a CO sending the empty message is at fault; but orchestrators have
+    /// sent exactly that where they meant "no source" (a zero-value struct serialised as
+    /// present), and a plugin that fails those requests breaks them for no gain: the empty
+    /// message asks for nothing a blank volume does not give. `empty-source-rejected` is the
+    /// quirk that refuses it. A snapshot or volume source without its id is a real request
+    /// with a missing REQUIRED field: INVALID_ARGUMENT.
     fn content_source(
         &self,
         source: Option<&v1::VolumeContentSource>,
@@ -142,9 +145,7 @@ impl Plugin {
             return quirky;
         }
         match &source.r#type {
-            None => Err(Status::invalid_argument(
-                "volume_content_source has neither snapshot nor volume",
-            )),
+            None => Ok(None),
             Some(Type::Snapshot(s)) => {
                 if !self
                     .caps
@@ -242,7 +243,13 @@ impl Plugin {
         let range = checks::capacity_range(req.capacity_range.as_ref())?;
         self.check_mutable_parameters(&req.mutable_parameters)?;
         let source = self.content_source(req.volume_content_source.as_ref())?;
-        if req.accessibility_requirements.is_some() && !self.caps.topology() {
+        // An empty TopologyRequirement (neither requisite nor preferred) requires nothing:
+        // it is read as unset, like an empty content source.
+        let topology = req
+            .accessibility_requirements
+            .as_ref()
+            .filter(|t| !t.requisite.is_empty() || !t.preferred.is_empty());
+        if topology.is_some() && !self.caps.topology() {
             return Err(Status::invalid_argument(
                 "accessibility_requirements need VOLUME_ACCESSIBILITY_CONSTRAINTS, which is not advertised",
             ));
@@ -262,7 +269,7 @@ impl Plugin {
                     &parameters,
                     &mutable,
                     &source,
-                    req.accessibility_requirements.as_ref(),
+                    topology,
                 )?;
                 return Ok(v1::CreateVolumeResponse {
                     volume: Some(self.volume_proto(existing)),
@@ -295,7 +302,7 @@ impl Plugin {
                     "{capacity} bytes requested, {available} bytes left in the pool"
                 )));
             }
-            let topology = self.choose_topology(state, req.accessibility_requirements.as_ref())?;
+            let topology = self.choose_topology(state, topology)?;
             let id = format!("vol-{:06}", state.next_seq());
             let has_mount = caps.iter().any(|c| !c.is_block());
             let has_block = caps.iter().any(Capability::is_block);

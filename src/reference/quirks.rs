@@ -20,7 +20,6 @@ use crate::proto::v1::{
     self,
     validate_volume_capabilities_response::Confirmed,
     volume_capability::{AccessType, access_mode::Mode},
-    volume_content_source::Type as SourceType,
 };
 use crate::secrets::Secrets;
 
@@ -42,7 +41,8 @@ pub enum Quirk {
     DropMountFlags,
     /// PUBLISH_UNPUBLISH_VOLUME is advertised, the publish RPCs are UNIMPLEMENTED.
     AdvertisePublishUnimplemented,
-    /// CreateVolume rejects a set-but-empty source and ignores an empty snapshot id.
+    /// CreateVolume rejects a set-but-empty content source (which the compliant plugin reads
+    /// as no source).
     EmptySourceRejected,
     /// NodeStageVolume / NodePublishVolume insist on the volume_context.
     RequireVolumeContext,
@@ -120,7 +120,7 @@ impl Quirk {
                 "PUBLISH_UNPUBLISH_VOLUME is advertised but ControllerPublishVolume/ControllerUnpublishVolume answer UNIMPLEMENTED (Ceph CSI)"
             }
             Quirk::EmptySourceRejected => {
-                "CreateVolume rejects a set-but-empty volume_content_source and takes a snapshot source with an empty snapshot_id as no source (EBS-style source parsing)"
+                "CreateVolume rejects a set-but-empty volume_content_source with INVALID_ARGUMENT instead of reading it as no source (EBS-style source parsing)"
             }
             Quirk::RequireVolumeContext => {
                 "NodeStageVolume/NodePublishVolume fail FAILED_PRECONDITION without the volume_context CreateVolume returned (MooseFS)"
@@ -295,20 +295,14 @@ impl Plugin {
         Ok(())
     }
 
-    /// `empty-source-rejected`: its own answer for a content source, where it differs from
-    /// the compliant one; `None` to take the compliant path.
+    /// `empty-source-rejected`: INVALID_ARGUMENT for a set-but-empty content source; `None`
+    /// to take the compliant path (every other source).
     pub(crate) fn quirk_content_source(
         &self,
         source: &v1::VolumeContentSource,
     ) -> Option<Result<Option<Source>, Status>> {
-        if !self.quirk(Quirk::EmptySourceRejected) {
-            return None;
-        }
-        match &source.r#type {
-            None => Some(Err(Status::invalid_argument(EMPTY_SOURCE_MESSAGE))),
-            Some(SourceType::Snapshot(s)) if s.snapshot_id.is_empty() => Some(Ok(None)),
-            Some(_) => None,
-        }
+        (self.quirk(Quirk::EmptySourceRejected) && source.r#type.is_none())
+            .then(|| Err(Status::invalid_argument(EMPTY_SOURCE_MESSAGE)))
     }
 
     /// The answer of a ValidateVolumeCapabilities call that confirms `confirmed`: the

@@ -14,6 +14,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("group-controller.yaml", include_str!("../../suites/group-controller.yaml")),
     ("extras.yaml", include_str!("../../suites/extras.yaml")),
     ("lifecycle.yaml", include_str!("../../suites/lifecycle.yaml")),
+    ("capabilities.yaml", include_str!("../../suites/capabilities.yaml")),
+    ("properties.yaml", include_str!("../../suites/properties.yaml")),
 ];
 
 /// Loads every built-in suite. They are checked by a unit test, so this cannot fail in a

@@ -10,6 +10,7 @@ use prost_reflect::DynamicMessage;
 use crate::yaml::{Node, Plain};
 use super::{
     inspect::{self, Inspector, PATH_STATES},
+    confirm,
     run::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
 };
@@ -50,8 +51,10 @@ pub enum ArgKind {
     Capability,
     /// A list of strings.
     StrList,
-    /// A mapping of strings to strings.
-    StrMap,
+    /// A non-empty list of VolumeCapabilities (mappings or variables), or a variable.
+    Capabilities,
+    /// A map of strings (a mapping of text values, or a variable such as `${parameters}`).
+    Map,
 }
 
 /// One argument of a check.
@@ -87,7 +90,16 @@ impl fmt::Debug for CheckDef {
     }
 }
 
-static REGISTRY: [CheckDef; 6] = [
+/// The arguments of a ValidateVolumeCapabilities request about an existing volume (the
+/// `vvc-reconcile` check, and the property steps that validate one).
+pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
+    ArgSpec { name: "volume_id", kind: ArgKind::Str, required: true },
+    ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
+    ArgSpec { name: "parameters", kind: ArgKind::Map, required: false },
+    ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
+];
+
+static REGISTRY: [CheckDef; 7] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -144,6 +156,20 @@ static REGISTRY: [CheckDef; 6] = [
         rpcs: super::lifecycle::RPCS,
         run: |ctx, args| Box::pin(super::lifecycle::run(ctx, args)),
     },
+    CheckDef {
+        name: "vvc-reconcile",
+        description: "sends ValidateVolumeCapabilities and reconciles the answer with the request: unconfirmed / incomplete-confirmation warn, mismatched-confirmation / dropped-field fail; saves verdict",
+        args: &[
+            VALIDATE_ARGS[0],
+            ArgSpec { name: "capabilities", kind: ArgKind::Capabilities, required: true },
+            VALIDATE_ARGS[1],
+            VALIDATE_ARGS[2],
+            VALIDATE_ARGS[3],
+        ],
+        outputs: || vec![("verdict", Ty::Scalar)],
+        rpcs: &["ValidateVolumeCapabilities"],
+        run: |ctx, args| Box::pin(vvc_reconcile(ctx, args)),
+    },
 ];
 
 /// Every named check.
@@ -169,7 +195,19 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
         (ArgKind::Choice(words), Some(Plain::Str(s))) if words.contains(&s) => Ok(()),
         (ArgKind::Capability, None) if node.as_map().is_some() => Ok(()),
         (ArgKind::StrList, None) if node.as_seq().is_some_and(|items| items.iter().all(is_scalar)) => Ok(()),
-        (ArgKind::StrMap, None) if node.as_map().is_some_and(|entries| entries.iter().all(|(_, v)| is_scalar(v))) => {
+        (ArgKind::Capabilities, None)
+            if node.as_seq().is_some_and(|items| {
+                !items.is_empty()
+                    && items.iter().all(|i| i.as_map().is_some() || i.scalar_text().is_some_and(|t| t.contains("${")))
+            }) =>
+        {
+            Ok(())
+        }
+        (ArgKind::Map, None)
+            if node.as_map().is_some_and(|entries| {
+                entries.iter().all(|(_, v)| v.scalar_text().is_some() && !v.is_null())
+            }) =>
+        {
             Ok(())
         }
         (ArgKind::Str, _) => Err(format!("expects a string, not {}", node.describe())),
@@ -182,7 +220,10 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
         )),
         (ArgKind::Capability, _) => Err(format!("expects a VolumeCapability mapping, not {}", node.describe())),
         (ArgKind::StrList, _) => Err(format!("expects a list of strings, not {}", node.describe())),
-        (ArgKind::StrMap, _) => Err(format!("expects a mapping of strings, not {}", node.describe())),
+        (ArgKind::Capabilities, _) => {
+            Err(format!("expects a non-empty list of VolumeCapability mappings, not {}", node.describe()))
+        }
+        (ArgKind::Map, _) => Err(format!("expects a mapping of text values, not {}", node.describe())),
     }
 }
 
@@ -235,7 +276,7 @@ fn text_arg(args: &CheckArgs, name: &str) -> Option<String> {
     args.get(name).and_then(Val::to_text)
 }
 
-fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
+pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
     ctx.push(Finding::new(Severity::Error, "suite", message));
     CheckOutcome::Stop
 }
@@ -512,6 +553,23 @@ async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
         }
     }
     CheckOutcome::Done(BTreeMap::new())
+}
+
+async fn vvc_reconcile(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let capabilities = args.get("capabilities").cloned().unwrap_or(Val::Null);
+    let request = match confirm::request(&args, capabilities) {
+        Ok(r) => r,
+        Err(e) => return bad_arg(ctx, e),
+    };
+    let reconciliation = match confirm::validate(ctx, &request).await {
+        Ok(r) => r,
+        Err(e) => return ctx.call_failed(&e, &request, "OK"),
+    };
+    let verdict = reconciliation.verdict;
+    if let Some(finding) = confirm::finding(&reconciliation, ctx.config().strict, &request) {
+        ctx.push(finding);
+    }
+    CheckOutcome::Done(BTreeMap::from([("verdict".to_owned(), Val::Str(verdict.kind().to_owned()))]))
 }
 
 async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {

@@ -62,7 +62,7 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "mount_flags", kind: ArgKind::StrList, required: false },
     ArgSpec { name: "volume_fs_type", kind: ArgKind::Str, required: false },
     ArgSpec { name: "volume_mount_flags", kind: ArgKind::StrList, required: false },
-    ArgSpec { name: "volume_context", kind: ArgKind::StrMap, required: false },
+    ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
     ArgSpec { name: "secrets", kind: ArgKind::Choice(&["auto", "none", "required"]), required: false },
     ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "nodes", kind: ArgKind::Int, required: false },

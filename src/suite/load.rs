@@ -12,13 +12,16 @@ use tonic::Code;
 use crate::yaml::{self, Node, NodeKind, Plain, Pos};
 use super::{
     builtin_vars,
-    checks::{self, ArgKind, CheckDef},
+    checks::{self, ArgKind, ArgSpec},
     model::*,
+    property,
     request::{self, RequestTemplate},
     vars::{FieldPath, Seg, Template, Ty, did_you_mean},
 };
 use crate::{
+    capability::strategy::Bounds,
     client::{code_name, parse_code},
+    config,
     fingerprint::{Capability, PluginService},
     proto,
     report::Severity,
@@ -179,8 +182,17 @@ impl<'n> Fields<'n> {
 /// The variables defined at a step, with their types.
 type Scope = BTreeMap<String, Ty>;
 
-const SUITE_KEYS: &[&str] =
-    &["suite", "title", "description", "requires", "requires_any", "requires_nodes", "requires_option", "scenarios"];
+const SUITE_KEYS: &[&str] = &[
+    "suite",
+    "title",
+    "description",
+    "requires",
+    "requires_any",
+    "requires_nodes",
+    "requires_option",
+    "requires_secrets",
+    "scenarios",
+];
 const SCENARIO_KEYS: &[&str] = &[
     "id",
     "title",
@@ -191,6 +203,7 @@ const SCENARIO_KEYS: &[&str] = &[
     "requires_any",
     "requires_nodes",
     "requires_option",
+    "requires_secrets",
     "implicit_requires",
     "serial",
     "steps",
@@ -200,7 +213,8 @@ const CALL_KEYS: &[&str] =
     &["call", "node", "request", "secrets", "expect", "skip_on", "save", "repeat", "repeat_compare", "poll"];
 const ASSERT_KEYS: &[&str] = &["assert", "otherwise"];
 const CHECK_KEYS: &[&str] = &["check", "args", "save"];
-const EXPECT_KEYS: &[&str] = &["code", "any_error", "otherwise", "fields"];
+const PROPERTY_KEYS: &[&str] = &["property", "args", "bounds"];
+const EXPECT_KEYS: &[&str] = &["code", "not_code", "any_error", "otherwise", "kind", "reason", "fields"];
 const ASSERTION_KEYS: &[&str] = &[
     "path",
     "value",
@@ -379,6 +393,17 @@ impl Loader<'_> {
                 }
             }
         }
+        if let Some(node) = fields.get("requires_secrets") {
+            let keys = known_secret_keys();
+            for (key, pos) in self.strings(node, "requires_secrets") {
+                if keys.contains(&key) {
+                    out.secrets.push(key);
+                } else {
+                    let hint = did_you_mean(&key, keys.iter().map(String::as_str));
+                    self.err(pos, format!("requires_secrets: {key:?} is not a secrets-file key{hint}"));
+                }
+            }
+        }
         out
     }
 
@@ -489,7 +514,7 @@ impl Loader<'_> {
             self.err(node.pos, format!("a step must be a mapping, not {}", node.describe()));
             return None;
         };
-        let kinds: Vec<&str> = ["call", "assert", "check"]
+        let kinds: Vec<&str> = ["call", "assert", "check", "property"]
             .into_iter()
             .filter(|k| entries.iter().any(|(key, _)| key.scalar_text() == Some(k)))
             .collect();
@@ -497,14 +522,18 @@ impl Loader<'_> {
             ["call"] => ("call", CALL_KEYS),
             ["assert"] => ("assert", ASSERT_KEYS),
             ["check"] => ("check", CHECK_KEYS),
+            ["property"] => ("property", PROPERTY_KEYS),
             [] => {
-                self.err(node.pos, "a step needs one of `call`, `assert` or `check`");
+                self.err(node.pos, "a step needs one of `call`, `assert`, `check` or `property`");
                 return None;
             }
             many => {
                 self.err(
                     node.pos,
-                    format!("a step has exactly one of call, assert, check; this one has {}", many.join(" and ")),
+                    format!(
+                        "a step has exactly one of call, assert, check, property; this one has {}",
+                        many.join(" and ")
+                    ),
                 );
                 return None;
             }
@@ -516,6 +545,7 @@ impl Loader<'_> {
         let action = match kind {
             "call" => Action::Call(Box::new(self.call(&fields, node.pos, scope)?)),
             "assert" => Action::Assert(self.assert_step(&fields, scope)?),
+            "property" => Action::Property(self.property_step(&fields, scope)?),
             _ => Action::Check(self.check_step(&fields, scope)?),
         };
         Some(Step { name, when, action, pos: node.pos })
@@ -612,20 +642,38 @@ impl Loader<'_> {
         let fields = self.fields(node, "expect", EXPECT_KEYS)?;
         let mut expect = Expect::default();
         let any_error = fields.get("any_error").and_then(|n| self.boolean(n, "any_error")).unwrap_or(false);
-        match (fields.get("code"), any_error) {
-            (Some(_), true) => self.err(node.pos, "expect has both `code` and `any_error: true`; use one"),
-            (Some(n), false) => {
-                let codes = self.codes(n);
-                if !codes.is_empty() {
-                    expect.codes = ExpectCodes::Codes(codes);
-                }
+        let given: Vec<&str> =
+            [("`code`", fields.has("code")), ("`not_code`", fields.has("not_code")), ("`any_error: true`", any_error)]
+                .into_iter()
+                .filter_map(|(k, set)| set.then_some(k))
+                .collect();
+        if given.len() > 1 {
+            self.err(node.pos, format!("expect has both {}; use one", given.join(" and ")));
+        } else if let Some(n) = fields.get("code") {
+            let codes = self.codes(n);
+            if !codes.is_empty() {
+                expect.codes = ExpectCodes::Codes(codes);
             }
-            (None, true) => expect.codes = ExpectCodes::AnyError,
-            (None, false) => {}
+        } else if let Some(n) = fields.get("not_code") {
+            let codes = self.codes(n);
+            if !codes.is_empty() {
+                expect.codes = ExpectCodes::Except(codes);
+            }
+        } else if any_error {
+            expect.codes = ExpectCodes::AnyError;
         }
         if let Some(n) = fields.get("otherwise") {
             expect.otherwise = self.severity(n).unwrap_or(Severity::Fail);
         }
+        if let Some(n) = fields.get("kind")
+            && let Some(kind) = self.string(n, "kind")
+        {
+            if kind.is_empty() || !kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+                self.err(n.pos, format!("kind {kind:?} must use only a-z, 0-9 and '-'"));
+            }
+            expect.kind = Some(kind);
+        }
+        expect.reason = fields.get("reason").and_then(|n| self.string(n, "reason"));
         if let Some(n) = fields.get("fields") {
             if !expect.codes.accepts_ok() {
                 self.err(
@@ -916,43 +964,84 @@ impl Loader<'_> {
             self.err(name_node.pos, format!("unknown check {name:?}{hint} (`csi-conform list --checks` shows them)"));
             return None;
         };
-        let args = fields.get("args").map(|n| self.check_args(def, n, scope)).unwrap_or_default();
-        if fields.get("args").is_none() {
-            for spec in def.args.iter().filter(|a| a.required) {
-                self.err(name_node.pos, format!("check {} needs argument `{}`", def.name, spec.name));
-            }
-        }
+        let what = format!("check {}", def.name);
+        let args = self.step_args(&what, def.args, fields.get("args"), name_node.pos, scope);
         let outputs = Ty::Record((def.outputs)().into_iter().collect());
         let save = fields.get("save").map(|n| self.saves(n, &outputs, scope)).unwrap_or_default();
         Some(CheckStep { check: def, args, save })
     }
 
-    fn check_args(&mut self, def: &CheckDef, node: &Node, scope: &Scope) -> Vec<(String, Node)> {
-        let known: Vec<&str> = def.args.iter().map(|a| a.name).collect();
-        let Some(fields) = self.fields(node, &format!("the args of check {}", def.name), &known) else {
+    fn property_step(&mut self, fields: &Fields<'_>, scope: &Scope) -> Option<PropertyStep> {
+        let name_node = fields.get("property")?;
+        let name = self.string(name_node, "property")?;
+        let Some(def) = property::find(&name) else {
+            let hint = did_you_mean(&name, property::properties().iter().map(|p| p.name));
+            self.err(
+                name_node.pos,
+                format!("unknown property {name:?}{hint} (`csi-conform list --checks` shows them)"),
+            );
+            return None;
+        };
+        let what = format!("property {}", def.name);
+        let args = self.step_args(&what, def.args, fields.get("args"), name_node.pos, scope);
+        let bounds = match fields.get("bounds").map(config::parse_bounds).transpose() {
+            Ok(b) => b.unwrap_or_default(),
+            Err((pos, message)) => {
+                self.err(pos, message);
+                return None;
+            }
+        };
+        if let (Some(node), Err(e)) = (fields.get("bounds"), bounds.apply(&Bounds::default()).validate()) {
+            self.err(node.pos, e.to_string());
+        }
+        Some(PropertyStep { property: def, args, bounds })
+    }
+
+    /// The `args` of a check or property step (`what` names it: `check path-state`),
+    /// checked against its argument specs.
+    fn step_args(
+        &mut self,
+        what: &str,
+        specs: &[ArgSpec],
+        node: Option<&Node>,
+        at: Pos,
+        scope: &Scope,
+    ) -> Vec<(String, Node)> {
+        let Some(node) = node else {
+            for spec in specs.iter().filter(|a| a.required) {
+                self.err(at, format!("{what} needs argument `{}`", spec.name));
+            }
             return Vec::new();
         };
-        for spec in def.args.iter().filter(|a| a.required) {
+        let known: Vec<&str> = specs.iter().map(|a| a.name).collect();
+        let Some(fields) = self.fields(node, &format!("the args of {what}"), &known) else {
+            return Vec::new();
+        };
+        for spec in specs.iter().filter(|a| a.required) {
             if !fields.has(spec.name) {
-                self.err(node.pos, format!("check {} needs argument `{}`", def.name, spec.name));
+                self.err(node.pos, format!("{what} needs argument `{}`", spec.name));
             }
         }
         let mut out = Vec::new();
         for (key, value) in fields.entries {
             let name = key.scalar_text().unwrap_or_default();
-            let Some(spec) = def.args.iter().find(|a| a.name == name) else { continue };
+            let Some(spec) = specs.iter().find(|a| a.name == name) else { continue };
             self.check_vars(value, scope);
             if !value.scalar_text().is_some_and(|t| t.contains("${"))
                 && let Err(e) = checks::check_arg_literal(spec.kind, value)
             {
-                self.err(value.pos, format!("argument `{name}` of check {}: {e}", def.name));
+                self.err(value.pos, format!("argument `{name}` of {what}: {e}"));
             }
-            if let ArgKind::Capability = spec.kind
-                && let Some(desc) = proto::message("VolumeCapability")
-                && value.as_map().is_some()
-            {
-                for (p, m) in request::validate(&desc, value) {
-                    self.err(p, m);
+            let capabilities: Vec<&Node> = match spec.kind {
+                ArgKind::Capability => vec![value],
+                ArgKind::Capabilities => value.as_seq().map(|items| items.iter().collect()).unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            if let Some(desc) = proto::message("VolumeCapability") {
+                for cap in capabilities.into_iter().filter(|c| c.as_map().is_some()) {
+                    for (p, m) in request::validate(&desc, cap) {
+                        self.err(p, m);
+                    }
                 }
             }
             out.push((name.to_owned(), value.clone()));
@@ -1017,16 +1106,11 @@ fn describe_value(node: &Node) -> String {
 /// The plugin services a scenario's calls imply: a controller RPC needs
 /// `plugin:CONTROLLER_SERVICE` unless its step only runs under a `controller:` condition
 /// (which cannot hold without the service); likewise for group controller and snapshot
-/// metadata RPCs. Named checks contribute the RPCs they call.
+/// metadata RPCs. Named checks and property steps contribute the RPCs they call.
 fn implied_services(steps: &[Step]) -> Vec<Capability> {
     let mut out = Vec::new();
     for step in steps {
-        let rpcs: Vec<MethodDescriptor> = match &step.action {
-            Action::Call(call) => vec![call.method.clone()],
-            Action::Check(check) => check.check.rpcs.iter().filter_map(|r| proto::method(r)).collect(),
-            Action::Assert(_) => Vec::new(),
-        };
-        for method in rpcs {
+        for method in step.action.rpcs().iter().filter_map(|r| proto::method(r)) {
             let (service, guard_scope) = match method.parent_service().name() {
                 "Controller" => (PluginService::ControllerService, Some("controller")),
                 "GroupController" => (PluginService::GroupControllerService, Some("group")),
@@ -1053,6 +1137,78 @@ mod tests {
         assert_eq!(secret_key("ValidateVolumeCapabilities"), "ControllerValidateVolumeCapabilitiesSecret");
         assert_eq!(secret_key("CreateVolumeGroupSnapshot"), "CreateSnapshotSecret");
         assert_eq!(secret_key("NodeExpandVolume"), "NodeExpandVolumeSecret");
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        match load_str("t.yaml", text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    const HEAD: &str = "suite: s\ntitle: t\nscenarios:\n  - id: a\n    title: a\n";
+
+    #[test]
+    fn property_steps_check_their_name_arguments_and_bounds() {
+        let ok = format!(
+            "{HEAD}    steps:\n      - property: validate-never-fails\n        args: {{ volume_id: x, parameters: {{ a: b }} }}\n        bounds: {{ access_types: [mount], max_capabilities: 2 }}\n"
+        );
+        let suite = load_str("t.yaml", &ok).unwrap();
+        let Action::Property(step) = &suite.scenarios[0].steps[0].action else { panic!("a property step") };
+        assert_eq!(step.bounds.access_types, Some((true, false)));
+        assert_eq!(suite.scenarios[0].implied, [Capability::Plugin(PluginService::ControllerService)]);
+
+        let bad = format!(
+            "{HEAD}    steps:\n      - property: validate-never-fail\n      - property: create-then-validate\n        args: {{ parameters: [a] }}\n        bounds: {{ access_types: [] }}\n"
+        );
+        assert_eq!(
+            errors(&bad),
+            [
+                "t.yaml:7:19: unknown property \"validate-never-fail\"; did you mean validate-never-fails? (`csi-conform list --checks` shows them)",
+                "t.yaml:9:29: argument `parameters` of property create-then-validate: expects a mapping of text values, not a list",
+                "t.yaml:10:33: access_types must list mount, block or both",
+            ]
+        );
+    }
+
+    #[test]
+    fn vvc_reconcile_takes_a_list_of_capabilities_checked_against_the_descriptor() {
+        let text = format!(
+            "{HEAD}    steps:\n      - check: vvc-reconcile\n        args: {{ volume_id: x, capabilities: [{{ mount: {{}}, access_mode: {{ mode: WRITER }} }}] }}\n      - check: vvc-reconcile\n        args: {{ volume_id: x, capabilities: [] }}\n"
+        );
+        let errs = errors(&text);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].starts_with("t.yaml:8:") && errs[0].contains("WRITER"), "{}", errs[0]);
+        assert_eq!(
+            errs[1],
+            "t.yaml:10:45: argument `capabilities` of check vvc-reconcile: expects a non-empty list of VolumeCapability mappings, not a list"
+        );
+    }
+
+    #[test]
+    fn expect_kind_reason_not_code_and_requires_secrets_are_checked() {
+        let text = format!(
+            "{HEAD}    requires_secrets: [CreateVolumeSecrets]\n    steps:\n      - call: Probe\n        expect: {{ not_code: UNIMPLEMENTED, kind: Bad_Kind, reason: why }}\n      - call: Probe\n        expect: {{ code: OK, not_code: INTERNAL }}\n"
+        );
+        assert_eq!(
+            errors(&text),
+            [
+                "t.yaml:6:24: requires_secrets: \"CreateVolumeSecrets\" is not a secrets-file key; did you mean CreateVolumeSecret?",
+                "t.yaml:9:50: kind \"Bad_Kind\" must use only a-z, 0-9 and '-'",
+                "t.yaml:11:17: expect has both `code` and `not_code`; use one",
+            ]
+        );
+        let good = format!(
+            "{HEAD}    requires_secrets: CreateVolumeSecret\n    steps:\n      - call: Probe\n        expect: {{ not_code: [UNIMPLEMENTED, INTERNAL], kind: probe-broken, reason: why }}\n"
+        );
+        let suite = load_str("t.yaml", &good).unwrap();
+        assert_eq!(suite.scenarios[0].requires.secrets, ["CreateVolumeSecret"]);
+        let Action::Call(call) = &suite.scenarios[0].steps[0].action else { panic!("a call") };
+        assert_eq!(call.expect.codes, ExpectCodes::Except(vec![Code::Unimplemented, Code::Internal]));
+        assert!(call.expect.codes.accepts(Code::Ok) && !call.expect.codes.accepts(Code::Internal));
+        assert_eq!(call.expect.codes.to_string(), "any code but UNIMPLEMENTED or INTERNAL");
+        assert_eq!(call.expect.kind_or("unexpected-code"), "probe-broken");
+        assert_eq!(call.expect.explain("Probe answered INTERNAL".into()), "Probe answered INTERNAL (why)");
     }
 
     mod never_panics {

@@ -9,8 +9,10 @@ mod builtin_vars;
 mod checks;
 mod inspect;
 mod lifecycle;
+mod confirm;
 mod load;
 mod model;
+mod property;
 mod request;
 mod resources;
 mod run;
@@ -25,11 +27,12 @@ pub use load::{
     LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };
 pub use model::{
-    Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, Repeat,
-    Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test,
+    Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, PropertyStep,
+    Repeat, Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test,
 };
+pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};
 pub use request::{RequestTemplate, build_request, parse_request};
 pub use resources::{Resource, ResourceObserver, Tracked, Tracker, set_secrets};
 pub use run::{GIB, Plugin, Response, RunConfig, ScenarioCtx, run, run_until};
-pub use vars::{FieldPath, Seg, Val, Vars};
+pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

@@ -8,7 +8,8 @@ use prost_reflect::MethodDescriptor;
 use regex::Regex;
 use tonic::Code;
 
-use super::{checks::CheckDef, request::RequestTemplate, vars::FieldPath};
+use super::{checks::CheckDef, property::PropertyDef, request::RequestTemplate, vars::FieldPath};
+use crate::config::BoundsOverride;
 use crate::yaml::{Node, Pos};
 use crate::{fingerprint::Capability, report::Severity};
 
@@ -86,6 +87,9 @@ pub struct Requires {
     pub nodes: usize,
     /// `requires_option`: opt-ins the run must enable (`attach_limit`).
     pub options: Vec<String>,
+    /// `requires_secrets`: secrets-file keys the run's secrets must configure
+    /// (`CreateVolumeSecret`).
+    pub secrets: Vec<String>,
 }
 
 impl Requires {
@@ -102,6 +106,11 @@ impl Requires {
         for o in &other.options {
             if !out.options.contains(o) {
                 out.options.push(o.clone());
+            }
+        }
+        for k in &other.secrets {
+            if !out.secrets.contains(k) {
+                out.secrets.push(k.clone());
             }
         }
         out
@@ -209,6 +218,20 @@ pub enum Action {
     Assert(AssertStep),
     /// A named check.
     Check(CheckStep),
+    /// A property checked over generated cases.
+    Property(PropertyStep),
+}
+
+impl Action {
+    /// The RPCs the step may call.
+    pub fn rpcs(&self) -> Vec<String> {
+        match self {
+            Action::Call(call) => vec![call.method.name().to_owned()],
+            Action::Check(check) => check.check.rpcs.iter().map(|r| (*r).to_owned()).collect(),
+            Action::Property(p) => p.property.rpcs.iter().map(|r| (*r).to_owned()).collect(),
+            Action::Assert(_) => Vec::new(),
+        }
+    }
 }
 
 /// A `call` step.
@@ -266,11 +289,36 @@ pub struct Expect {
     pub otherwise: Severity,
     /// Assertions on an OK response.
     pub fields: Vec<Assertion>,
+    /// `kind:`: the finding kind of a miss, instead of `unexpected-code` / `assertion`.
+    pub kind: Option<String>,
+    /// `reason:`: why the expectation holds, appended to the finding of a miss.
+    pub reason: Option<String>,
 }
 
 impl Default for Expect {
     fn default() -> Self {
-        Expect { codes: ExpectCodes::Codes(vec![Code::Ok]), otherwise: Severity::Fail, fields: Vec::new() }
+        Expect {
+            codes: ExpectCodes::Codes(vec![Code::Ok]),
+            otherwise: Severity::Fail,
+            fields: Vec::new(),
+            kind: None,
+            reason: None,
+        }
+    }
+}
+
+impl Expect {
+    /// The kind of a finding about a miss: `kind:` if given, else `default`.
+    pub fn kind_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.kind.as_deref().unwrap_or(default)
+    }
+
+    /// A finding message with `reason:` appended, if given.
+    pub fn explain(&self, message: String) -> String {
+        match &self.reason {
+            Some(reason) => format!("{message} ({reason})"),
+            None => message,
+        }
     }
 }
 
@@ -281,6 +329,8 @@ pub enum ExpectCodes {
     Codes(Vec<Code>),
     /// Any code but OK.
     AnyError,
+    /// Any code (OK included) but these (`not_code:`).
+    Except(Vec<Code>),
 }
 
 impl ExpectCodes {
@@ -289,6 +339,16 @@ impl ExpectCodes {
         match self {
             ExpectCodes::Codes(codes) => codes.contains(&code),
             ExpectCodes::AnyError => code != Code::Ok,
+            ExpectCodes::Except(codes) => !codes.contains(&code),
+        }
+    }
+
+    /// Whether the expectation names `code` itself (accepting or refusing it), rather than
+    /// merely leaving it out.
+    pub fn names(&self, code: Code) -> bool {
+        match self {
+            ExpectCodes::Codes(codes) | ExpectCodes::Except(codes) => codes.contains(&code),
+            ExpectCodes::AnyError => false,
         }
     }
 
@@ -305,6 +365,10 @@ impl fmt::Display for ExpectCodes {
             ExpectCodes::Codes(codes) => {
                 let names: Vec<&str> = codes.iter().map(|c| crate::client::code_name(*c)).collect();
                 f.write_str(&names.join(" or "))
+            }
+            ExpectCodes::Except(codes) => {
+                let names: Vec<&str> = codes.iter().map(|c| crate::client::code_name(*c)).collect();
+                write!(f, "any code but {}", names.join(" or "))
             }
         }
     }
@@ -368,6 +432,18 @@ pub struct CheckStep {
     pub args: Vec<(String, Node)>,
     /// `save:` from its outputs.
     pub save: Vec<Save>,
+}
+
+/// A `property` step: an invariant checked over generated capability sets.
+#[derive(Debug, Clone)]
+pub struct PropertyStep {
+    /// The invariant.
+    pub property: &'static PropertyDef,
+    /// Its arguments, as written (variables substituted at run time).
+    pub args: Vec<(String, Node)>,
+    /// `bounds:` as written: these keys replace the run's bounds
+    /// (`--property-bounds`, or the defaults).
+    pub bounds: BoundsOverride,
 }
 
 /// What an assertion looks at.

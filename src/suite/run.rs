@@ -24,7 +24,7 @@ use tonic::Code;
 use super::{
     assert::{self, AssertError},
     builtin_vars::{self, AccessType, ScenarioPaths},
-    checks::CheckOutcome,
+    checks::{CheckArgs, CheckOutcome},
     inspect::{Inspector, PathCommand},
     load::{OPTIONS, secret_key},
     model::*,
@@ -33,6 +33,7 @@ use super::{
     vars::{Val, Vars},
 };
 use crate::{
+    capability::strategy::Bounds,
     client::{Connection, ErrorOrigin, RpcError},
     fingerprint::{Capability, Fingerprint},
     proto,
@@ -82,8 +83,18 @@ pub struct RunConfig {
     pub work_dir: PathBuf,
     /// Whether warnings fail the run.
     pub strict: bool,
-    /// The seed: recorded in the report, and the source of the run id in names.
+    /// The seed: recorded in the report, the source of the run id in names, and of every
+    /// property step's generated cases.
     pub seed: u64,
+    /// `--property-cases`: how many generated cases each `property` step checks (0 skips
+    /// the scenarios that have one).
+    pub property_cases: u32,
+    /// `--property-bounds`: what generated capabilities may contain (a step's `bounds:`
+    /// replaces parts of it).
+    pub property_bounds: Bounds,
+    /// The command that started this run, without `--seed`, `--focus` and `--skip`: the
+    /// start of the replay command a property failure prints (`csi-conform run` if unset).
+    pub replay_command: Option<String>,
     /// The longest the whole run may take; scenarios not started by then are not run.
     pub timeout: Option<Duration>,
     /// The csi-conform version, for the report.
@@ -119,6 +130,9 @@ impl Default for RunConfig {
             work_dir: std::env::temp_dir().join("csi-conform"),
             strict: false,
             seed: 0,
+            property_cases: 256,
+            property_bounds: Bounds::default(),
+            replay_command: None,
             timeout: None,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             observer: None,
@@ -165,6 +179,9 @@ impl fmt::Debug for RunConfig {
             .field("work_dir", &self.work_dir)
             .field("strict", &self.strict)
             .field("seed", &self.seed)
+            .field("property_cases", &self.property_cases)
+            .field("property_bounds", &self.property_bounds)
+            .field("replay_command", &self.replay_command)
             .field("timeout", &self.timeout)
             .field("tool_version", &self.tool_version)
             .field("observer", &self.observer.is_some())
@@ -432,10 +449,9 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
     }
     let needs_controller = scenario.steps.iter().any(|s| match &s.action {
         Action::Call(c) => !matches!(c.method.parent_service().name(), "Node" | "Identity"),
-        Action::Check(c) => {
-            c.check.rpcs.iter().filter_map(|r| proto::method(r)).any(|m| m.parent_service().name() == "Controller")
+        Action::Check(_) | Action::Property(_) | Action::Assert(_) => {
+            s.action.rpcs().iter().filter_map(|r| proto::method(r)).any(|m| m.parent_service().name() == "Controller")
         }
-        Action::Assert(_) => false,
     });
     if needs_controller && plugin.controller.is_none() {
         return Some("calls controller RPCs, and no controller endpoint was given".to_owned());
@@ -463,6 +479,15 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
             let flag = OPTIONS.iter().find(|(o, _)| o == option).map_or(option.as_str(), |(_, f)| f);
             return Some(format!("requires the opt-in {flag}, which this run did not enable"));
         }
+    }
+    for key in &scenario.requires.secrets {
+        if shared.config.secrets.get(key).is_none_or(BTreeMap::is_empty) {
+            return Some(format!("requires secrets for {key} from the secrets file (--secrets), and the run has none"));
+        }
+    }
+    let property = scenario.steps.iter().any(|s| matches!(&s.action, Action::Property(_)));
+    if property && shared.config.property_cases == 0 {
+        return Some("property checks are off (--property-cases 0)".to_owned());
     }
     let idempotent =
         scenario.steps.iter().any(|s| matches!(&s.action, Action::Call(c) if c.repeat == Repeat::Idempotency));
@@ -558,6 +583,7 @@ pub struct ScenarioCtx {
     /// them), removed after teardown like the built-in ones, in this order.
     own_paths: Vec<PathBuf>,
     pub(crate) name: String,
+    scenario_id: String,
     /// The step being run (for findings).
     pub(crate) step: Option<usize>,
     step_name: Option<String>,
@@ -577,6 +603,7 @@ impl ScenarioCtx {
             paths,
             own_paths: Vec::new(),
             name,
+            scenario_id: scenario.id.clone(),
             step: None,
             step_name: None,
         }
@@ -624,6 +651,11 @@ impl ScenarioCtx {
         self.own_paths.extend(paths);
     }
 
+    /// The scenario's full id (`extras.validate.confirms-request`).
+    pub fn scenario_id(&self) -> &str {
+        &self.scenario_id
+    }
+
     /// Records a finding at the current step.
     pub fn push(&mut self, mut finding: Finding) {
         finding.step = finding.step.or(self.step);
@@ -653,6 +685,7 @@ impl ScenarioCtx {
                 Action::Call(call) => self.call_step(call).await,
                 Action::Assert(a) => self.assert_step(a),
                 Action::Check(c) => self.check_step(c).await,
+                Action::Property(p) => self.property_step(p, i).await,
             };
             self.step_name = None;
             if flow != Flow::Continue {
@@ -667,24 +700,32 @@ impl ScenarioCtx {
         let root = Val::Null;
         match assert::check_all(&step.assertions, &root, &self.vars) {
             Ok(()) => Flow::Continue,
-            Err(e) => self.assertion_failed(e, step.otherwise, None, None),
+            Err(e) => self.assertion_failed(e, step.otherwise, None, None, None),
         }
     }
 
+    /// Records a failed assertion; `expect` (of a call step) supplies the kind and reason
+    /// of a miss.
     fn assertion_failed(
         &mut self,
         e: AssertError,
         otherwise: Severity,
         rpc: Option<&str>,
         request: Option<&DynamicMessage>,
+        expect: Option<&Expect>,
     ) -> Flow {
         let (severity, kind) = match &e {
-            AssertError::Failed(_) => (otherwise, "assertion"),
+            AssertError::Failed(_) => (otherwise, expect.map_or("assertion", |x| x.kind_or("assertion"))),
             AssertError::Invalid(_) => (Severity::Error, "suite"),
         };
         let f = match (rpc, request) {
             (Some(rpc), Some(request)) => {
-                call_finding(severity, kind, format!("{rpc} response: {}", e.message()), rpc, request)
+                let message = format!("{rpc} response: {}", e.message());
+                let message = match (&e, expect) {
+                    (AssertError::Failed(_), Some(x)) => x.explain(message),
+                    _ => message,
+                };
+                call_finding(severity, kind, message, rpc, request)
             }
             _ => Finding::new(severity, kind, e.message()),
         };
@@ -692,23 +733,29 @@ impl ScenarioCtx {
         flow_after(severity)
     }
 
-    async fn check_step(&mut self, step: &CheckStep) -> Flow {
-        let mut args = BTreeMap::new();
-        for (name, node) in &step.args {
+    /// The arguments of a check or property step (`what`: `check path-state`), variables
+    /// substituted; a variable that cannot be is an error that ends the scenario.
+    pub(crate) fn eval_args(&mut self, what: &str, args: &[(String, crate::yaml::Node)]) -> Result<CheckArgs, Flow> {
+        let mut out = BTreeMap::new();
+        for (name, node) in args {
             match self.vars.eval(node) {
                 Ok(v) => {
-                    args.insert(name.clone(), v);
+                    out.insert(name.clone(), v);
                 }
                 Err((_, e)) => {
-                    self.push(Finding::new(
-                        Severity::Error,
-                        "suite",
-                        format!("argument `{name}` of check {}: {e}", step.check.name),
-                    ));
-                    return Flow::Stop;
+                    self.push(Finding::new(Severity::Error, "suite", format!("argument `{name}` of {what}: {e}")));
+                    return Err(Flow::Stop);
                 }
             }
         }
+        Ok(out)
+    }
+
+    async fn check_step(&mut self, step: &CheckStep) -> Flow {
+        let args = match self.eval_args(&format!("check {}", step.check.name), &step.args) {
+            Ok(args) => args,
+            Err(flow) => return flow,
+        };
         let before = self.findings.iter().filter(|f| f.severity >= Severity::Fail).count();
         match (step.check.run)(self, args).await {
             CheckOutcome::Skip(reason) => Flow::Skip(reason),
@@ -826,7 +873,7 @@ impl ScenarioCtx {
         match assert::check_all(&poll.until, root, &self.vars) {
             Ok(()) => Some(Flow::Continue),
             Err(e @ AssertError::Invalid(_)) => {
-                Some(self.assertion_failed(e, Severity::Error, Some(call.method.name()), Some(sent)))
+                Some(self.assertion_failed(e, Severity::Error, Some(call.method.name()), Some(sent), None))
             }
             Err(AssertError::Failed(e)) if Instant::now() + poll.interval > deadline => {
                 let rpc = call.method.name();
@@ -874,12 +921,19 @@ impl ScenarioCtx {
                     crate::client::code_name(code)
                 )));
             }
+            if !call.expect.codes.names(code)
+                && let Some(reason) = self.advertised_but_unimplemented(rpc, code)
+            {
+                return Judged::Flow(Flow::Skip(reason));
+            }
             let expected = call.expect.codes.to_string();
-            let message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
+            let message =
+                call.expect.explain(format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code)));
+            let kind = call.expect.kind_or("unexpected-code");
             let f = match &answer {
-                Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, "unexpected-code", message, Some(expected)),
+                Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, kind, message, Some(expected)),
                 Ok(_) => {
-                    let mut f = call_finding(call.expect.otherwise, "unexpected-code", message, rpc, sent);
+                    let mut f = call_finding(call.expect.otherwise, kind, message, rpc, sent);
                     (f.expected, f.got) = (Some(expected), Some("OK".to_owned()));
                     f
                 }
@@ -895,7 +949,7 @@ impl ScenarioCtx {
             Ok(()) => Judged::Response(response),
             Err(e) => {
                 let warn = matches!(e, AssertError::Failed(_)) && call.expect.otherwise == Severity::Warn;
-                let flow = self.assertion_failed(e, call.expect.otherwise, Some(rpc), Some(sent));
+                let flow = self.assertion_failed(e, call.expect.otherwise, Some(rpc), Some(sent), Some(&call.expect));
                 if warn { Judged::Response(response) } else { Judged::Flow(flow) }
             }
         }
@@ -977,8 +1031,27 @@ impl ScenarioCtx {
         }
     }
 
+    /// Why the scenario cannot go on when `rpc` answered `code`: UNIMPLEMENTED from an RPC
+    /// whose capability the plugin advertises. The scenario is then a skip saying so (the
+    /// capability-honesty scenarios are where that is a failure, once, naming the
+    /// capability), not one more failure about the same missing RPC.
+    pub(crate) fn advertised_but_unimplemented(&self, rpc: &str, code: Code) -> Option<String> {
+        if code != Code::Unimplemented {
+            return None;
+        }
+        let capability = Capability::serving(rpc)?;
+        self.fingerprint().supports(capability).then(|| {
+            format!(
+                "{rpc} answered UNIMPLEMENTED although the plugin advertises {capability} (the `capabilities` suite reports this)"
+            )
+        })
+    }
+
     /// Records a failed call made by a check; returns the flow it implies.
     pub fn call_failed(&mut self, error: &RpcError, request: &DynamicMessage, expected: &str) -> CheckOutcome {
+        if let Some(reason) = self.advertised_but_unimplemented(&error.rpc, error.code) {
+            return CheckOutcome::Skip(reason);
+        }
         let f = if error.is_unreachable() {
             unreachable_finding(error, request)
         } else {
@@ -1078,7 +1151,7 @@ pub fn call_finding(
 }
 
 /// A finding about a call that failed: also the code it got and the plugin's message.
-fn rpc_error_finding(
+pub(crate) fn rpc_error_finding(
     error: &RpcError,
     request: &DynamicMessage,
     severity: Severity,
@@ -1093,7 +1166,7 @@ fn rpc_error_finding(
     f
 }
 
-fn unreachable_finding(error: &RpcError, request: &DynamicMessage) -> Finding {
+pub(crate) fn unreachable_finding(error: &RpcError, request: &DynamicMessage) -> Finding {
     let message = format!("plugin unreachable: {}", error.message);
     rpc_error_finding(error, request, Severity::Error, "unreachable", message, None)
 }

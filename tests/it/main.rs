@@ -6,6 +6,7 @@ mod lifecycle;
 mod mounts;
 mod proto;
 mod quirks;
+mod quirks_detected;
 mod reference;
 mod report;
 mod run;

@@ -315,24 +315,17 @@ async fn empty_source_rejected_differs_on_empty_sources_only() {
         })),
     });
 
-    for (p, empty_message) in [
-        (
-            &good,
-            "volume_content_source has neither snapshot nor volume",
-        ),
-        (&quirky, EMPTY_SOURCE_MESSAGE),
-    ] {
+    for p in [&good, &quirky] {
         let mut ctl = p.controller();
         // An unset source works on both.
         let plain = ok(ctl.create_volume(with_source("plain", None)).await);
         assert_eq!(plain.volume.expect("a volume").content_source, None);
-        // A set-but-empty source is INVALID_ARGUMENT on both (never INTERNAL).
+        // A snapshot source without its (REQUIRED) id is INVALID_ARGUMENT on both.
         let s = expect_code(
-            ctl.create_volume(with_source("empty", set_but_empty.clone()))
-                .await,
+            ctl.create_volume(with_source("no-id", empty_snapshot_id.clone())).await,
             Code::InvalidArgument,
         );
-        assert_eq!(s.message(), empty_message);
+        assert!(s.message().contains("snapshot_id"), "{s:?}");
         // A real snapshot source is restored on both.
         let src = create(&mut ctl, "src", vec![snw()]).await;
         let snap = ok(ctl
@@ -355,22 +348,23 @@ async fn empty_source_rejected_differs_on_empty_sources_only() {
         assert_eq!(restored.volume.expect("a volume").content_source, real);
     }
 
-    // The observable difference: a snapshot source without a snapshot_id (REQUIRED) is
-    // INVALID_ARGUMENT when compliant, and silently a blank volume with the quirk.
-    let s = expect_code(
-        good.controller()
-            .create_volume(with_source("no-id", empty_snapshot_id.clone()))
-            .await,
-        Code::InvalidArgument,
-    );
-    assert!(s.message().contains("snapshot_id"), "{s:?}");
-    let blank = ok(quirky
+    // The one observable difference: a set-but-empty source is read as no source by the
+    // compliant plugin, and refused by the quirk.
+    let blank = ok(good
         .controller()
-        .create_volume(with_source("no-id", empty_snapshot_id))
+        .create_volume(with_source("empty", set_but_empty.clone()))
         .await)
     .volume
     .expect("a volume");
     assert_eq!(blank.content_source, None, "a blank volume, no source");
+    let s = expect_code(
+        quirky
+            .controller()
+            .create_volume(with_source("empty", set_but_empty))
+            .await,
+        Code::InvalidArgument,
+    );
+    assert_eq!(s.message(), EMPTY_SOURCE_MESSAGE);
 }
 
 // ------------------------------------------------------------------------------------------

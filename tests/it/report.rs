@@ -262,12 +262,12 @@ fn junit_is_deterministic() {
 // ---------------------------------------------------------------------------------------------
 // JUnit as a CI system reads it.
 
-fn parse_junit(xml: &str) -> junit_parser::TestSuites {
+pub(crate) fn parse_junit(xml: &str) -> junit_parser::TestSuites {
     junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes()))
         .unwrap_or_else(|e| panic!("a JUnit reader refuses the report: {e}\n{xml}"))
 }
 
-fn case<'a>(suites: &'a junit_parser::TestSuites, id: &str) -> &'a junit_parser::TestCase {
+pub(crate) fn case<'a>(suites: &'a junit_parser::TestSuites, id: &str) -> &'a junit_parser::TestCase {
     suites
         .suites
         .iter()
@@ -276,7 +276,7 @@ fn case<'a>(suites: &'a junit_parser::TestSuites, id: &str) -> &'a junit_parser:
         .unwrap_or_else(|| panic!("no test case {id}"))
 }
 
-fn prop<'a>(props: &'a junit_parser::Properties, name: &str) -> Option<&'a str> {
+pub(crate) fn prop<'a>(props: &'a junit_parser::Properties, name: &str) -> Option<&'a str> {
     props.vec.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 

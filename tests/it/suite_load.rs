@@ -68,7 +68,7 @@ fn the_error_fixture_reports_every_problem_with_its_position() {
 fn step_and_assertion_shapes_are_checked() {
     assert_eq!(
         errors(&one_scenario("      - call: Probe\n        assert: []\n")),
-        ["t.yaml:7:9: a step has exactly one of call, assert, check; this one has call and assert"]
+        ["t.yaml:7:9: a step has exactly one of call, assert, check, property; this one has call and assert"]
     );
     assert_eq!(
         errors(&one_scenario("      - call: Probe\n        expect: { code: OK, any_error: true }\n")),

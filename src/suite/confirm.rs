@@ -1,0 +1,68 @@
+//! ValidateVolumeCapabilities as the engine sends and judges it: the request built from step
+//! arguments, the call, the answer reconciled with the request
+//! ([`capability::reconcile`](crate::capability::reconcile)), and the finding a verdict worse
+//! than a pass becomes. Used by the `vvc-reconcile` check and by the property steps that
+//! validate, so every ValidateVolumeCapabilities answer is judged the same way.
+
+use std::collections::BTreeMap;
+
+use prost_reflect::DynamicMessage;
+
+use super::{
+    checks::CheckArgs,
+    request::message_from_val,
+    run::{ScenarioCtx, call_finding},
+    vars::Val,
+};
+use crate::{
+    capability::{Reconciliation, reconcile},
+    client::RpcError,
+    proto::{self, v1},
+    report::{Finding, Severity},
+};
+
+/// The RPC.
+pub(crate) const RPC: &str = "ValidateVolumeCapabilities";
+
+/// The request's fields that step arguments may give, besides the capabilities.
+const FIELDS: [&str; 4] = ["volume_id", "volume_context", "parameters", "mutable_parameters"];
+
+/// The ValidateVolumeCapabilities request of `args` (`volume_id`, `volume_context`,
+/// `parameters`, `mutable_parameters`; absent ones are left unset) asking about
+/// `capabilities` (a list of VolumeCapability values).
+pub(crate) fn request(args: &CheckArgs, capabilities: Val) -> Result<DynamicMessage, String> {
+    let mut fields: BTreeMap<String, Val> = FIELDS
+        .iter()
+        .filter_map(|f| args.get(*f).filter(|v| **v != Val::Null).map(|v| ((*f).to_owned(), v.clone())))
+        .collect();
+    fields.insert("volume_capabilities".to_owned(), capabilities);
+    let desc = proto::message("ValidateVolumeCapabilitiesRequest").expect("the request is in the pool");
+    message_from_val(&desc, &Val::Map(fields)).map_err(|e| format!("the {RPC} request: {e}"))
+}
+
+/// Sends `request` (secrets by `auto`) and reconciles the answer with it.
+pub(crate) async fn validate(ctx: &mut ScenarioCtx, request: &DynamicMessage) -> Result<Reconciliation, RpcError> {
+    let response = ctx.call(RPC, request.clone(), None).await?;
+    let sent: v1::ValidateVolumeCapabilitiesRequest =
+        request.transcode_to().expect("a ValidateVolumeCapabilitiesRequest transcodes to its own type");
+    let answer: v1::ValidateVolumeCapabilitiesResponse =
+        response.transcode_to().expect("the decoded response transcodes to its own type");
+    Ok(reconcile(&sent, &answer))
+}
+
+/// The finding of a verdict worse than a pass (`None` for a confirmation): its kind is the
+/// verdict's (`unconfirmed`, `dropped-field`...), its severity the verdict's under `strict`,
+/// its message the verdict and every difference (field and both values; mount flags and
+/// context or parameter values never appear).
+pub(crate) fn finding(reconciliation: &Reconciliation, strict: bool, request: &DynamicMessage) -> Option<Finding> {
+    let severity = reconciliation.severity(strict);
+    if severity == Severity::Pass {
+        return None;
+    }
+    let verdict = reconciliation.verdict;
+    let message = format!("{RPC} answer reconciles as {}", reconciliation.summary());
+    let mut f = call_finding(severity, verdict.kind(), message, RPC, request);
+    f.expected = Some("a confirmation equal to the request".to_owned());
+    f.got = Some(verdict.kind().to_owned());
+    Some(f)
+}

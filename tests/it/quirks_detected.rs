@@ -1,0 +1,595 @@
+//! Every quirk of the reference plugin is caught by a default run of the built-in suites: the
+//! expected finding (kind and severity) on the expected scenarios and no other warning,
+//! failure or error; `--strict` turns the tolerated warnings into failures; the JUnit report
+//! flags incomplete and unconfirmed confirmations; a property failure shrinks to the minimal
+//! capability set and replays from its seed (in the library and through the command line);
+//! capability honesty holds both ways; and the built-in requests never send an empty message
+//! where the spec means unset.
+
+use std::collections::BTreeMap;
+
+use csi_conform::{
+    config::BoundsOverride,
+    proto,
+    reference::{Config, Mode, Quirk},
+    report::{self, RunReport, Severity},
+    secrets::{SecretKey, Secrets},
+    suite::{self, Action, RunConfig, Suite},
+    yaml::{Node, NodeKind},
+};
+use prost_reflect::{Kind, MessageDescriptor};
+use regex::Regex;
+
+use crate::{
+    report::{case, parse_junit, prop},
+    support::{TestPlugin, engine_plugin, fake_plugin},
+};
+
+/// The scenarios that reconcile a ValidateVolumeCapabilities answer with `vvc-reconcile`.
+const VVC: [&str; 4] =
+    ["controller.validate", "extras.validate.confirms-request", "extras.validate.mount-flags", "extras.validate.mount-group"];
+/// The lifecycle scenarios of a one-node run: each validates the capability it publishes with.
+const LIFECYCLE: [&str; 10] = [
+    "lifecycle.block.read-only",
+    "lifecycle.block.read-write",
+    "lifecycle.mount.read-only",
+    "lifecycle.mount.read-only.mount-flags",
+    "lifecycle.mount.read-write",
+    "lifecycle.mount.read-write.mount-flags",
+    "lifecycle.mount.request-mount-flags-replace-the-volumes",
+    "lifecycle.mount.volume-mount-flags",
+    "lifecycle.no-secrets",
+    "lifecycle.single-node-single-writer.second-target-refused",
+];
+/// The lifecycle scenarios whose capability carries mount flags.
+const LIFECYCLE_FLAGS: [&str; 4] = [
+    "lifecycle.mount.read-only.mount-flags",
+    "lifecycle.mount.read-write.mount-flags",
+    "lifecycle.mount.request-mount-flags-replace-the-volumes",
+    "lifecycle.mount.volume-mount-flags",
+];
+/// The property scenarios that fail when a confirmation or a creation goes wrong.
+const PROPERTIES: [&str; 2] = ["properties.validate-never-fails", "properties.create-then-validate"];
+
+/// The secrets of the runs with a secrets file: values that must never appear in any output.
+const SECRET_VALUES: [&str; 3] = ["create-s3cr3t", "delete-s3cr3t", "stage-s3cr3t"];
+
+fn secrets_file() -> BTreeMap<String, BTreeMap<String, String>> {
+    BTreeMap::from([
+        ("CreateVolumeSecret".to_owned(), BTreeMap::from([("password".to_owned(), SECRET_VALUES[0].to_owned())])),
+        ("DeleteVolumeSecret".to_owned(), BTreeMap::from([("password".to_owned(), SECRET_VALUES[1].to_owned())])),
+        ("NodeStageVolumeSecret".to_owned(), BTreeMap::from([("token".to_owned(), SECRET_VALUES[2].to_owned())])),
+    ])
+}
+
+/// The same secrets as the reference plugin's `--require-secrets`.
+fn required_secrets() -> Secrets {
+    let keys = [SecretKey::CreateVolume, SecretKey::DeleteVolume, SecretKey::NodeStageVolume];
+    let file = secrets_file();
+    Secrets::from_maps(keys.into_iter().map(|k| (k, file[k.as_str()].clone())))
+}
+
+/// What a default run of the built-in suites must find with `quirk` (none: the compliant
+/// plugin): scenario id, finding kind, severity.
+fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)> {
+    let on = |ids: &[&'static str], kind: &'static str, severity: Severity| {
+        ids.iter().map(|id| (*id, kind, severity)).collect::<Vec<_>>()
+    };
+    let Some(quirk) = quirk else { return Vec::new() };
+    match quirk {
+        Quirk::Unconfirmed => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed", Severity::Warn),
+        Quirk::UnconfirmedSilent => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed-silent", Severity::Warn),
+        Quirk::IncompleteConfirmation => on(&["extras.validate.confirms-request"], "incomplete-confirmation", Severity::Warn),
+        Quirk::Overconfirm => {
+            on(&[&VVC[..], &PROPERTIES[..], &LIFECYCLE[..]].concat(), "mismatched-confirmation", Severity::Fail)
+        }
+        Quirk::DropMountFlags => on(
+            &[&["extras.validate.mount-flags", "extras.validate.mount-group"][..], &PROPERTIES[..], &LIFECYCLE_FLAGS[..]]
+                .concat(),
+            "dropped-field",
+            Severity::Fail,
+        ),
+        Quirk::AdvertisePublishUnimplemented => {
+            on(&["capabilities.publish-unpublish-volume"], "advertised-not-implemented", Severity::Fail)
+        }
+        Quirk::EmptySourceRejected => {
+            on(&["extras.create-volume.content-source-empty"], "empty-differs-from-unset", Severity::Warn)
+        }
+        Quirk::RequireVolumeContext => on(
+            &["extras.node.stage-without-volume-context", "extras.node.publish-without-volume-context"],
+            "requires-volume-context",
+            Severity::Warn,
+        ),
+        Quirk::IgnoreSecrets => on(&["extras.secrets.create-volume-without-secrets"], "secrets-not-enforced", Severity::Warn),
+        Quirk::InternalOnOddCaps => on(&PROPERTIES, "unexpected-code", Severity::Fail),
+        Quirk::AllowSecondWriter => on(
+            &["lifecycle.single-node-single-writer.second-target-refused", "node.publish.single-writer-second-target"],
+            "unexpected-code",
+            Severity::Fail,
+        ),
+        Quirk::IgnoreMountFlags => on(
+            &[
+                "lifecycle.mount.read-only.mount-flags",
+                "lifecycle.mount.read-write.mount-flags",
+                "lifecycle.mount.request-mount-flags-replace-the-volumes",
+                "lifecycle.mount.volume-mount-flags",
+            ],
+            "mount-flags",
+            Severity::Fail,
+        ),
+    }
+}
+
+/// Every warning, failure and error of a run, by scenario: (kind, severity).
+fn problems(report: &RunReport) -> BTreeMap<String, Vec<(String, Severity)>> {
+    report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .map(|s| {
+            let found: Vec<(String, Severity)> =
+                s.findings.iter().filter(|f| f.severity >= Severity::Warn).map(|f| (f.kind.clone(), f.severity)).collect();
+            (s.id.clone(), found)
+        })
+        .filter(|(_, found)| !found.is_empty())
+        .collect()
+}
+
+/// Asserts that the run found exactly `expected`: one finding per listed scenario, and
+/// nothing at warning level or worse anywhere else. Listed scenarios the run left out (those
+/// that need CAP_SYS_ADMIN, on a machine without it) are not expected.
+fn assert_found_exactly(report: &RunReport, expected: &[(&str, &str, Severity)]) {
+    let ran = |id: &str| report.suites.iter().flat_map(|s| &s.scenarios).any(|s| s.id == id);
+    let want: BTreeMap<String, Vec<(String, Severity)>> = expected
+        .iter()
+        .filter(|(id, _, _)| ran(id))
+        .map(|(id, kind, sev)| ((*id).to_owned(), vec![((*kind).to_owned(), *sev)]))
+        .collect();
+    let got = problems(report);
+    let details: Vec<String> = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| s.findings.iter().map(move |f| format!("{} {} {}: {}", s.id, f.severity, f.kind, f.message)))
+        .collect();
+    assert_eq!(got, want, "findings:\n{}", details.join("\n"));
+}
+
+/// The run configuration of these tests. Without CAP_SYS_ADMIN the reference plugin cannot
+/// mount, so the scenarios that inspect the mount table are left out, and said so.
+fn run_config(work: &tempfile::TempDir) -> RunConfig {
+    let mut config = RunConfig { seed: 7, work_dir: work.path().join("work"), ..RunConfig::default() };
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        let inspecting: Vec<String> = suite::builtin()
+            .iter()
+            .flat_map(|s| s.scenarios())
+            .filter(|c| c.steps().iter().any(|st| matches!(&st.action, Action::Check(k) if k.check.name == "path-state")))
+            .map(|c| format!("^{}$", regex::escape(c.id())))
+            .collect();
+        eprintln!("SKIPPED: the mount-table scenarios ({}): no CAP_SYS_ADMIN to mount", inspecting.len());
+        config.skip = inspecting.iter().map(|p| Regex::new(p).unwrap()).collect();
+    }
+    config
+}
+
+/// A default run of the built-in suites against a reference plugin with `quirk`; with
+/// `secrets`, the plugin requires the secrets and the run has the secrets file.
+async fn quirk_run(quirk: Option<Quirk>, secrets: bool, tune: impl FnOnce(&mut RunConfig)) -> RunReport {
+    let plugin = TestPlugin::start(Config {
+        quirks: quirk.into_iter().collect(),
+        secrets: secrets.then(required_secrets),
+        ..Config::default()
+    })
+    .await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = run_config(&work);
+    if secrets {
+        config.secrets = secrets_file();
+    }
+    tune(&mut config);
+    suite::run(&engine, &suite::builtin(), &config).await
+}
+
+/// The finding a scenario has at warning level or worse (exactly one).
+fn the_finding<'a>(report: &'a RunReport, id: &str) -> &'a report::Finding {
+    let scenario = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == id).expect(id);
+    let found: Vec<_> = scenario.findings.iter().filter(|f| f.severity >= Severity::Warn).collect();
+    assert_eq!(found.len(), 1, "{id}: {found:#?}");
+    found[0]
+}
+
+async fn caught(quirk: Quirk) -> RunReport {
+    let report = quirk_run(Some(quirk), quirk == Quirk::IgnoreSecrets, |_| {}).await;
+    assert_found_exactly(&report, &expected(Some(quirk)));
+    report
+}
+
+#[tokio::test]
+async fn unconfirmed_warns_on_every_reconciled_answer_and_junit_shows_the_warning() {
+    let report = caught(Quirk::Unconfirmed).await;
+    let f = the_finding(&report, "controller.validate");
+    assert!(f.message.contains("all requested volume capabilities look fine"), "the plugin's message: {}", f.message);
+    let junit = parse_junit(&report::to_junit_xml(&report));
+    let warned = case(&junit, "controller.validate");
+    assert!(warned.status.is_success(), "a warning is no JUnit failure");
+    assert!(prop(&warned.properties, "warning").is_some_and(|w| w.starts_with("unconfirmed: ")), "{:?}", warned.properties);
+    assert!(!report.failed());
+}
+
+#[tokio::test]
+async fn unconfirmed_silent_warns_on_every_reconciled_answer() {
+    let report = caught(Quirk::UnconfirmedSilent).await;
+    assert!(the_finding(&report, "extras.validate.mount-flags").message.contains("neither confirmed"));
+}
+
+#[tokio::test]
+async fn incomplete_confirmation_warns_naming_the_missing_capability_and_junit_shows_it() {
+    let report = caught(Quirk::IncompleteConfirmation).await;
+    let f = the_finding(&report, "extras.validate.confirms-request");
+    assert!(
+        f.message.contains("1 of 2 requested capabilities confirmed; missing: SINGLE_NODE_READER_ONLY mount()"),
+        "{}",
+        f.message
+    );
+    let junit = parse_junit(&report::to_junit_xml(&report));
+    let warned = case(&junit, "extras.validate.confirms-request");
+    assert!(warned.status.is_success());
+    let warning = prop(&warned.properties, "warning").unwrap_or_default();
+    assert!(warning.starts_with("incomplete-confirmation: "), "{warning}");
+}
+
+#[tokio::test]
+async fn overconfirm_fails_naming_both_access_modes() {
+    let report = caught(Quirk::Overconfirm).await;
+    let f = the_finding(&report, "controller.validate");
+    assert!(
+        f.message.contains("requested access mode SINGLE_NODE_WRITER, confirmed MULTI_NODE_READER_ONLY"),
+        "{}",
+        f.message
+    );
+    assert!(report.failed());
+}
+
+#[tokio::test]
+async fn drop_mount_flags_fails_without_showing_the_flags() {
+    let report = caught(Quirk::DropMountFlags).await;
+    let f = the_finding(&report, "extras.validate.mount-flags");
+    assert!(f.message.contains("mount flags were requested (2 flag(s)) but the confirmation has none"), "{}", f.message);
+    let json = report::to_json(&report);
+    for flag in ["noatime", "nodev"] {
+        assert!(!f.message.contains(flag) && !f.request.as_deref().unwrap_or_default().contains(flag));
+        assert!(!json.contains(&format!("\"{flag}\"")), "{flag} appears in the JSON report");
+    }
+    let group = the_finding(&report, "extras.validate.mount-group");
+    assert!(group.message.contains("requested volume_mount_group 1000, the confirmation drops it"), "{}", group.message);
+}
+
+#[tokio::test]
+async fn advertise_publish_unimplemented_fails_once_naming_the_capability() {
+    let report = caught(Quirk::AdvertisePublishUnimplemented).await;
+    let f = the_finding(&report, "capabilities.publish-unpublish-volume");
+    assert!(f.message.contains("controller:PUBLISH_UNPUBLISH_VOLUME"), "{}", f.message);
+    // The flows that need ControllerPublishVolume skip, saying why, instead of failing too.
+    let lifecycle = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "node.lifecycle").unwrap();
+    assert_eq!(lifecycle.outcome, Severity::Skip);
+    let why = lifecycle.skip_reason.as_deref().unwrap_or_default();
+    assert!(why.contains("answered UNIMPLEMENTED although the plugin advertises controller:PUBLISH_UNPUBLISH_VOLUME"), "{why}");
+}
+
+#[tokio::test]
+async fn empty_source_rejected_warns_and_the_unset_source_still_passes() {
+    let report = caught(Quirk::EmptySourceRejected).await;
+    let f = the_finding(&report, "extras.create-volume.content-source-empty");
+    assert_eq!(f.got.as_deref(), Some("INVALID_ARGUMENT"));
+    assert!(f.request.as_deref().unwrap_or_default().contains("\"volume_content_source\":{}"), "{:?}", f.request);
+}
+
+#[tokio::test]
+async fn require_volume_context_warns_on_the_context_free_node_calls_only() {
+    let report = caught(Quirk::RequireVolumeContext).await;
+    assert_eq!(the_finding(&report, "extras.node.stage-without-volume-context").got.as_deref(), Some("FAILED_PRECONDITION"));
+}
+
+#[tokio::test]
+async fn ignore_secrets_warns_and_no_secret_reaches_any_output() {
+    let report = caught(Quirk::IgnoreSecrets).await;
+    let f = the_finding(&report, "extras.secrets.create-volume-without-secrets");
+    assert!(f.message.contains("CreateVolumeSecret"), "{}", f.message);
+    let outputs = [
+        report::to_json(&report),
+        report::to_junit_xml(&report),
+        report::html::to_html(&report),
+        report.suites.iter().flat_map(|s| &s.scenarios).map(|s| report::scenario_line(s, false)).collect(),
+        report::summary(&report, false),
+    ];
+    for out in outputs {
+        for secret in SECRET_VALUES {
+            assert!(!out.contains(secret), "a secret value in the output");
+        }
+    }
+}
+
+#[tokio::test]
+async fn internal_on_odd_caps_fails_the_properties_with_the_minimal_case() {
+    let report = caught(Quirk::InternalOnOddCaps).await;
+    for id in PROPERTIES {
+        let f = the_finding(&report, id);
+        assert!(f.message.contains("minimal case [MULTI_NODE_MULTI_WRITER block]"), "{id}: {}", f.message);
+        assert_eq!(f.got.as_deref(), Some("INTERNAL"));
+    }
+}
+
+#[tokio::test]
+async fn allow_second_writer_fails_the_single_writer_scenarios() {
+    let report = caught(Quirk::AllowSecondWriter).await;
+    assert_eq!(the_finding(&report, "node.publish.single-writer-second-target").got.as_deref(), Some("OK"));
+}
+
+#[tokio::test]
+async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        eprintln!("SKIPPED: ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags: no CAP_SYS_ADMIN, the mount table cannot show the flags");
+        return;
+    }
+    let report = caught(Quirk::IgnoreMountFlags).await;
+    let f = the_finding(&report, "lifecycle.mount.read-write.mount-flags");
+    assert!(f.message.contains("nosuid") || f.message.contains("noexec") || f.message.contains("flag"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn the_compliant_plugin_with_required_secrets_stays_clean() {
+    let report = quirk_run(None, true, |_| {}).await;
+    assert_found_exactly(&report, &expected(None));
+    let scenario = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "extras.secrets.create-volume-without-secrets");
+    assert_eq!(scenario.map(|s| s.outcome), Some(Severity::Pass), "the plugin refuses CreateVolume without its secrets");
+}
+
+#[test]
+fn every_quirk_has_an_expectation() {
+    for quirk in Quirk::ALL {
+        assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// --strict
+// ------------------------------------------------------------------------------------------
+
+/// The scenarios that judge confirmations, for the strict runs.
+fn confirmations_only(config: &mut RunConfig) {
+    config.strict = true;
+    config.focus = vec![Regex::new(r"^(controller\.validate|extras\.validate\..*|properties\..*)$").unwrap()];
+}
+
+#[tokio::test]
+async fn strict_turns_an_incomplete_confirmation_into_a_failure() {
+    let report = quirk_run(Some(Quirk::IncompleteConfirmation), false, confirmations_only).await;
+    // Under --strict an incomplete confirmation is a failure wherever a confirmation is
+    // judged: the scenario, and the properties that must never reconcile to a failure.
+    let failing = ["extras.validate.confirms-request", PROPERTIES[0], PROPERTIES[1]];
+    assert_found_exactly(&report, &failing.map(|id| (id, "incomplete-confirmation", Severity::Fail)));
+    assert!(report.failed());
+    let junit = parse_junit(&report::to_junit_xml(&report));
+    let failure = case(&junit, "extras.validate.confirms-request").status.failure_as_ref();
+    assert_eq!(failure.failure_type, "incomplete-confirmation");
+}
+
+#[tokio::test]
+async fn strict_makes_an_unconfirmed_answer_fail_the_run() {
+    let report = quirk_run(Some(Quirk::Unconfirmed), false, confirmations_only).await;
+    assert_found_exactly(&report, &VVC.map(|id| (id, "unconfirmed", Severity::Warn)));
+    assert!(report.failed(), "a warning fails a strict run");
+    let junit = parse_junit(&report::to_junit_xml(&report));
+    for id in VVC {
+        let failure = case(&junit, id).status.failure_as_ref();
+        assert_eq!(failure.failure_type, "unconfirmed", "{id}");
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Property failures: shrinking, seeds, replay
+// ------------------------------------------------------------------------------------------
+
+fn finding_of<'a>(report: &'a RunReport, id: &str) -> &'a str {
+    the_finding(report, id).message.as_str()
+}
+
+#[tokio::test]
+async fn a_property_failure_shrinks_to_the_minimal_case_and_replays_from_its_seed() {
+    let plugin = TestPlugin::start(Config { quirks: [Quirk::InternalOnOddCaps].into(), ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let suites = suite::builtin();
+    let work = tempfile::tempdir().unwrap();
+    let run = |seed: u64, focus: &str, bounds: BoundsOverride| {
+        let mut config = run_config(&work);
+        config.seed = seed;
+        config.focus = vec![Regex::new(focus).unwrap()];
+        config.property_bounds = bounds.apply(&config.property_bounds);
+        let (engine, suites) = (&engine, &suites);
+        async move { suite::run(engine, suites, &config).await }
+    };
+    let id = "properties.create-then-validate";
+    let first = run(11, r"^properties\.", BoundsOverride::default()).await;
+    let message = finding_of(&first, id).to_owned();
+    assert!(message.contains("minimal case [MULTI_NODE_MULTI_WRITER block]"), "{message}");
+    assert!(message.contains("seed 11"), "{message}");
+    assert!(message.contains(r"replay: csi-conform run --seed 11 --focus '^properties\.create-then-validate$'"), "{message}");
+
+    // The replay it names: the same scenario alone, the same seed, the same cases.
+    let replay = run(11, r"^properties\.create-then-validate$", BoundsOverride::default()).await;
+    assert_eq!(finding_of(&replay, id), message);
+
+    // Another seed finds the same minimal case through other cases.
+    let other = run(12, r"^properties\.create-then-validate$", BoundsOverride::default()).await;
+    assert!(finding_of(&other, id).contains("minimal case [MULTI_NODE_MULTI_WRITER block]"));
+
+    // Bounds that never generate block capabilities never meet the quirk.
+    let mount_only = BoundsOverride { access_types: Some((true, false)), ..BoundsOverride::default() };
+    let bounded = run(11, r"^properties\.", mount_only).await;
+    assert_found_exactly(&bounded, &[]);
+    assert_eq!(bounded.counts().pass, 3);
+    let left = crate::support::ok(plugin.controller().list_volumes(proto::v1::ListVolumesRequest::default()).await);
+    assert!(left.entries.is_empty(), "every case's volume is gone: {:?}", left.entries);
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_csi-conform")
+}
+
+/// The message of `id`'s finding in the JSON report a command-line run wrote.
+fn reported_finding(cwd: &std::path::Path, id: &str) -> String {
+    let json = std::fs::read_to_string(cwd.join("reports/report.json")).expect("the run wrote a JSON report");
+    let report = report::from_json(&json).expect("the JSON report reads back");
+    finding_of(&report, id).to_owned()
+}
+
+#[tokio::test]
+async fn the_command_line_prints_a_replay_command_that_reproduces_the_minimal_case() {
+    let plugin = TestPlugin::start(Config { quirks: [Quirk::InternalOnOddCaps].into(), ..Config::default() }).await;
+    let socket = plugin.socket.display().to_string();
+    let cwd = tempfile::tempdir().unwrap();
+    let args = ["run", "--endpoint", &socket, "--seed", "5", "--focus", r"^properties\.", "--property-cases", "64", "-q"];
+    let out = tokio::process::Command::new(bin()).args(args).current_dir(cwd.path()).output().await.unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let id = "properties.validate-never-fails";
+    let message = reported_finding(cwd.path(), id);
+    let replay = message.split("replay: ").nth(1).expect("a replay command").to_owned();
+    assert_eq!(
+        replay,
+        format!(r"csi-conform run --endpoint {socket} --property-cases 64 -q --seed 5 --focus '^properties\.validate-never-fails$'")
+    );
+
+    // Run exactly that command (through a shell, so its quoting is tested too).
+    let command = replay.replacen("csi-conform", bin(), 1);
+    let again = tokio::process::Command::new("sh").arg("-c").arg(&command).current_dir(cwd.path()).output().await.unwrap();
+    assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stdout));
+    assert_eq!(reported_finding(cwd.path(), id), message, "the replay finds the same minimal case the same way");
+}
+
+#[tokio::test]
+async fn property_bounds_files_are_checked_before_anything_runs() {
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("bounds.yaml"), "access_types: [mount, tape]\n").unwrap();
+    let out = tokio::process::Command::new(bin())
+        .args(["run", "--endpoint", "/nonexistent.sock", "--property-bounds", "bounds.yaml"])
+        .current_dir(cwd.path())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bounds.yaml:1:23: access_types: unknown access type \"tape\""), "{stderr}");
+}
+
+// ------------------------------------------------------------------------------------------
+// Capability honesty
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn controller_rpcs_reach_a_node_only_plugin_only_from_the_honesty_checks() {
+    let plugin = TestPlugin::start(Config { mode: Mode::NodeOnly, ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let controller_rpcs = |report: &RunReport| -> Vec<String> {
+        report
+            .rpc_latency
+            .keys()
+            .filter(|rpc| proto::method(rpc).is_some_and(|m| m.parent_service().name() == "Controller"))
+            .cloned()
+            .collect()
+    };
+    let mut config = run_config(&work);
+    config.skip.push(Regex::new(r"^capabilities\.").unwrap());
+    let without = suite::run(&engine, &suite::builtin(), &config).await;
+    assert!(controller_rpcs(&without).is_empty(), "{:?}", controller_rpcs(&without));
+    assert_found_exactly(&without, &[]);
+
+    let mut config = run_config(&work);
+    config.focus = vec![Regex::new(r"^capabilities\.").unwrap()];
+    let honesty = suite::run(&engine, &suite::builtin(), &config).await;
+    assert_found_exactly(&honesty, &[]);
+    let sent = controller_rpcs(&honesty);
+    assert!(sent.contains(&"ControllerPublishVolume".to_owned()) && sent.contains(&"CreateVolume".to_owned()), "{sent:?}");
+    let outcome = |id: &str| honesty.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == id).unwrap().outcome;
+    assert_eq!(outcome("capabilities.publish-unpublish-volume"), Severity::Pass, "UNIMPLEMENTED, as it should be");
+    assert_eq!(outcome("capabilities.stage-unstage-volume"), Severity::Pass, "advertised, and works");
+}
+
+#[tokio::test]
+async fn an_rpc_served_without_its_capability_is_a_warning_naming_it() {
+    use csi_conform::fingerprint::ControllerCapability;
+    let options = fake_plugin::FakeOptions {
+        controller: vec![ControllerCapability::CreateDeleteVolume],
+        ..fake_plugin::FakeOptions::default()
+    };
+    let fake = fake_plugin::FakePlugin::start(options).await;
+    let conn = fake.connect().await;
+    let fingerprint = csi_conform::fingerprint::Fingerprint::collect(Some(&conn), std::slice::from_ref(&conn)).await.unwrap();
+    let engine = suite::Plugin { controller: Some(conn.clone()), nodes: vec![conn], fingerprint };
+    let suites: Vec<Suite> = suite::builtin().into_iter().filter(|s| s.id() == "capabilities").collect();
+    let work = tempfile::tempdir().unwrap();
+    let report = suite::run(&engine, &suites, &run_config(&work)).await;
+    let f = the_finding(&report, "capabilities.list-volumes");
+    assert_eq!((f.kind.as_str(), f.severity), ("implemented-not-advertised", Severity::Warn));
+    assert!(f.message.contains("does not advertise controller:LIST_VOLUMES"), "{}", f.message);
+    assert_eq!(problems(&report).get("capabilities.create-delete-volume"), None, "advertised and implemented");
+    fake.stop().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// Unset versus empty
+// ------------------------------------------------------------------------------------------
+
+/// Every place under `node` (a request of type `desc`) that sets a message field to `{}`,
+/// other than a oneof member (`mount: {}` selects the member).
+fn empty_messages(desc: &MessageDescriptor, node: &Node, at: &str, out: &mut Vec<String>) {
+    let NodeKind::Map(entries) = &node.kind else { return };
+    for (key, value) in entries {
+        let name = key.scalar_text().unwrap_or_default();
+        let Some(field) = desc.get_field_by_name(name) else { continue };
+        let Kind::Message(inner) = field.kind() else { continue };
+        if field.is_map() {
+            continue;
+        }
+        let path = format!("{at}{name}");
+        let elements: Vec<&Node> = match &value.kind {
+            NodeKind::Seq(items) if field.is_list() => items.iter().collect(),
+            _ => vec![value],
+        };
+        for element in elements {
+            if element.as_map().is_some_and(<[_]>::is_empty) && field.containing_oneof().is_none() {
+                out.push(path.clone());
+            }
+            empty_messages(&inner, element, &format!("{path}."), out);
+        }
+    }
+}
+
+#[test]
+fn builtin_requests_never_send_an_empty_message_where_the_spec_means_unset() {
+    let mut found = Vec::new();
+    let mut deliberate = Vec::new();
+    for suite in suite::builtin() {
+        for scenario in suite.scenarios() {
+            for step in scenario.steps() {
+                let Action::Call(call) = &step.action else { continue };
+                let Some(node) = call.request.node() else { continue };
+                let mut here = Vec::new();
+                empty_messages(&call.method.input(), node, "", &mut here);
+                let target = if scenario.tags().iter().any(|t| t == "nil-vs-empty") { &mut deliberate } else { &mut found };
+                target.extend(here.into_iter().map(|p| format!("{}: {} {p}", scenario.id(), call.method.name())));
+            }
+        }
+    }
+    assert!(found.is_empty(), "empty messages sent where the spec means unset: {found:#?}");
+    assert_eq!(
+        deliberate,
+        [
+            "extras.create-volume.content-source-empty: CreateVolume volume_content_source",
+            "extras.create-volume.topology-empty: CreateVolume accessibility_requirements",
+        ],
+        "the nil-vs-empty scenarios send exactly these"
+    );
+}
+
