@@ -11,6 +11,7 @@ mod load;
 mod model;
 mod request;
 mod resources;
+mod paths;
 mod run;
 mod vars;
 
@@ -26,6 +27,7 @@ pub use model::{
 };
 pub use request::{RequestTemplate, build_request, parse_request};
 pub use resources::{Resource, ResourceObserver, Tracked, Tracker, set_secrets};
-pub use run::{GIB, Plugin, Response, RunConfig, ScenarioCtx, run, run_until};
+pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
+pub use run::{GIB, Plugin, Progress, Response, RunConfig, ScenarioCtx, run, run_until};
 pub use vars::{FieldPath, Seg, Val, Vars};
 pub use crate::yaml::Pos;
