@@ -225,7 +225,7 @@ async fn main() {
     controller.delete_volume(v1::DeleteVolumeRequest { volume_id: volume.volume_id, ..Default::default() }).await.expect("DeleteVolume");
     let n = 2_000;
     let vvc_suite = repeat_suite(&format!(
-        "      - call: CreateVolume\n        save: {{ vol: volume }}\n      - call: ValidateVolumeCapabilities\n        request: {{ volume_id: \"${{vol.volume_id}}\", volume_capabilities: [\"${{capability}}\"] }}\n        repeat: {n}\n"
+        "      - call: CreateVolume\n        request: {{ name: \"${{name}}\", volume_capabilities: [\"${{capability}}\"] }}\n        save: {{ vol: volume }}\n      - call: ValidateVolumeCapabilities\n        request: {{ volume_id: \"${{vol.volume_id}}\", volume_capabilities: [\"${{capability}}\"] }}\n        repeat: {n}\n"
     ));
     let vvc_wall = engine_suite(&engine, work, &vvc_suite).await;
     let engine_vvc_rate = f64::from(n) / vvc_wall.as_secs_f64();
@@ -237,26 +237,34 @@ async fn main() {
     );
     println!("  engine repeat step, calls/s   {:>8.0}", engine_vvc_rate);
 
-    // 4. Overhead per RPC: the engine's Probe calls against a bare tonic client's.
-    let calls = 3_000u32;
+    // 4. Overhead per RPC: the engine's Probe calls against a bare tonic client's, measured in
+    //    alternating rounds so that warm-up and machine load fall on all three alike.
+    let calls = 1_000u32;
     let mut bare = IdentityClient::new(conn.channel());
-    for _ in 0..200 {
-        bare.probe(v1::ProbeRequest {}).await.expect("Probe");
-    }
-    let started = Instant::now();
-    for _ in 0..calls {
-        bare.probe(v1::ProbeRequest {}).await.expect("Probe");
-    }
-    let bare_per_call = started.elapsed() / calls;
     let probe = csi_conform::proto::method("Probe").expect("Probe is a CSI RPC");
-    let started = Instant::now();
-    for _ in 0..calls {
-        let request = prost_reflect::DynamicMessage::new(probe.input());
-        conn.call_dynamic(&probe, request).await.expect("Probe");
+    let probe_suite = repeat_suite(&format!("      - call: Probe\n        repeat: {calls}\n"));
+    let (mut bare_rounds, mut dynamic_rounds, mut engine_rounds) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..=RUNS {
+        let started = Instant::now();
+        for _ in 0..calls {
+            bare.probe(v1::ProbeRequest {}).await.expect("Probe");
+        }
+        let bare_wall = started.elapsed();
+        let started = Instant::now();
+        for _ in 0..calls {
+            let request = prost_reflect::DynamicMessage::new(probe.input());
+            conn.call_dynamic(&probe, request).await.expect("Probe");
+        }
+        let dynamic_wall = started.elapsed();
+        let engine_wall = engine_suite(&engine, work, &probe_suite).await;
+        if round > 0 {
+            // Round 0 warms everything up.
+            bare_rounds.push(bare_wall / calls);
+            dynamic_rounds.push(dynamic_wall / calls);
+            engine_rounds.push(engine_wall / calls);
+        }
     }
-    let dynamic_per_call = started.elapsed() / calls;
-    let engine_wall = engine_suite(&engine, work, &repeat_suite(&format!("      - call: Probe\n        repeat: {calls}\n"))).await;
-    let engine_per_call = engine_wall / calls;
+    let (bare_per_call, dynamic_per_call, engine_per_call) = (median(bare_rounds), median(dynamic_rounds), median(engine_rounds));
     let ratio = engine_per_call.as_secs_f64() / bare_per_call.as_secs_f64();
     println!("\nharness overhead per RPC (Probe, sequential):");
     println!("  bare tonic client             {:>8.1} us", bare_per_call.as_secs_f64() * 1e6);

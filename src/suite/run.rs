@@ -297,7 +297,16 @@ pub async fn run_until(
 
     let semaphore = Arc::new(Semaphore::new(config.jobs.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
-    for (index, &(si, ci)) in selected.iter().enumerate() {
+    // Serial scenarios run alone: each one waits for every other scenario to finish, so with
+    // more than one job they start after all the others (rather than where they stand in
+    // their suite), which keeps them from draining the pool again and again. With one job
+    // everything runs in suite order. Results keep suite order regardless.
+    let mut order: Vec<usize> = (0..selected.len()).collect();
+    if config.jobs > 1 {
+        order.sort_by_key(|&i| suites[selected[i].0].scenarios[selected[i].1].serial);
+    }
+    for index in order {
+        let (si, ci) = selected[index];
         let permit = tokio::select! {
             permit = semaphore.clone().acquire_owned() => permit,
             reason = &mut stop, if !stop_fired => {
