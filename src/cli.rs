@@ -1,26 +1,30 @@
-//! The command line: argument parsing, logging set-up, and turning library errors into
-//! readable messages with documented exit codes.
+//! The command line: argument parsing (csi-sanity's flags translated by [`crate::compat`],
+//! `run --config FILE` settings merged under the command line's), logging set-up, and turning
+//! library errors into readable messages with documented exit codes.
 //!
 //! Exit codes: `0` everything passed, `1` findings failed, `2` usage, configuration or
 //! connection error, `130`/`143` interrupted by SIGINT/SIGTERM.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
     process::ExitCode,
     sync::Arc,
     time::Duration,
 };
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, parser::ValueSource};
 
 use crate::{
     client::{self, ClientOptions, Connections, Endpoint, Targets},
     fingerprint::Fingerprint,
     journal::{self, Journal, JournalObserver},
-    report::{self, ExpectedFailures, RunReport},
+    report::{
+        self, ExpectedFailures, RunReport,
+        progress::{self, ConsoleProgress, Mode},
+    },
     secrets::Secrets,
-    suite::{self, AccessType, Suite},
+    suite::{self, AccessType, PathSettings, Suite},
 };
 
 /// Every run passed (or only skipped/warned without `--strict`).
@@ -31,8 +35,13 @@ pub const EXIT_FINDINGS: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
 /// csi-conform: a Kubernetes-free sanity and conformance harness for CSI plugins.
+///
+/// Runs scenario suites (every csi-sanity check, and more) against a plugin's socket, and
+/// writes JUnit, JSON and HTML reports. csi-sanity's own command line works too:
+/// `csi-conform --csi.endpoint=/tmp/csi.sock --ginkgo.focus=Node` runs `run` with the same
+/// meaning (see README.md, "Migrating from csi-sanity").
 #[derive(Debug, Parser)]
-#[command(name = "csi-conform", version, about, long_about = None, after_help = EXIT_CODES_HELP)]
+#[command(name = "csi-conform", version, about, long_about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -48,7 +57,9 @@ pub struct Cli {
 }
 
 const EXIT_CODES_HELP: &str = "Exit codes: 0 all passed, 1 findings failed, 2 usage/config/connection error, \
-130/143 interrupted (SIGINT/SIGTERM).";
+130/143 interrupted (SIGINT/SIGTERM).\n\
+Environment: CSI_ENDPOINT (--endpoint), RUST_LOG (log filter, overrides -v/-q), NO_COLOR (no colours), \
+CI (plain lines instead of a progress bar).";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -66,6 +77,9 @@ pub enum Command {
     Suites(SuitesCommand),
     /// Send one RPC with a request written as in suites, and print the response as YAML.
     Call(CallArgs),
+    /// Work with run reports: `report --compare OLD.json NEW.json` prints what changed
+    /// between two runs (exit 1 when the newer run has new failures).
+    Report(ReportArgs),
     /// Serve the bundled reference plugin: every CSI v1.12 RPC, as the spec says.
     ReferencePlugin(crate::reference::Args),
 }
@@ -113,9 +127,86 @@ impl SuiteArgs {
     }
 }
 
+/// `csi-conform report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Compare two JSON reports (`run --json`), an older run's and a newer one's: new
+    /// failures, fixed scenarios, scenarios that appeared or went away, and RPCs whose median
+    /// latency moved by more than 1.5x. Exit code 1 when the newer run has new failures
+    /// (a nightly job fails on regressions only), 0 otherwise.
+    #[arg(long, num_args = 2, required = true, value_names = ["OLD", "NEW"])]
+    pub compare: Vec<PathBuf>,
+}
+
+/// csi-sanity's mount and staging directories and path commands (`--csi.mountdir` ...).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Target and staging paths (csi-sanity's --csi.mountdir and friends)")]
+pub struct PathArgs {
+    /// Where target paths go: each scenario gets its own directory in DIR (created if
+    /// missing), the parent of its target paths, as csi-sanity's mount dir is. Default: a
+    /// directory of the run under --work-dir.
+    #[arg(long, value_name = "DIR")]
+    pub mount_dir: Option<PathBuf>,
+
+    /// Where staging paths go: each scenario's staging path is its own directory in DIR
+    /// (csi-sanity uses DIR itself, one spec at a time; our scenarios run concurrently).
+    /// Default: inside each scenario's directory.
+    #[arg(long, value_name = "DIR")]
+    pub staging_dir: Option<PathBuf>,
+
+    /// Makes each target parent: run as `CMD PATH` (no shell), it prints the path it made
+    /// (e.g. a script that runs mkdir in the plugin's pod). Also run once on --mount-dir.
+    #[arg(long, value_name = "CMD")]
+    pub create_mount_path_cmd: Option<PathBuf>,
+
+    /// Makes each staging path, as --create-mount-path-cmd does target parents.
+    #[arg(long, value_name = "CMD")]
+    pub create_staging_path_cmd: Option<PathBuf>,
+
+    /// How long a create command may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub create_path_cmd_timeout: Duration,
+
+    /// Removes each target parent after its scenario (and --mount-dir at the end, if the run
+    /// made it): run as `CMD PATH`.
+    #[arg(long, value_name = "CMD")]
+    pub remove_mount_path_cmd: Option<PathBuf>,
+
+    /// Removes each staging path after its scenario, as --remove-mount-path-cmd does.
+    #[arg(long, value_name = "CMD")]
+    pub remove_staging_path_cmd: Option<PathBuf>,
+
+    /// How long a remove command may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub remove_path_cmd_timeout: Duration,
+}
+
+impl PathArgs {
+    /// The engine's path settings.
+    pub fn settings(&self) -> PathSettings {
+        PathSettings {
+            mount_dir: self.mount_dir.clone(),
+            staging_dir: self.staging_dir.clone(),
+            create_mount_cmd: self.create_mount_path_cmd.clone(),
+            create_staging_cmd: self.create_staging_path_cmd.clone(),
+            create_timeout: self.create_path_cmd_timeout,
+            remove_mount_cmd: self.remove_mount_path_cmd.clone(),
+            remove_staging_cmd: self.remove_staging_path_cmd.clone(),
+            remove_timeout: self.remove_path_cmd_timeout,
+        }
+    }
+}
+
 /// `csi-conform run`.
 #[derive(Debug, Args)]
+#[command(after_long_help = RUN_HELP)]
 pub struct RunArgs {
+    /// Settings from a YAML file: each key is a long flag name of `run` (`endpoint`,
+    /// `test-volume-size`, `focus: [a, b]`, `strict: true`); flags given on the command line
+    /// win. Relative FILE and DIR values are relative to the settings file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// The plugin (none: the bundled reference plugin, started on a temporary socket).
     #[command(flatten)]
     pub connect: ConnectArgs,
@@ -236,7 +327,23 @@ pub struct RunArgs {
     /// Clean up what an earlier run left in the journal before starting.
     #[arg(long)]
     pub cleanup_first: bool,
+
+    /// Where target and staging paths go, and how they are made.
+    #[command(flatten)]
+    pub paths: PathArgs,
 }
+
+const RUN_HELP: &str = "\
+Examples:
+  csi-conform run --endpoint unix:///run/csi/csi.sock --secrets secrets.yaml
+  csi-conform run --controller-endpoint /run/ctrl.sock --node-endpoint /run/node-a.sock \\
+      --node-endpoint tcp://10.0.0.2:10000
+  csi-conform run --config csi-conform.yaml --focus '^node\\.'
+  csi-conform --csi.endpoint=/tmp/csi.sock --ginkgo.skip=pagination   (csi-sanity's flags)
+
+Output: one line per scenario as it finishes (a progress bar on a terminal; plain lines when
+not a terminal or CI is set; none with -q), then a summary listing every failure with its
+reason and a command that reruns it alone. Reports: --junit, --json, --html.";
 
 /// `--access-type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -373,7 +480,19 @@ impl CliError {
 
 /// Parses the process arguments, runs the command, and returns the exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let raw: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    let translated = crate::compat::translate(&raw);
+    for warning in &translated.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let (cli, rerun) = match parse(&translated.args) {
+        Ok(parsed) => parsed,
+        Err(Parsed::Clap(e)) => e.exit(),
+        Err(Parsed::Error(e)) => {
+            eprintln!("error: {}", e.message);
+            return ExitCode::from(e.code);
+        }
+    };
     init_logging(cli.verbose, cli.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -382,7 +501,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    match runtime.block_on(dispatch(cli, rerun)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {}", e.message);
@@ -403,16 +522,161 @@ fn init_logging(verbose: u8, quiet: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none())
+        .with_writer(progress::log_writer)
+        .with_ansi(progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stderr())))
         .with_target(false)
         .try_init();
 }
 
-async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+/// Why the command line could not be parsed.
+enum Parsed {
+    /// clap's own error (or `--help` / `--version`), printed and exited by clap.
+    Clap(clap::Error),
+    /// A settings file error.
+    Error(CliError),
+}
+
+impl From<clap::Error> for Parsed {
+    fn from(e: clap::Error) -> Self {
+        Parsed::Clap(e)
+    }
+}
+
+/// Parses `args` (already translated from csi-sanity's style). For `run`, merges the settings
+/// of `--config FILE` under the command line and works out the command that reruns one
+/// scenario (the run's own arguments without its filters and seed).
+fn parse(args: &[String]) -> Result<(Cli, Option<String>), Parsed> {
+    let mut command = Cli::command();
+    let matches = command.try_get_matches_from_mut(args)?;
+    let Some(("run", run_matches)) = matches.subcommand() else {
+        return Ok((Cli::from_arg_matches(&matches)?, None));
+    };
+    let run_command = command.find_subcommand("run").cloned().unwrap_or_else(|| RunArgs::augment_args(clap::Command::new("run")));
+    let Some(file) = run_matches.get_one::<PathBuf>("config") else {
+        let rerun = rerun_base(args, &run_command, run_matches, &BTreeSet::new());
+        return Ok((Cli::from_arg_matches(&matches)?, Some(rerun)));
+    };
+    let (extra, from_file) = settings_args(file, &run_command, run_matches).map_err(Parsed::Error)?;
+    let mut all = args.to_vec();
+    all.extend(extra);
+    let merged = Cli::command().try_get_matches_from(&all)?;
+    let rerun = merged.subcommand_matches("run").map(|m| rerun_base(args, &run_command, m, &from_file));
+    Ok((Cli::from_arg_matches(&merged)?, rerun))
+}
+
+/// The `run` flags a settings file may set: every long flag but `--config` and `--help`.
+fn settable(run_command: &clap::Command) -> impl Iterator<Item = &clap::Arg> {
+    run_command.get_arguments().filter(|a| a.get_long().is_some_and(|l| !matches!(l, "config" | "help")) && !a.is_hide_set())
+}
+
+/// The arguments a settings file stands for (`--key=value`, as on a command line), leaving out
+/// what the command line gives itself; and the ids of the flags it set. Every key and value
+/// is checked here, so errors name the file and line.
+fn settings_args(
+    file: &Path,
+    run_command: &clap::Command,
+    given: &clap::ArgMatches,
+) -> Result<(Vec<String>, BTreeSet<String>), CliError> {
+    use crate::config::SettingValue;
+    let settings = crate::config::load_settings(file).map_err(CliError::usage)?;
+    let base = file.parent().unwrap_or(Path::new(""));
+    let mut args = Vec::new();
+    let mut ids = BTreeSet::new();
+    let mut errors = Vec::new();
+    for setting in settings {
+        let key = setting.key.as_str();
+        let at = |pos: crate::yaml::Pos| format!("{}:{pos}", file.display());
+        let Some(arg) = settable(run_command).find(|a| a.get_long() == Some(key)) else {
+            let known: Vec<&str> = settable(run_command).filter_map(clap::Arg::get_long).collect();
+            let hint = known
+                .iter()
+                .map(|k| (strsim::jaro_winkler(k, key), k))
+                .filter(|(score, _)| *score > 0.85)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| format!(" (did you mean {k:?}?)"))
+                .unwrap_or_default();
+            errors.push(format!(
+                "{}: unknown setting {key:?}{hint}; settings are the long flag names of `csi-conform run` (see --help)",
+                at(setting.key_pos)
+            ));
+            continue;
+        };
+        let id = arg.get_id().as_str();
+        if given.value_source(id) == Some(ValueSource::CommandLine) {
+            continue;
+        }
+        ids.insert(id.to_owned());
+        if !arg.get_action().takes_values() {
+            match setting.value {
+                SettingValue::Bool(true) => args.push(format!("--{key}")),
+                SettingValue::Bool(false) => {}
+                _ => errors.push(format!("{}: {key} is a switch: write true or false", at(setting.pos))),
+            }
+            continue;
+        }
+        let values = match setting.value {
+            SettingValue::Bool(b) => vec![(b.to_string(), setting.pos)],
+            SettingValue::Text(t) => vec![(t, setting.pos)],
+            SettingValue::List(items) if matches!(arg.get_action(), clap::ArgAction::Append) => items,
+            SettingValue::List(_) => {
+                errors.push(format!("{}: {key} takes one value, not a list", at(setting.pos)));
+                continue;
+            }
+        };
+        let value_name = arg.get_value_names().and_then(|n| n.first()).map(|n| n.as_str()).unwrap_or_default();
+        for (value, pos) in values {
+            let relative_path = matches!(value_name, "FILE" | "DIR") || (value_name == "CMD" && value.contains('/'));
+            let value = if relative_path && Path::new(&value).is_relative() && !value.is_empty() {
+                base.join(&value).display().to_string()
+            } else {
+                value
+            };
+            let one = format!("--{key}={value}");
+            let check = clap::Command::new("run").no_binary_name(true).arg(arg.clone()).try_get_matches_from([&one]);
+            if let Err(e) = check {
+                let first = e.to_string();
+                let first = first.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+                errors.push(format!("{}: {key}: {first}", at(pos)));
+                continue;
+            }
+            args.push(one);
+        }
+    }
+    if errors.is_empty() { Ok((args, ids)) } else { Err(CliError::usage(errors.join("\n"))) }
+}
+
+/// The command line that reruns this run, less its filters and seed (which a rerun command
+/// adds for its one scenario) and output verbosity: the program as invoked, `run`, then each
+/// flag given on the command line (or by CSI_ENDPOINT) with its values, quoted for a shell.
+/// Flags that came from `--config` stay in the file, which the rerun names again.
+fn rerun_base(args: &[String], run_command: &clap::Command, run: &clap::ArgMatches, from_file: &BTreeSet<String>) -> String {
+    let program = args.first().map_or("csi-conform", String::as_str);
+    let mut words = vec![report::shell_word(program), "run".to_owned()];
+    for arg in run_command.get_arguments() {
+        let id = arg.get_id().as_str();
+        let (Some(long), false) = (arg.get_long(), matches!(id, "focus" | "skip" | "seed" | "verbose" | "quiet")) else {
+            continue;
+        };
+        if from_file.contains(id) || !matches!(run.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable)) {
+            continue;
+        }
+        if !arg.get_action().takes_values() {
+            words.push(format!("--{long}"));
+            continue;
+        }
+        for value in run.get_raw(id).into_iter().flatten() {
+            words.push(format!("--{long}"));
+            words.push(report::shell_word(&value.to_string_lossy()));
+        }
+    }
+    words.join(" ")
+}
+
+async fn dispatch(cli: Cli, rerun: Option<String>) -> Result<u8, CliError> {
     match cli.command {
         Command::Fingerprint(args) => fingerprint(args).await,
-        Command::Run(args) => run(*args, cli.quiet).await,
+        Command::Run(args) => run(*args, cli.quiet, rerun.unwrap_or_else(|| "csi-conform run".to_owned())).await,
+        Command::Report(args) => report_command(&args),
         Command::List(args) => list(args),
         Command::Suites(SuitesCommand::Check { files }) => suites_check(&files),
         Command::Call(args) => call(args).await,
@@ -544,6 +808,7 @@ fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
     if let Some(file) = &args.property_bounds {
         config.property_bounds = crate::config::load_bounds(file).map_err(CliError::usage)?;
     }
+    config.paths = args.paths.settings();
     Ok(config)
 }
 
@@ -655,7 +920,7 @@ async fn first_signal() -> (String, u8) {
     first
 }
 
-async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
+async fn run(args: RunArgs, quiet: bool, rerun: String) -> Result<u8, CliError> {
     // Everything the run reads is checked before anything is started or connected.
     let mut config = run_config(&args)?;
     let suites = args.suites.load()?;
@@ -715,6 +980,10 @@ async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
         targets.nodes.iter().map(ToString::to_string).collect(),
     )));
 
+    let color = progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let console = ConsoleProgress::new(Mode::detect(quiet), color, args.strict, expected.clone());
+    config.progress = Some(console.clone());
+
     let plugin = suite::Plugin {
         controller: connections.controller,
         nodes: connections.nodes,
@@ -737,6 +1006,7 @@ async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
     };
     let mut report: RunReport = suite::run_until(&plugin, &suites, &config, stop).await;
     signals.abort();
+    console.finish();
 
     if let Some(expected) = &expected {
         for id in expected.apply(&mut report) {
@@ -744,14 +1014,10 @@ async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
         }
     }
     write_all_reports(&report, &args)?;
-    let color = std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none();
     if !quiet {
-        for s in report.suites.iter().flat_map(|s| &s.scenarios) {
-            println!("{}", report::scenario_line(s, color));
-        }
         println!();
     }
-    print!("{}", report::summary(&report, color));
+    print!("{}", report::summary_with_command(&report, color, &rerun));
     if let Some(local) = local {
         local.shutdown().await;
     }
@@ -766,6 +1032,37 @@ async fn run(args: RunArgs, quiet: bool) -> Result<u8, CliError> {
 fn write_all_reports(report: &RunReport, args: &RunArgs) -> Result<(), CliError> {
     report::write_reports(report, Some(&args.junit), Some(&args.json)).map_err(CliError::usage)?;
     report::write_atomically(&args.html, &report::html::to_html(report)).map_err(CliError::usage)
+}
+
+/// `report --compare OLD NEW`: exit 1 when NEW has new failures.
+fn report_command(args: &ReportArgs) -> Result<u8, CliError> {
+    let read = |path: &Path| -> Result<RunReport, CliError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+        report::from_json(&text).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))
+    };
+    let [old_path, new_path] = args.compare.as_slice() else {
+        return Err(CliError::usage("--compare takes two JSON reports: OLD NEW"));
+    };
+    let (old, new) = (read(old_path)?, read(new_path)?);
+    for (label, path, r) in [("old", old_path, &old), ("new", new_path, &new)] {
+        let c = r.counts();
+        println!(
+            "{label}: {} ({} {}, {}, seed {}): {} passed, {} failed, {} warned, {} skipped, {} errored",
+            path.display(),
+            r.plugin_name,
+            r.plugin_version,
+            r.started_at,
+            r.seed,
+            c.pass,
+            c.fail,
+            c.warn,
+            c.skip,
+            c.error
+        );
+    }
+    let comparison = report::compare::compare(&old, &new);
+    print!("{}", comparison.render());
+    Ok(if comparison.has_regressions() { EXIT_FINDINGS } else { EXIT_OK })
 }
 
 fn list(args: ListArgs) -> Result<u8, CliError> {

@@ -83,6 +83,22 @@ pub struct Translated {
     pub warnings: Vec<String>,
 }
 
+/// The migration table: each csi-sanity flag (as `-name`) and what csi-conform makes of it,
+/// in the order of csi-sanity's documentation. README.md's table is checked against it.
+pub fn migration_table() -> Vec<(String, String)> {
+    FLAGS
+        .iter()
+        .map(|(name, mapping)| {
+            let ours = match mapping {
+                Mapping::Value(ours) | Mapping::Switch(ours) => format!("`{ours}`"),
+                Mapping::Verbose(n) => format!("`-{}`", "v".repeat(usize::from(*n))),
+                Mapping::Ignored(_) => "ignored, with a warning".to_owned(),
+            };
+            (format!("-{name}"), ours)
+        })
+        .collect()
+}
+
 /// Whether `arg` is written in csi-sanity's style (`-csi.x`, `--ginkgo.y`, `-version`).
 pub fn is_sanity_flag(arg: &str) -> bool {
     let name = flag_name(arg).map(|(n, _)| n);

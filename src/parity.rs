@@ -1,5 +1,7 @@
 //! Parity with csi-sanity: the inventory of its checks (`suites/parity.yaml`, built in) joined
-//! with the `parity:` lists of the loaded scenarios, for `csi-conform list --parity`.
+//! with the `parity:` lists of the loaded scenarios, for `csi-conform list --parity`; and
+//! csi-sanity's own spec texts (`suites/csi-sanity-specs.txt`), which `--focus`/`--skip`
+//! match so that a csi-sanity `--ginkgo.focus` selects the scenarios covering those specs.
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -9,6 +11,24 @@ use crate::suite::Suite;
 
 /// The inventory, embedded at build time.
 pub const INVENTORY: &str = include_str!("../suites/parity.yaml");
+
+/// csi-sanity's spec texts by case number, embedded at build time.
+pub const SPEC_TEXTS: &str = include_str!("../suites/csi-sanity-specs.txt");
+
+/// csi-sanity's full spec text of a case (ginkgo's: containers and It joined by spaces), e.g.
+/// `Node Service NodeGetInfo should return appropriate values`.
+pub fn spec_text(case: u32) -> Option<&'static str> {
+    static TEXTS: std::sync::OnceLock<BTreeMap<u32, &'static str>> = std::sync::OnceLock::new();
+    let texts = TEXTS.get_or_init(|| {
+        SPEC_TEXTS
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once('\t'))
+            .filter_map(|(n, text)| Some((n.trim().parse().ok()?, text.trim())))
+            .collect()
+    });
+    texts.get(&case).copied()
+}
 
 /// One csi-sanity check.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -123,5 +143,15 @@ mod tests {
         assert!(coverage.uncovered().is_empty(), "{}", coverage.render());
         assert!(coverage.unknown.is_empty(), "{:?}", coverage.unknown);
         assert_eq!(coverage.cases.iter().map(|(c, _)| c.case).collect::<Vec<_>>(), (1..=96).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn every_case_has_its_csi_sanity_spec_text() {
+        for case in inventory().unwrap() {
+            let text = spec_text(case.case).unwrap_or_else(|| panic!("case {} has no spec text", case.case));
+            assert!(text.contains(" should ") || text.contains(" check "), "{}: {text}", case.case);
+        }
+        assert_eq!(spec_text(68), Some("Node Service NodeGetInfo should return appropriate values"));
+        assert_eq!(spec_text(97), None);
     }
 }

@@ -91,6 +91,13 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// `s` as one shell word: as it is when it holds nothing a shell would read differently,
+/// quoted otherwise.
+pub fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c));
+    if plain { s.to_owned() } else { shell_quote(s) }
+}
+
 /// The `--focus` regex that matches `id` and nothing else. `-` stays as it is (it is literal
 /// outside a class) so that the usual ids read as themselves: `^node\.stage-volume$`.
 fn focus_pattern(id: &str) -> String {
@@ -101,11 +108,17 @@ fn focus_pattern(id: &str) -> String {
     format!("^{escaped}$")
 }
 
-/// The command that reruns one scenario alone; `...` stands for the run's own options.
-fn rerun_command(report: &RunReport, id: &str) -> String {
+/// The command that reruns one scenario alone. `base` is the run's own command line without
+/// its filters and seed (see [`summary_with_command`]); without one, `...` stands for it.
+fn rerun_command(report: &RunReport, id: &str, base: Option<&str>) -> String {
     let focus = shell_quote(&focus_pattern(&text::one_line(id)));
-    let strict = if report.strict { " --strict" } else { "" };
-    format!("csi-conform run ... --focus {focus} --seed {}{strict}", report.seed)
+    match base {
+        Some(base) => format!("{} --focus {focus} --seed {}", text::one_line(base), report.seed),
+        None => {
+            let strict = if report.strict { " --strict" } else { "" };
+            format!("csi-conform run ... --focus {focus} --seed {}{strict}", report.seed)
+        }
+    }
 }
 
 /// The sections of the summary, in order. Each scenario lands in at most one.
@@ -165,7 +178,7 @@ fn listed_reason(scenario: &ScenarioResult) -> Option<&str> {
 }
 
 /// One summary entry: the outcome word, id and one-line reason, then the rerun command.
-fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color: bool) {
+fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color: bool, base: Option<&str>) {
     let mut line = format!("  {} {}", outcome_word(scenario, color), text::one_line(&scenario.id));
     if let Some(reason) = text::outcome_reason(scenario) {
         line.push_str(": ");
@@ -175,7 +188,7 @@ fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color:
         let _ = write!(line, " (listed: {})", text::one_line(listed));
     }
     let _ = writeln!(out, "{line}");
-    let _ = writeln!(out, "        rerun: {}", rerun_command(report, &scenario.id));
+    let _ = writeln!(out, "        rerun: {}", rerun_command(report, &scenario.id, base));
 }
 
 /// `n` and the noun, singular or plural as `n` wants.
@@ -197,6 +210,17 @@ fn total_time(d: std::time::Duration) -> String {
 /// warning with its one-line reason and the command to rerun it alone, expected failures and
 /// unexpected passes on their own, an interruption, the seed, and the verdict.
 pub fn summary(report: &RunReport, color: bool) -> String {
+    render_summary(report, color, None)
+}
+
+/// [`summary`] with rerun commands a reader can copy and paste: `command` is the run's own
+/// command line (shell-quoted) without `--focus`, `--skip` and `--seed`, which each rerun
+/// command adds for its scenario.
+pub fn summary_with_command(report: &RunReport, color: bool, command: &str) -> String {
+    render_summary(report, color, Some(command))
+}
+
+fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -238,7 +262,7 @@ pub fn summary(report: &RunReport, color: bool) -> String {
     for (section, members) in sections.iter().filter(|(_, m)| !m.is_empty()) {
         let _ = writeln!(out, "\n{}", paint(section.heading(report.strict), Style::Bold, color));
         for scenario in members {
-            entry(&mut out, report, scenario, color);
+            entry(&mut out, report, scenario, color, base);
         }
     }
     out.push('\n');
@@ -246,7 +270,7 @@ pub fn summary(report: &RunReport, color: bool) -> String {
         let _ = writeln!(out, "{} {}", paint("Interrupted:", Style::BoldRed, color), text::one_line(why));
     }
     let _ = writeln!(out, "Seed: {} (replay with --seed {})", report.seed, report.seed);
-    if sections.iter().any(|(_, m)| !m.is_empty()) {
+    if base.is_none() && sections.iter().any(|(_, m)| !m.is_empty()) {
         let _ = writeln!(out, "In the rerun commands, ... stands for this run's endpoint and suite options.");
     }
     let verdict = if report.failed() {
@@ -265,6 +289,9 @@ mod tests {
     #[test]
     fn rerun_focus_is_an_exact_anchored_regex_quoted_for_the_shell() {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("unix:///tmp/csi.sock"), "unix:///tmp/csi.sock");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word(""), "''");
         let focus = focus_pattern("controller.create-volume");
         assert_eq!(focus, r"^controller\.create-volume$");
         let re = regex::Regex::new(&focus).unwrap();

@@ -16,7 +16,7 @@ use std::{
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
-use super::model::{Expectation, RunReport, Severity};
+use super::model::{Expectation, RunReport, ScenarioResult, Severity};
 
 /// Why an expect-failures file could not be used. Displays as `file:line:column: what`.
 #[derive(Debug, thiserror::Error)]
@@ -204,17 +204,25 @@ impl ExpectedFailures {
         let strict = report.strict;
         let mut found = vec![false; self.entries.len()];
         for scenario in report.suites.iter_mut().flat_map(|s| &mut s.scenarios) {
-            let Some(i) = self.entries.iter().position(|(id, _)| *id == scenario.id) else { continue };
-            found[i] = true;
-            let reason = self.entries[i].1.clone();
-            scenario.expectation = match scenario.outcome {
-                Severity::Skip => continue,
-                Severity::Fail | Severity::Error => Some(Expectation::ExpectedFailure { reason }),
-                Severity::Warn if strict => Some(Expectation::ExpectedFailure { reason }),
-                Severity::Pass | Severity::Warn => Some(Expectation::UnexpectedPass { reason }),
-            };
+            if let Some(i) = self.mark(scenario, strict) {
+                found[i] = true;
+            }
         }
         self.entries.iter().zip(found).filter(|(_, f)| !f).map(|((id, _), _)| id.clone()).collect()
+    }
+
+    /// Marks one result as [`apply`](Self::apply) does (the live console uses it on each
+    /// result as it comes). Returns the entry's index when the scenario is listed.
+    pub fn mark(&self, scenario: &mut ScenarioResult, strict: bool) -> Option<usize> {
+        let i = self.entries.iter().position(|(id, _)| *id == scenario.id)?;
+        let reason = self.entries[i].1.clone();
+        scenario.expectation = match scenario.outcome {
+            Severity::Skip => return Some(i),
+            Severity::Fail | Severity::Error => Some(Expectation::ExpectedFailure { reason }),
+            Severity::Warn if strict => Some(Expectation::ExpectedFailure { reason }),
+            Severity::Pass | Severity::Warn => Some(Expectation::UnexpectedPass { reason }),
+        };
+        Some(i)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The HTML report: one self-contained page (no scripts, no network) with the plugin's
-//! identity and capabilities, findings by suite coloured by severity, each failure's detail,
-//! and an SVG chart of per-RPC latency (min, median, max) so slow RPCs stand out.
+//! identity and capabilities, a table of outcomes by suite, findings by suite coloured by
+//! severity, each failure's detail (open), and an SVG chart of per-RPC latency (min, median,
+//! max; slowest first, the slow ones in red) so slow RPCs stand out. The page is well-formed
+//! XML as well as HTML, so XML tools can read it.
 
 use std::fmt::Write as _;
 
@@ -18,7 +20,7 @@ td,th{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:
 th{background:#f3f5f7}.pass{background:#dafbe1}.fail{background:#ffd8d3}.error{background:#ffb3ad}\
 .warn{background:#fff4c2}.skip{background:#eef0f3;color:#57606a}.sev{font-weight:600;text-transform:uppercase}\
 details{margin:.2em 0}pre{white-space:pre-wrap;margin:.3em 0;font-size:90%}.counts span{margin-right:1.2em}\
-code{font-size:90%}";
+code{font-size:90%}.num{text-align:right}.legend{color:#57606a;font-size:90%}";
 
 /// Renders the whole report as an HTML page.
 pub fn to_html(report: &RunReport) -> String {
@@ -61,12 +63,29 @@ pub fn to_html(report: &RunReport) -> String {
     let caps = report.capabilities.iter().map(|c| format!("<code>{}</code>", escape(c))).collect::<Vec<_>>().join(" ");
     let _ = writeln!(out, "<tr><th>capabilities</th><td>{caps}</td></tr></table>");
 
+    out.push_str("<h2>Outcomes by suite</h2>\n<table><tr><th>suite</th>");
+    for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Skip] {
+        let _ = write!(out, "<th class=\"{sev}\">{sev}</th>");
+    }
+    out.push_str("</tr>\n");
+    for suite in &report.suites {
+        let mut c = super::model::Counts::default();
+        suite.scenarios.iter().for_each(|s| c.add(s.outcome));
+        let _ = write!(out, "<tr><td><a href=\"#suite-{id}\">{id}</a></td>", id = escape(&suite.id));
+        for (sev, n) in [(Severity::Pass, c.pass), (Severity::Fail, c.fail), (Severity::Error, c.error), (Severity::Warn, c.warn), (Severity::Skip, c.skip)] {
+            let class = if n > 0 { sev.as_str() } else { "" };
+            let _ = write!(out, "<td class=\"num {class}\">{n}</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+
     for suite in &report.suites {
         let _ = writeln!(
             out,
-            "<h2>{} <small>{}</small></h2>\n<table><tr><th>outcome</th><th>scenario</th><th>time</th><th>detail</th></tr>",
+            "<h2 id=\"suite-{id}\">{} <small>{id}</small></h2>\n<table><tr><th>outcome</th><th>scenario</th><th>time</th><th>detail</th></tr>",
             escape(&suite.title),
-            escape(&suite.id)
+            id = escape(&suite.id)
         );
         for s in &suite.scenarios {
             scenario_row(&mut out, s);
@@ -74,7 +93,9 @@ pub fn to_html(report: &RunReport) -> String {
         out.push_str("</table>\n");
     }
 
-    out.push_str("<h2>RPC latency</h2>\n");
+    out.push_str("<h2>RPC latency</h2>\n<p class=\"legend\">Per RPC over the whole run, slowest median first: \
+        the bar spans the fastest to the slowest call, the tick is the median, on a logarithmic axis. \
+        RPCs whose median is five times the typical one or more are in red.</p>\n");
     out.push_str(&latency_svg(report));
     out.push_str("\n</body></html>\n");
     out
@@ -92,8 +113,15 @@ fn scenario_row(out: &mut String, s: &ScenarioResult) {
     if let Some(reason) = &s.skip_reason {
         out.push_str(&escape(reason));
     }
-    for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
-        let _ = write!(out, "<details><summary>{}: {}</summary><pre>", escape(&f.kind), escape(&f.message));
+    for f in &s.findings {
+        let open = if f.severity >= Severity::Fail { " open=\"open\"" } else { "" };
+        let _ = write!(
+            out,
+            "<details{open}><summary><span class=\"sev\">{}</span> {}: {}</summary><pre>",
+            f.severity,
+            escape(&f.kind),
+            escape(&f.message)
+        );
         for (label, value) in [
             ("rpc", &f.rpc),
             ("request", &f.request),
@@ -116,10 +144,15 @@ fn scenario_row(out: &mut String, s: &ScenarioResult) {
 /// A horizontal range chart: one row per RPC, a bar from min to max and a tick at the
 /// median, on a shared logarithmic axis (latencies span orders of magnitude).
 pub fn latency_svg(report: &RunReport) -> String {
-    let rows: Vec<_> = report.rpc_latency.iter().collect();
+    let mut rows: Vec<_> = report.rpc_latency.iter().collect();
     if rows.is_empty() {
         return "<p>No RPCs were recorded.</p>".to_owned();
     }
+    rows.sort_by(|a, b| b.1.median.total_cmp(&a.1.median).then_with(|| a.0.cmp(b.0)));
+    let mut medians: Vec<f64> = rows.iter().map(|(_, l)| l.median).collect();
+    medians.sort_by(f64::total_cmp);
+    let typical = medians[medians.len() / 2];
+    let slow = |median: f64| typical > 0.0 && median >= 5.0 * typical;
     const LABEL: f64 = 260.0;
     const WIDTH: f64 = 520.0;
     const ROW: f64 = 22.0;
@@ -140,8 +173,8 @@ pub fn latency_svg(report: &RunReport) -> String {
             svg,
             "<g><title>{rpc}: {calls} calls, min {min:.3}ms, median {med:.3}ms, max {max:.3}ms</title>\
              <text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{rpc}</text>\
-             <rect x=\"{x0:.1}\" y=\"{ry}\" width=\"{bw:.1}\" height=\"8\" fill=\"#9ecbff\"/>\
-             <rect x=\"{xm:.1}\" y=\"{my}\" width=\"3\" height=\"14\" fill=\"#0550ae\"/>\
+             <rect x=\"{x0:.1}\" y=\"{ry}\" width=\"{bw:.1}\" height=\"8\" fill=\"{bar}\"/>\
+             <rect x=\"{xm:.1}\" y=\"{my}\" width=\"3\" height=\"14\" fill=\"{tick}\"/>\
              <text x=\"{vx:.1}\" y=\"{ty}\">{med:.2}ms</text></g>",
             rpc = escape(rpc),
             calls = l.calls,
@@ -156,6 +189,8 @@ pub fn latency_svg(report: &RunReport) -> String {
             xm = x(l.median) - 1.5,
             my = y,
             vx = LABEL + WIDTH + 8.0,
+            bar = if slow(l.median) { "#ffaba8" } else { "#9ecbff" },
+            tick = if slow(l.median) { "#cf222e" } else { "#0550ae" },
         );
     }
     let axis_y = 10.0 + ROW * rows.len() as f64 + 14.0;

@@ -10,10 +10,11 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod model;
+pub mod progress;
 mod text;
 pub mod write;
 
-pub use console::{scenario_line, summary};
+pub use console::{scenario_line, shell_word, summary, summary_with_command};
 pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;

@@ -53,8 +53,8 @@ pub fn types() -> BTreeMap<String, Ty> {
 }
 
 /// A scenario's private paths: a directory and a staging directory the engine creates (the
-/// spec makes the CO create the staging path), and target paths inside it that the plugin
-/// creates (they do not exist before the scenario).
+/// spec makes the CO create the staging path), and target paths inside the directory that the
+/// plugin creates (they do not exist before the scenario). See `paths.rs` for where they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioPaths {
     /// `paths.dir`: the scenario's directory (created).
@@ -68,17 +68,10 @@ pub struct ScenarioPaths {
 }
 
 impl ScenarioPaths {
-    /// The paths of scenario number `index` under the run's directory.
-    pub fn new(run_dir: &Path, index: usize, scenario_id: &str) -> Self {
-        let slug: String =
-            scenario_id.chars().take(60).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        let dir = run_dir.join(format!("{index:04}-{slug}"));
-        ScenarioPaths { staging: dir.join("staging"), target: dir.join("target"), target2: dir.join("target2"), dir }
-    }
-
-    /// The paths the plugin may create, in teardown order.
-    pub fn plugin_paths(&self) -> [&Path; 3] {
-        [&self.target2, &self.target, &self.staging]
+    /// The paths of a scenario whose directory is `dir`: its target paths inside it, and
+    /// `staging` wherever the run put it.
+    pub fn in_dir(dir: PathBuf, staging: PathBuf) -> Self {
+        ScenarioPaths { staging, target: dir.join("target"), target2: dir.join("target2"), dir }
     }
 }
 
@@ -239,7 +232,7 @@ mod tests {
         let types = types();
         let config = RunConfig::default();
         let fp = crate::suite::run::tests_support::fingerprint(1);
-        let paths = ScenarioPaths::new(Path::new("/tmp/x"), 0, "s.a");
+        let paths = ScenarioPaths::in_dir("/tmp/x/0000-s_a".into(), "/tmp/x/0000-s_a/staging".into());
         let vars = values(&config, &fp, "n", &paths);
         let names: Vec<&str> = vars.names().collect();
         let typed: Vec<&str> = types.keys().map(String::as_str).collect();

@@ -8,7 +8,7 @@ use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
     fmt,
     future::Future,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -26,6 +26,7 @@ use super::{
     builtin_vars::{self, AccessType, ScenarioPaths},
     checks::{CheckArgs, CheckOutcome},
     inspect::{Inspector, PathCommand},
+    paths::{PathError, PathSettings, RunPaths},
     load::{OPTIONS, secret_key},
     model::*,
     request::build_request,
@@ -81,6 +82,8 @@ pub struct RunConfig {
     pub options: BTreeSet<String>,
     /// Where per-scenario directories are made (created; our directories are removed after).
     pub work_dir: PathBuf,
+    /// csi-sanity's mount and staging directories and path commands.
+    pub paths: PathSettings,
     /// Whether warnings fail the run.
     pub strict: bool,
     /// The seed: recorded in the report, the source of the run id in names, and of every
@@ -107,6 +110,20 @@ pub struct RunConfig {
     /// `--allow-restart-cmd`: the shell command that restarts a node plugin (enables the
     /// `restart` opt-in).
     pub restart_cmd: Option<String>,
+    /// Hears of scenarios starting and finishing (the console's progress display).
+    pub progress: Option<Arc<dyn Progress>>,
+}
+
+/// Hears of scenarios as they start and finish, for a live display. Calls come from the
+/// scenarios' tasks, concurrently and in the order things happen (not suite order); they must
+/// not block.
+pub trait Progress: Send + Sync {
+    /// The run selected `total` scenarios (called once, before any starts).
+    fn begin(&self, total: usize);
+    /// A scenario started.
+    fn started(&self, scenario_id: &str);
+    /// A scenario finished, teardown included.
+    fn finished(&self, result: &ScenarioResult);
 }
 
 /// One GiB.
@@ -128,6 +145,7 @@ impl Default for RunConfig {
             skip: Vec::new(),
             options: BTreeSet::new(),
             work_dir: std::env::temp_dir().join("csi-conform"),
+            paths: PathSettings::default(),
             strict: false,
             seed: 0,
             property_cases: 256,
@@ -138,6 +156,7 @@ impl Default for RunConfig {
             observer: None,
             check_path_cmd: None,
             restart_cmd: None,
+            progress: None,
         }
     }
 }
@@ -148,12 +167,15 @@ impl RunConfig {
         self.expand_size.unwrap_or(self.volume_size.saturating_add(GIB))
     }
 
-    /// Whether a scenario passes the focus and skip filters.
+    /// Whether a scenario passes the focus and skip filters, which match its id, title, tags,
+    /// and csi-sanity's spec text of every case it covers (so that a csi-sanity
+    /// `--ginkgo.focus='Node Service'` selects the scenarios that cover those specs).
     pub fn selects(&self, scenario: &Scenario) -> bool {
         let texts = || {
             std::iter::once(scenario.id())
                 .chain(std::iter::once(scenario.title()))
                 .chain(scenario.tags().iter().map(String::as_str))
+                .chain(scenario.parity().iter().filter_map(|&case| crate::parity::spec_text(case)))
         };
         let focused = self.focus.is_empty() || self.focus.iter().any(|re| texts().any(|t| re.is_match(t)));
         focused && !self.skip.iter().any(|re| texts().any(|t| re.is_match(t)))
@@ -177,6 +199,7 @@ impl fmt::Debug for RunConfig {
             .field("skip", &self.skip)
             .field("options", &self.options)
             .field("work_dir", &self.work_dir)
+            .field("paths", &self.paths)
             .field("strict", &self.strict)
             .field("seed", &self.seed)
             .field("property_cases", &self.property_cases)
@@ -187,6 +210,7 @@ impl fmt::Debug for RunConfig {
             .field("observer", &self.observer.is_some())
             .field("check_path_cmd", &self.check_path_cmd)
             .field("restart_cmd", &self.restart_cmd)
+            .field("progress", &self.progress.is_some())
             .finish()
     }
 }
@@ -197,7 +221,8 @@ pub(crate) struct Shared {
     pub(crate) config: RunConfig,
     suites: Vec<super::Suite>,
     run_id: String,
-    run_dir: PathBuf,
+    /// The run's path roots, or why they could not be made (every scenario then errors).
+    paths: Result<RunPaths, PathError>,
     serial_lock: RwLock<()>,
     stopping: AtomicBool,
     stop_reason: Mutex<Option<String>>,
@@ -254,11 +279,12 @@ pub async fn run_until(
         config.secrets.values().flat_map(|m| m.values()).filter(|v| !v.is_empty()).cloned().collect();
     secret_values.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secret_values.dedup();
+    let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
         suites: suites.to_vec(),
-        run_dir: config.work_dir.join(format!("run-{run_id}-{}", std::process::id())),
+        paths,
         run_id,
         serial_lock: RwLock::new(()),
         stopping: AtomicBool::new(false),
@@ -275,6 +301,9 @@ pub async fn run_until(
         .map(|(si, ci, _)| (si, ci))
         .collect();
     let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
+    if let Some(progress) = &config.progress {
+        progress.begin(selected.len());
+    }
 
     let timeout = config.timeout;
     let deadline = async move {
@@ -294,10 +323,18 @@ pub async fn run_until(
     });
     let mut stop_fired = false;
 
-    let _ = std::fs::create_dir_all(&shared.run_dir);
     let semaphore = Arc::new(Semaphore::new(config.jobs.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
-    for (index, &(si, ci)) in selected.iter().enumerate() {
+    // Serial scenarios run alone: each one waits for every other scenario to finish, so with
+    // more than one job they start after all the others (rather than where they stand in
+    // their suite), which keeps them from draining the pool again and again. With one job
+    // everything runs in suite order. Results keep suite order regardless.
+    let mut order: Vec<usize> = (0..selected.len()).collect();
+    if config.jobs > 1 {
+        order.sort_by_key(|&i| suites[selected[i].0].scenarios[selected[i].1].serial);
+    }
+    for index in order {
+        let (si, ci) = selected[index];
         let permit = tokio::select! {
             permit = semaphore.clone().acquire_owned() => permit,
             reason = &mut stop, if !stop_fired => {
@@ -309,8 +346,15 @@ pub async fn run_until(
         let Ok(permit) = permit else { break };
         let shared = shared.clone();
         tasks.spawn(async move {
+            let progress = shared.config.progress.clone();
+            if let Some(p) = &progress {
+                p.started(&shared.suites[si].scenarios[ci].id);
+            }
             let result = run_scenario(&shared, si, ci, index).await;
             drop(permit);
+            if let Some(p) = &progress {
+                p.finished(&result);
+            }
             (index, result)
         });
     }
@@ -329,7 +373,9 @@ pub async fn run_until(
             Some(Err(e)) => tracing::error!("a scenario task ended abnormally: {e}"),
         }
     }
-    let _ = std::fs::remove_dir(&shared.run_dir);
+    if let Ok(paths) = &shared.paths {
+        paths.close().await;
+    }
 
     let interrupted = shared.stopped();
     let mut suite_results: Vec<SuiteResult> = Vec::new();
@@ -516,16 +562,25 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) 
         result.skip_reason = Some(format!("not run: {reason}"));
         return result;
     }
-    let mut ctx = ScenarioCtx::new(shared.clone(), scenario, index);
-    let flow = match ctx.prepare() {
-        Ok(()) => ctx.run_steps(&scenario.steps).await,
+    let made = match &shared.paths {
+        Ok(paths) => paths.scenario(index, &scenario.id).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let paths = match made {
+        Ok(paths) => paths,
         Err(e) => {
-            ctx.push(Finding::new(Severity::Error, "setup", e));
-            Flow::Stop
+            result.findings.push(Finding::new(Severity::Error, "setup", shared.scrub(&e)));
+            result.settle();
+            result.duration = started.elapsed();
+            return result;
         }
     };
+    let mut ctx = ScenarioCtx::new(shared.clone(), scenario, paths);
+    let flow = ctx.run_steps(&scenario.steps).await;
     ctx.teardown().await;
-    ctx.cleanup();
+    if let Ok(run_paths) = &shared.paths {
+        run_paths.release(&ctx.paths, &ctx.own_paths).await;
+    }
     result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
     if let Flow::Skip(reason) = flow {
         result.outcome = Severity::Skip;
@@ -590,9 +645,8 @@ pub struct ScenarioCtx {
 }
 
 impl ScenarioCtx {
-    fn new(shared: Arc<Shared>, scenario: &Scenario, index: usize) -> Self {
+    fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths) -> Self {
         let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
-        let paths = ScenarioPaths::new(&shared.run_dir, index, &scenario.id);
         let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
         let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
         ScenarioCtx {
@@ -607,16 +661,6 @@ impl ScenarioCtx {
             step: None,
             step_name: None,
         }
-    }
-
-    /// Creates the scenario's directory and its staging directory: the spec has the CO create
-    /// `staging_target_path`, while the plugin creates `target_path` itself.
-    fn prepare(&self) -> Result<(), String> {
-        for dir in [&self.paths.dir, &self.paths.staging] {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create the scenario directory {}: {e}", dir.display()))?;
-        }
-        Ok(())
     }
 
     /// The run's configuration.
@@ -1121,19 +1165,6 @@ impl ScenarioCtx {
             }
         }
     }
-
-    /// Removes the scenario's directory, never crossing into anything still mounted: only
-    /// empty directories and plain files the plugin left at our own paths are removed.
-    fn cleanup(&self) {
-        for path in self.own_paths.iter().map(PathBuf::as_path).chain(self.paths.plugin_paths()) {
-            remove_own_path(path);
-        }
-        if let Err(e) = std::fs::remove_dir(&self.paths.dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %self.paths.dir.display(), "scenario directory left behind: {e}");
-        }
-    }
 }
 
 /// A finding about one call: its RPC and one-line redacted request filled in.
@@ -1174,14 +1205,6 @@ pub(crate) fn unreachable_finding(error: &RpcError, request: &DynamicMessage) ->
 /// How a scenario goes on after a miss of this severity: a warning lets it continue.
 fn flow_after(severity: Severity) -> Flow {
     if severity == Severity::Warn { Flow::Continue } else { Flow::Stop }
-}
-
-fn remove_own_path(path: &Path) {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return };
-    let result = if meta.is_dir() { std::fs::remove_dir(path) } else { std::fs::remove_file(path) };
-    if let Err(e) = result {
-        tracing::warn!(path = %path.display(), "left behind: {e}");
-    }
 }
 
 /// What `judge` made of an answer.

@@ -27,8 +27,8 @@ use csi_conform::{
 use tempfile::TempDir;
 
 use crate::{
-    run::{csi_conform, not_passed, outcomes},
-    support::{TestPlugin, netns::NetNs, ok},
+    run::{not_passed, outcomes},
+    support::{TestPlugin, csi_conform, netns::NetNs, ok},
 };
 
 fn can_mount(test: &str) -> bool {

@@ -1,8 +1,13 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
 mod client;
+mod compare;
+mod compat;
+mod console;
+mod docs;
 mod fingerprint;
 mod lifecycle;
+mod html;
 mod mounts;
 mod proto;
 mod quirks;

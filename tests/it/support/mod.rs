@@ -256,3 +256,25 @@ pub async fn engine_plugin(plugin: &TestPlugin) -> csi_conform::suite::Plugin {
         .expect("the test plugin fingerprints");
     csi_conform::suite::Plugin { controller: Some(conn.clone()), nodes: vec![conn], fingerprint }
 }
+
+/// The `csi-conform` binary built for these tests.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_csi-conform")
+}
+
+/// Runs `csi-conform` with `args` in `cwd` (no terminal: stdout and stderr are pipes).
+pub async fn csi_conform(args: &[&str], cwd: &Path) -> std::process::Output {
+    csi_conform_env(args, cwd, &[]).await
+}
+
+/// [`csi_conform`] with extra environment variables (and `CI`, `NO_COLOR`, `RUST_LOG` and
+/// `CSI_ENDPOINT` cleared first, so the host's own settings do not leak in).
+pub async fn csi_conform_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(args).current_dir(cwd);
+    for var in ["CI", "NO_COLOR", "RUST_LOG", "CSI_ENDPOINT"] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().await.expect("run csi-conform")
+}

@@ -1,0 +1,275 @@
+//! `scripts/bench`: how fast csi-conform is, in one run, against the bundled reference plugin
+//! served by a separate `csi-conform reference-plugin` process (as a real plugin would be).
+//!
+//! 1. The full built-in suites through `csi-conform run` (wall time end to end, scenarios per
+//!    second, peak RSS of the `run` process) and through the engine alone.
+//! 2. The same at `--latency 20ms`, `--jobs 1` against the default jobs: the parallel speed-up.
+//! 3. Property cases per second for ValidateVolumeCapabilities: generated capability sets
+//!    (the proptest strategies of `capability::strategy`) sent and reconciled; and VVC calls
+//!    per second through the engine (a `repeat` step).
+//! 4. Harness overhead per RPC: the engine's calls against a bare tonic client calling the
+//!    same plugin.
+//!
+//! Each figure is printed with its target. This is a measurement, not a test: nothing here
+//! fails a build.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use csi_conform::{
+    capability::{self, strategy::Bounds},
+    client::{ClientOptions, Connection, Endpoint},
+    fingerprint::Fingerprint,
+    proto::v1::{self, identity_client::IdentityClient},
+    suite::{self, RunConfig},
+};
+use proptest::strategy::{Strategy, ValueTree};
+
+const BIN: &str = env!("CARGO_BIN_EXE_csi-conform");
+const RUNS: usize = 5;
+
+/// A `csi-conform reference-plugin` process on a socket in a temporary directory.
+struct PluginProcess {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl PluginProcess {
+    fn start(dir: &Path, name: &str, extra: &[&str]) -> PluginProcess {
+        let socket = dir.join(format!("{name}.sock"));
+        let child = Command::new(BIN)
+            .args(["reference-plugin", "--endpoint"])
+            .arg(&socket)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the reference plugin");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "the reference plugin did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        PluginProcess { child, socket }
+    }
+}
+
+impl Drop for PluginProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `csi-conform run`: wall time, scenarios, and the process's peak RSS in KiB.
+struct RunFigures {
+    wall: Duration,
+    scenarios: usize,
+    failed: bool,
+    max_rss_kib: u64,
+}
+
+fn cli_run(plugin: &PluginProcess, work: &Path, jobs: Option<u16>) -> RunFigures {
+    let out = work.join("out");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run").arg("--endpoint").arg(&plugin.socket).args(["-q", "--seed", "1"]);
+    cmd.arg("--json").arg(out.join("report.json"));
+    cmd.arg("--junit").arg(out.join("junit.xml"));
+    cmd.arg("--html").arg(out.join("report.html"));
+    cmd.arg("--journal").arg(out.join("journal.jsonl"));
+    cmd.arg("--work-dir").arg(work.join("paths"));
+    if let Some(jobs) = jobs {
+        cmd.args(["--jobs", &jobs.to_string()]);
+    }
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("start csi-conform run");
+    let (status, rss) = wait_with_rss(&mut child);
+    let wall = started.elapsed();
+    let text = std::fs::read_to_string(out.join("report.json")).expect("the run wrote its JSON report");
+    let report = csi_conform::report::from_json(&text).expect("a JSON report");
+    RunFigures { wall, scenarios: report.counts().total(), failed: !status.success() || report.failed(), max_rss_kib: rss }
+}
+
+/// Waits for a child and reads its own peak RSS (KiB) from wait4's resource usage.
+fn wait_with_rss(child: &mut std::process::Child) -> (std::process::ExitStatus, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: a plain wait4 on our own child with valid out-pointers; `usage` is fully written
+    // by the kernel before it is read.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4 on the run process");
+    (std::process::ExitStatus::from_raw(status), usage.ru_maxrss as u64)
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "ok" } else { "MISSED" }
+}
+
+async fn engine_plugin(socket: &Path) -> suite::Plugin {
+    let options = ClientOptions { connect_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    let conn = Connection::connect(Endpoint::Unix(socket.to_owned()), options).await.expect("connect");
+    let fingerprint = Fingerprint::collect(Some(&conn), std::slice::from_ref(&conn)).await.expect("fingerprint");
+    suite::Plugin { controller: Some(conn.clone()), nodes: vec![conn], fingerprint }
+}
+
+fn engine_config(work: &Path, seed: u64) -> RunConfig {
+    RunConfig { seed, work_dir: work.join("engine"), ..RunConfig::default() }
+}
+
+/// Runs one scenario suite text through the engine; returns the wall time.
+async fn engine_suite(plugin: &suite::Plugin, work: &Path, text: &str) -> Duration {
+    let suites = vec![suite::load_str("bench.yaml", text).expect("the bench suite loads")];
+    let started = Instant::now();
+    let report = suite::run(plugin, &suites, &engine_config(work, 2)).await;
+    let wall = started.elapsed();
+    assert!(!report.failed(), "the bench suite failed: {:#?}", report.suites[0].scenarios[0].findings);
+    wall
+}
+
+fn repeat_suite(steps: &str) -> String {
+    format!("suite: bench\ntitle: Bench\nscenarios:\n  - id: repeat\n    title: one RPC many times\n    steps:\n{steps}")
+}
+
+#[tokio::main]
+async fn main() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let work = tmp.path();
+    println!("csi-conform {} benchmark ({} runs each, median)", env!("CARGO_PKG_VERSION"), RUNS);
+
+    // 1. The full built-in suites against the plugin as it is (in memory, no latency).
+    let plugin = PluginProcess::start(work, "fast", &[]);
+    let runs: Vec<RunFigures> = (0..RUNS).map(|_| cli_run(&plugin, work, None)).collect();
+    assert!(runs.iter().all(|r| !r.failed), "a run against the reference plugin failed");
+    let wall = median(runs.iter().map(|r| r.wall).collect());
+    let scenarios = runs[0].scenarios;
+    let rss_mib = runs.iter().map(|r| r.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0;
+    let engine = engine_plugin(&plugin.socket).await;
+    let builtin = suite::builtin();
+    let mut engine_walls = Vec::new();
+    for seed in 0..RUNS as u64 {
+        let started = Instant::now();
+        let report = suite::run(&engine, &builtin, &engine_config(work, 10 + seed)).await;
+        engine_walls.push(started.elapsed());
+        assert!(!report.failed());
+    }
+    let engine_wall = median(engine_walls);
+    println!("\nfull built-in suites, reference plugin in memory ({scenarios} scenarios, default jobs):");
+    println!(
+        "  csi-conform run, end to end   {:>8.3} s   target < 0.5 s   {}",
+        wall.as_secs_f64(),
+        verdict(wall < Duration::from_millis(500))
+    );
+    println!("  engine alone (connected)      {:>8.3} s", engine_wall.as_secs_f64());
+    println!("  scenarios per second          {:>8.0}", scenarios as f64 / wall.as_secs_f64());
+    println!("  peak RSS of the run process   {:>8.1} MiB target < 40 MiB  {}", rss_mib, verdict(rss_mib < 40.0));
+
+    // 2. At 20 ms per RPC: serial against parallel.
+    let slow = PluginProcess::start(work, "slow", &["--latency", "20ms"]);
+    let serial = cli_run(&slow, work, Some(1));
+    let parallel = cli_run(&slow, work, None);
+    assert!(!serial.failed && !parallel.failed, "a run at 20 ms latency failed");
+    let speedup = serial.wall.as_secs_f64() / parallel.wall.as_secs_f64();
+    println!("\nfull built-in suites, reference plugin --latency 20ms:");
+    println!("  --jobs 1                      {:>8.3} s", serial.wall.as_secs_f64());
+    println!("  default jobs (8)              {:>8.3} s", parallel.wall.as_secs_f64());
+    println!("  parallel speed-up             {:>8.1}x   target >= 6x     {}", speedup, verdict(speedup >= 6.0));
+    drop(slow);
+
+    // 3. ValidateVolumeCapabilities property cases.
+    let conn = engine.controller.clone().expect("a controller connection");
+    let mut controller = conn.controller();
+    let volume = controller
+        .create_volume(v1::CreateVolumeRequest {
+            name: "bench-vvc".into(),
+            volume_capabilities: vec![capability::VolumeCapability::mount(capability::AccessMode::SingleNodeWriter).into()],
+            ..Default::default()
+        })
+        .await
+        .expect("CreateVolume")
+        .into_inner()
+        .volume
+        .expect("a volume");
+    let bounds = Bounds::default();
+    let strategy = capability::strategy::capability_set(&bounds);
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let cases = 4_000u32;
+    let started = Instant::now();
+    let mut confirmed = 0u32;
+    for _ in 0..cases {
+        let caps = strategy.new_tree(&mut runner).expect("a generated capability set").current();
+        let request = v1::ValidateVolumeCapabilitiesRequest {
+            volume_id: volume.volume_id.clone(),
+            volume_capabilities: caps.iter().map(Into::into).collect(),
+            ..Default::default()
+        };
+        let mut c = controller.clone();
+        let response = conn
+            .call("ValidateVolumeCapabilities", request.clone(), |r| async move { c.validate_volume_capabilities(r).await })
+            .await;
+        if let Ok(response) = response {
+            let r = capability::reconcile(&request, &response);
+            confirmed += u32::from(r.verdict == capability::Verdict::Confirmed);
+        }
+    }
+    let property_rate = f64::from(cases) / started.elapsed().as_secs_f64();
+    controller.delete_volume(v1::DeleteVolumeRequest { volume_id: volume.volume_id, ..Default::default() }).await.expect("DeleteVolume");
+    let n = 2_000;
+    let vvc_suite = repeat_suite(&format!(
+        "      - call: CreateVolume\n        request: {{ name: \"${{name}}\", volume_capabilities: [\"${{capability}}\"] }}\n        save: {{ vol: volume }}\n      - call: ValidateVolumeCapabilities\n        request: {{ volume_id: \"${{vol.volume_id}}\", volume_capabilities: [\"${{capability}}\"] }}\n        repeat: {n}\n"
+    ));
+    let vvc_wall = engine_suite(&engine, work, &vvc_suite).await;
+    let engine_vvc_rate = f64::from(n) / vvc_wall.as_secs_f64();
+    println!("\nValidateVolumeCapabilities:");
+    println!(
+        "  property cases per second     {:>8.0}   target >= 2000   {}   ({cases} generated capability sets, {confirmed} confirmed)",
+        property_rate,
+        verdict(property_rate >= 2000.0)
+    );
+    println!("  engine repeat step, calls/s   {:>8.0}", engine_vvc_rate);
+
+    // 4. Overhead per RPC: the engine's Probe calls against a bare tonic client's, measured in
+    //    alternating rounds so that warm-up and machine load fall on all three alike.
+    let calls = 1_000u32;
+    let mut bare = IdentityClient::new(conn.channel());
+    let probe = csi_conform::proto::method("Probe").expect("Probe is a CSI RPC");
+    let probe_suite = repeat_suite(&format!("      - call: Probe\n        repeat: {calls}\n"));
+    let (mut bare_rounds, mut dynamic_rounds, mut engine_rounds) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..=RUNS {
+        let started = Instant::now();
+        for _ in 0..calls {
+            bare.probe(v1::ProbeRequest {}).await.expect("Probe");
+        }
+        let bare_wall = started.elapsed();
+        let started = Instant::now();
+        for _ in 0..calls {
+            let request = prost_reflect::DynamicMessage::new(probe.input());
+            conn.call_dynamic(&probe, request).await.expect("Probe");
+        }
+        let dynamic_wall = started.elapsed();
+        let engine_wall = engine_suite(&engine, work, &probe_suite).await;
+        if round > 0 {
+            // Round 0 warms everything up.
+            bare_rounds.push(bare_wall / calls);
+            dynamic_rounds.push(dynamic_wall / calls);
+            engine_rounds.push(engine_wall / calls);
+        }
+    }
+    let (bare_per_call, dynamic_per_call, engine_per_call) = (median(bare_rounds), median(dynamic_rounds), median(engine_rounds));
+    let ratio = engine_per_call.as_secs_f64() / bare_per_call.as_secs_f64();
+    println!("\nharness overhead per RPC (Probe, sequential):");
+    println!("  bare tonic client             {:>8.1} us", bare_per_call.as_secs_f64() * 1e6);
+    println!("  Connection::call_dynamic      {:>8.1} us", dynamic_per_call.as_secs_f64() * 1e6);
+    println!("  engine (a repeat step)        {:>8.1} us", engine_per_call.as_secs_f64() * 1e6);
+    println!("  overhead ratio                {:>8.2}    target < 1.2     {}", ratio, verdict(ratio < 1.2));
+}

@@ -1,0 +1,87 @@
+//! The console as CI sees it (no terminal): plain lines with no control characters, `-q` for
+//! the summary alone, `-v` and `RUST_LOG` for logs, and a summary whose rerun command, pasted
+//! into a shell, reruns exactly the failed scenario.
+
+use csi_conform::reference::Config;
+
+use crate::support::{TestPlugin, csi_conform_env};
+
+const SUITE: &str = r#"
+suite: mine
+title: One pass, one failure
+scenarios:
+  - id: probe-ok
+    title: Probe answers
+    steps:
+      - call: Probe
+  - id: wrong-expectation
+    title: Expects an error a compliant plugin does not give
+    steps:
+      - call: GetPluginInfo
+        expect: { code: NOT_FOUND }
+"#;
+
+fn assert_plain(what: &str, bytes: &[u8]) {
+    let text = String::from_utf8(bytes.to_vec()).unwrap_or_else(|e| panic!("{what} is not UTF-8: {e}"));
+    let bad: Vec<(usize, char)> = text.char_indices().filter(|(_, c)| c.is_control() && *c != '\n').collect();
+    assert!(bad.is_empty(), "{what} holds control characters at {bad:?}:\n{text}");
+}
+
+#[tokio::test]
+async fn output_without_a_terminal_is_plain_and_the_rerun_command_reruns_the_failure() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("mine.yaml"), SUITE).unwrap();
+    let socket = plugin.socket.display().to_string();
+    let args = ["run", "--endpoint", &socket, "--no-builtin", "--suite", "mine.yaml", "-v"];
+    // Not a terminal, and no CI variable either: plain lines all the same.
+    let out = csi_conform_env(&args, cwd.path(), &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_plain("stdout", &out.stdout);
+    assert_plain("stderr", &out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("PASS  mine.probe-ok ("), "{stdout}");
+    assert!(stdout.contains("FAIL  mine.wrong-expectation ("), "{stdout}");
+    assert!(stderr.contains("INFO") && stderr.contains("scenario done"), "-v logs at info: {stderr}");
+    assert!(!stderr.contains("DEBUG"), "{stderr}");
+
+    let summary = stdout.split("\nFailures:\n").nth(1).expect("a Failures section");
+    assert!(summary.starts_with("  FAIL  mine.wrong-expectation: GetPluginInfo answered OK, expected NOT_FOUND"), "{summary}");
+    let rerun = summary.lines().find_map(|l| l.trim().strip_prefix("rerun: ")).expect("a rerun command");
+    assert!(!rerun.contains("..."), "{rerun}");
+    assert!(rerun.contains(&format!("run --endpoint {socket} --suite mine.yaml --no-builtin")), "{rerun}");
+    assert!(rerun.ends_with(&format!(r"--focus '^mine\.wrong-expectation$' --seed {}", seed_of(&stdout))), "{rerun}");
+
+    // Pasted into a shell, it runs that one scenario again, with the same seed.
+    let again = tokio::process::Command::new("sh").arg("-c").arg(rerun).current_dir(cwd.path()).env_remove("CI").output().await.unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    let report = csi_conform::report::from_json(&std::fs::read_to_string(cwd.path().join("reports/report.json")).unwrap()).unwrap();
+    let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["mine.wrong-expectation"]);
+    assert_eq!(report.seed, seed_of(&stdout));
+}
+
+fn seed_of(stdout: &str) -> u64 {
+    let line = stdout.lines().find(|l| l.starts_with("Seed: ")).expect("a Seed line");
+    line["Seed: ".len()..].split(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn quiet_prints_the_summary_only_and_rust_log_is_honoured() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("mine.yaml"), SUITE).unwrap();
+    let socket = plugin.socket.display().to_string();
+    let args = ["run", "--endpoint", &socket, "--no-builtin", "--suite", "mine.yaml", "-q"];
+    let out = csi_conform_env(&args, cwd.path(), &[("CI", "true"), ("RUST_LOG", "csi_conform=debug")]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("PASS  mine.probe-ok"), "-q: no per-scenario lines: {stdout}");
+    assert!(stdout.starts_with("csi-conform "), "{stdout}");
+    assert!(stdout.contains("2 scenarios in ") && stdout.contains("  FAIL  mine.wrong-expectation") && stdout.ends_with("Result: FAILED\n"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("DEBUG") && stderr.contains("rpc"), "RUST_LOG wins over -q: {stderr}");
+    assert_plain("stdout", &out.stdout);
+    assert_plain("stderr", &out.stderr);
+}
