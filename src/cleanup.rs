@@ -5,13 +5,14 @@
 
 use std::{collections::BTreeMap, fmt, path::Path};
 
+use prost_reflect::DynamicMessage;
 use tonic::Code;
 
 use crate::{
     client::{ClientOptions, Connection, Connections, Endpoint},
-    journal::{self, Record},
+    journal::{self, CallRecord, Outstanding},
     proto,
-    suite::{self, secret_key},
+    suite::{self, Resource, secret_key},
 };
 
 /// What a cleanup did.
@@ -50,7 +51,7 @@ impl fmt::Display for Outcome {
 /// newest first, and marks each undone record done in the journal.
 pub async fn undo(
     journal_path: &Path,
-    records: &[(String, Record)],
+    records: &[(String, Outstanding)],
     connections: &Connections,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Outcome {
@@ -65,55 +66,109 @@ pub async fn undo(
 
 async fn undo_with(
     journal_path: &Path,
-    records: &[(String, Record)],
+    records: &[(String, Outstanding)],
     connection_for: impl Fn(&str) -> Option<Connection>,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Outcome {
-    let mut order: Vec<(usize, &(String, Record))> = records.iter().enumerate().collect();
-    order.sort_by_key(|(i, (_, r))| (r.resource.undo_rank(), std::cmp::Reverse(*i)));
+    let mut order: Vec<(usize, &(String, Outstanding))> = records.iter().enumerate().collect();
+    order.sort_by_key(|(i, (_, r))| (r.undo_rank(), std::cmp::Reverse(*i)));
     let mut outcome = Outcome::default();
-    for (_, (id, record)) in order {
-        let what = format!("{} on {} (scenario {})", record.resource, record.endpoint, record.scenario);
-        let Some(conn) = connection_for(&record.endpoint) else {
-            outcome.failed.push(format!("{what}: no connection to {}", record.endpoint));
+    for (_, (id, item)) in order {
+        let Some(conn) = connection_for(item.endpoint()) else {
+            outcome.failed.push(format!("{item}: no connection to {}", item.endpoint()));
             continue;
         };
-        let (rpc, mut request) = record.resource.teardown();
-        if record.secrets_key.is_some()
-            && let Some(values) = secrets.get(&secret_key(rpc))
-        {
-            suite::set_secrets(&mut request, values);
-        }
-        let Some(method) = proto::method(rpc) else { continue };
-        match conn.call_dynamic(&method, request).await {
-            Ok(_) => outcome.undone.push(format!("{rpc}: {what}")),
-            Err(e) if e.code == Code::NotFound => outcome.undone.push(format!("{rpc}: {what} (already gone)")),
-            Err(e) => {
-                outcome.failed.push(format!("{rpc}: {what}: {e}"));
+        let result = match item {
+            Outstanding::Resource(r) => undo_resource(&conn, &r.resource, r.secrets_key.is_some(), secrets).await,
+            Outstanding::Call(c) => undo_call(&conn, c, secrets).await,
+        };
+        match result {
+            Ok(how) => outcome.undone.push(format!("{item}: {how}")),
+            Err(why) => {
+                outcome.failed.push(format!("{item}: {why}"));
                 continue;
             }
         }
         if let Err(e) = journal::mark_done(journal_path, std::slice::from_ref(id)) {
-            outcome.failed.push(format!("{what}: undone, but the journal could not record it: {e}"));
+            outcome.failed.push(format!("{item}: undone, but the journal could not record it: {e}"));
         }
     }
     outcome
 }
 
-/// `csi-conform cleanup`: reads the journal, connects to every endpoint it names, and undoes
-/// everything outstanding. Endpoints that cannot be reached leave their records in place.
+/// Sends the call that undoes `resource` (with secrets when the creating call sent some);
+/// NOT_FOUND means it is already gone, which is as good.
+async fn undo_resource(
+    conn: &Connection,
+    resource: &Resource,
+    sent_secrets: bool,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<String, String> {
+    let (rpc, mut request) = resource.teardown();
+    if sent_secrets && let Some(values) = secrets.get(&secret_key(rpc)) {
+        suite::set_secrets(&mut request, values);
+    }
+    let method = proto::method(rpc).ok_or_else(|| format!("{rpc} is not a CSI RPC"))?;
+    match conn.call_dynamic(&method, request).await {
+        Ok(_) => Ok(format!("{rpc} OK")),
+        Err(e) if e.code == Code::NotFound => Ok(format!("{rpc}: already gone")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Settles a call whose answer was never heard. An attachment is fully named by its
+/// request, so it is undone directly. A creation is asked for again (CSI creation is
+/// idempotent by name: the plugin answers with what the first call made, or makes it now) to
+/// learn the id, which is then undone. The request was journaled without its sensitive
+/// fields; secrets are filled in again from the secrets file.
+async fn undo_call(
+    conn: &Connection,
+    call: &CallRecord,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<String, String> {
+    let rpc = call.rpc.as_str();
+    let method = proto::method(rpc).ok_or_else(|| format!("{rpc} is not a CSI RPC"))?;
+    let mut request = proto::from_json_value(method.input(), &call.request)
+        .map_err(|e| format!("the journaled request cannot be read: {e}"))?;
+    let nothing = DynamicMessage::new(method.output());
+    if let Some(resource) = Resource::created_by(rpc, &request, &nothing, call.node) {
+        return undo_resource(conn, &resource, call.secrets_key.is_some(), secrets).await;
+    }
+    if let Some(key) = &call.secrets_key
+        && let Some(values) = secrets.get(key).or_else(|| secrets.get(&secret_key(rpc)))
+    {
+        suite::set_secrets(&mut request, values);
+    }
+    let response = conn
+        .call_dynamic(&method, request.clone())
+        .await
+        .map_err(|e| format!("asking again what it created failed: {e}"))?;
+    match Resource::created_by(rpc, &request, &response, call.node) {
+        Some(resource) => {
+            let how = undo_resource(conn, &resource, call.secrets_key.is_some(), secrets).await?;
+            Ok(format!("asked again, it is {resource}; {how}"))
+        }
+        None => Ok(format!("asked again, {rpc} names nothing to undo")),
+    }
+}
+
+/// `csi-conform cleanup`: reads the journal, connects to every endpoint it names (only those
+/// in `endpoints`, when any are given), and undoes everything outstanding there. Endpoints
+/// that cannot be reached leave their records in place.
 pub async fn cleanup(
     journal_path: &Path,
+    endpoints: &[String],
     options: &ClientOptions,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<Outcome, journal::JournalError> {
-    let records = journal::outstanding(journal_path)?;
-    let mut endpoints: Vec<String> = records.iter().map(|(_, r)| r.endpoint.clone()).collect();
-    endpoints.sort();
-    endpoints.dedup();
+    let mut records = journal::outstanding(journal_path)?;
+    records.retain(|(_, r)| endpoints.is_empty() || endpoints.iter().any(|e| e == r.endpoint()));
+    let mut named: Vec<String> = records.iter().map(|(_, r)| r.endpoint().to_owned()).collect();
+    named.sort();
+    named.dedup();
     let mut connected: BTreeMap<String, Connection> = BTreeMap::new();
     let mut unreachable = Vec::new();
-    for text in endpoints {
+    for text in named {
         let connection = match text.parse::<Endpoint>() {
             Ok(endpoint) => Connection::connect(endpoint, options.clone()).await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),

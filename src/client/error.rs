@@ -98,10 +98,12 @@ impl std::error::Error for RpcError {}
 fn classify_status(status: &tonic::Status) -> ErrorOrigin {
     use std::error::Error as _;
     // Statuses that tonic synthesises from a transport failure carry the underlying error as
-    // their source; statuses sent by the server do not.
+    // their source; statuses sent by the server do not. A stream cancelled under us (the
+    // plugin dropped the connection, it crashed) is a transport failure; our own deadline
+    // never gets here (see `Connection::call`).
     if status.source().is_some() {
         return match status.code() {
-            Code::DeadlineExceeded | Code::Cancelled => ErrorOrigin::Deadline,
+            Code::DeadlineExceeded => ErrorOrigin::Deadline,
             _ => ErrorOrigin::Transport,
         };
     }

@@ -25,7 +25,7 @@ pub use model::{
     Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test,
 };
 pub use request::{RequestTemplate, build_request, parse_request};
-pub use resources::{Resource, ResourceObserver, Tracked, Tracker, set_secrets};
-pub use run::{GIB, Plugin, Response, RunConfig, ScenarioCtx, run, run_until};
+pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
+pub use run::{DEFAULT_CLEANUP_TIMEOUT, GIB, Plugin, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until};
 pub use vars::{FieldPath, Seg, Val, Vars};
 pub use crate::yaml::Pos;

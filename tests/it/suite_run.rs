@@ -188,6 +188,7 @@ fn config(work_dir: &std::path::Path, jobs: usize) -> RunConfig {
         idempotency_count: 3,
         work_dir: work_dir.to_path_buf(),
         seed: 42,
+        reconnect: suite::Reconnect { attempts: 2, first_wait: Duration::from_millis(20) },
         secrets: BTreeMap::from([
             ("CreateVolumeSecret".to_owned(), BTreeMap::from([("password".to_owned(), SECRET_CREATE.to_owned())])),
             ("DeleteVolumeSecret".to_owned(), BTreeMap::from([("password".to_owned(), SECRET_DELETE.to_owned())])),
