@@ -9,7 +9,7 @@ use prost_reflect::DynamicMessage;
 use tonic::Code;
 
 use crate::{
-    client::{ClientOptions, Connection, Connections, Endpoint},
+    client::{ClientOptions, Connection, Connections, Endpoint, ErrorOrigin},
     journal::{self, CallRecord, Outstanding},
     proto,
     suite::{self, Resource, secret_key},
@@ -139,10 +139,15 @@ async fn undo_call(
     {
         suite::set_secrets(&mut request, values);
     }
-    let response = conn
-        .call_dynamic(&method, request.clone())
-        .await
-        .map_err(|e| format!("asking again what it created failed: {e}"))?;
+    let response = match conn.call_dynamic(&method, request.clone()).await {
+        Ok(response) => response,
+        // A definite refusal of the same request: the first call made nothing either (had it
+        // made something, the repeat would be answered with it).
+        Err(e) if e.origin == ErrorOrigin::Plugin && !is_transient(e.code) => {
+            return Ok(format!("asked again, {rpc} answered {}: it made nothing", e.code_name()));
+        }
+        Err(e) => return Err(format!("asking again what it created failed: {e}")),
+    };
     match Resource::created_by(rpc, &request, &response, call.node) {
         Some(resource) => {
             let how = undo_resource(conn, &resource, call.secrets_key.is_some(), secrets).await?;
@@ -150,6 +155,14 @@ async fn undo_call(
         }
         None => Ok(format!("asked again, {rpc} names nothing to undo")),
     }
+}
+
+/// Codes that say "not now" rather than "no": the answer may differ if asked again later.
+fn is_transient(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unavailable | Code::Aborted | Code::DeadlineExceeded | Code::Internal | Code::Unknown | Code::Cancelled
+    )
 }
 
 /// `csi-conform cleanup`: reads the journal, connects to every endpoint it names (only those

@@ -556,7 +556,9 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         config.options.insert("attach_limit".to_owned());
     }
     if let Some(dir) = &args.work_dir {
-        config.work_dir = dir.clone();
+        // Staging and target paths go to the plugin, which needs them absolute.
+        config.work_dir = std::path::absolute(dir)
+            .map_err(|e| CliError::usage(format!("--work-dir {}: {e}", dir.display())))?;
     }
     Ok(config)
 }
@@ -648,7 +650,7 @@ async fn run(args: RunArgs, quiet: bool, scrubber: &Scrubber) -> Result<u8, CliE
         .collect();
     if !leftovers.is_empty() && !args.cleanup_first {
         return Err(CliError::usage(format!(
-            "{} lists {} resource(s) an earlier run left on this plugin; run `csi-conform cleanup --journal {}` or pass --cleanup-first",
+            "{} lists {} resource(s) an earlier run may have left on this plugin; run `csi-conform cleanup --journal {}` or pass --cleanup-first",
             args.journal.display(),
             leftovers.len(),
             args.journal.display()

@@ -22,7 +22,7 @@ use super::model::{Expectation, RunReport, Severity};
 #[derive(Debug, thiserror::Error)]
 pub enum ExpectError {
     /// The file could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: cannot read the expect-failures file: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,

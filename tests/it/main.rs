@@ -2,6 +2,8 @@
 
 mod client;
 mod fingerprint;
+mod interrupt;
+mod misbehaving;
 mod mounts;
 mod proto;
 mod quirks;

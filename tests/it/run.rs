@@ -12,7 +12,7 @@ use csi_conform::{
     suite::{self, RunConfig},
 };
 
-use crate::support::{TestPlugin, engine_plugin, ok};
+use crate::support::{TestPlugin, engine_plugin, ok, process::csi_conform};
 
 fn config(dir: &tempfile::TempDir, jobs: usize) -> RunConfig {
     RunConfig { jobs, seed: 7, work_dir: dir.path().join("work"), ..RunConfig::default() }
@@ -121,13 +121,6 @@ async fn a_node_only_plugin_skips_controller_scenarios_instead_of_failing() {
     assert_eq!(all["identity.probe"].0, Severity::Pass);
 }
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_csi-conform")
-}
-
-async fn csi_conform(args: &[&str], cwd: &std::path::Path) -> std::process::Output {
-    tokio::process::Command::new(bin()).args(args).current_dir(cwd).output().await.unwrap()
-}
 
 #[tokio::test]
 async fn the_run_command_writes_reports_a_ci_reads_and_exits_0() {
