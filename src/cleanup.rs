@@ -61,22 +61,28 @@ pub async fn undo(
         .chain(&connections.nodes)
         .map(|c| (c.endpoint().to_string(), c))
         .collect();
-    undo_with(journal_path, records, |endpoint| by_endpoint.get(endpoint).copied().cloned(), secrets).await
+    let connection_for = |endpoint: &str| {
+        by_endpoint.get(endpoint).copied().cloned().ok_or_else(|| format!("no connection to {endpoint}"))
+    };
+    undo_with(journal_path, records, connection_for, secrets).await
 }
 
 async fn undo_with(
     journal_path: &Path,
     records: &[(String, Outstanding)],
-    connection_for: impl Fn(&str) -> Option<Connection>,
+    connection_for: impl Fn(&str) -> Result<Connection, String>,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Outcome {
     let mut order: Vec<(usize, &(String, Outstanding))> = records.iter().enumerate().collect();
     order.sort_by_key(|(i, (_, r))| (r.undo_rank(), std::cmp::Reverse(*i)));
     let mut outcome = Outcome::default();
     for (_, (id, item)) in order {
-        let Some(conn) = connection_for(item.endpoint()) else {
-            outcome.failed.push(format!("{item}: no connection to {}", item.endpoint()));
-            continue;
+        let conn = match connection_for(item.endpoint()) {
+            Ok(conn) => conn,
+            Err(why) => {
+                outcome.failed.push(format!("{item}: {why}"));
+                continue;
+            }
         };
         let result = match item {
             Outstanding::Resource(r) => undo_resource(&conn, &r.resource, r.secrets_key.is_some(), secrets).await,
@@ -179,21 +185,14 @@ pub async fn cleanup(
     let mut named: Vec<String> = records.iter().map(|(_, r)| r.endpoint().to_owned()).collect();
     named.sort();
     named.dedup();
-    let mut connected: BTreeMap<String, Connection> = BTreeMap::new();
-    let mut unreachable = Vec::new();
+    let mut connected: BTreeMap<String, Result<Connection, String>> = BTreeMap::new();
     for text in named {
         let connection = match text.parse::<Endpoint>() {
             Ok(endpoint) => Connection::connect(endpoint, options.clone()).await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
-        match connection {
-            Ok(conn) => {
-                connected.insert(text, conn);
-            }
-            Err(e) => unreachable.push(format!("{text}: {e}")),
-        }
+        connected.insert(text, connection.map_err(|e| format!("cannot connect: {e}")));
     }
-    let mut outcome = undo_with(journal_path, &records, |e| connected.get(e).cloned(), secrets).await;
-    outcome.failed.splice(0..0, unreachable.into_iter().map(|u| format!("cannot connect to {u}")));
-    Ok(outcome)
+    let connection_for = |e: &str| connected.get(e).cloned().unwrap_or_else(|| Err(format!("no connection to {e}")));
+    Ok(undo_with(journal_path, &records, connection_for, secrets).await)
 }

@@ -10,8 +10,7 @@ use nix::sys::signal::Signal;
 use tokio::io::AsyncBufReadExt;
 
 use crate::support::{
-    fake_plugin::{FakeOptions, FakePlugin},
-    misbehaving::{Misbehaviour, rules},
+    misbehaving::{Misbehaviour, fake_where},
     process::{ReferenceProcess, csi_conform, signal, spawn_csi_conform, wait_for_journal},
 };
 
@@ -120,7 +119,7 @@ async fn after_sigkill_run_refuses_to_start_and_cleanup_undoes_everything_idempo
     let stdout = String::from_utf8_lossy(&cleaned.stdout);
     assert_eq!(cleaned.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&cleaned.stderr));
     assert!(stdout.ends_with(&format!("cleanup: {left} undone, 0 left\n")), "{stdout}");
-    assert_eq!(plugin.volume_ids().await, [kept.clone()]);
+    assert_eq!(plugin.volume_ids().await, std::slice::from_ref(&kept));
     assert_no_mounts(cwd.path());
 
     // Nothing is left to do, and the run starts again.
@@ -145,11 +144,7 @@ scenarios:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_stops_at_once_and_leaves_the_journal() {
-    let fake = FakePlugin::start(FakeOptions {
-        misbehave: rules([("DeleteVolume", Misbehaviour::Hang)]),
-        ..FakeOptions::default()
-    })
-    .await;
+    let fake = fake_where("DeleteVolume", Misbehaviour::Hang).await;
     let cwd = tempfile::tempdir().unwrap();
     std::fs::write(cwd.path().join("stuck.yaml"), CREATE_THEN_PROBE).unwrap();
     let socket = fake.socket.display().to_string();

@@ -1,9 +1,13 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
+mod bad_input;
+mod cleanup;
 mod client;
 mod fingerprint;
 mod interrupt;
 mod misbehaving;
+mod leaks;
+mod loaders;
 mod mounts;
 mod proto;
 mod quirks;

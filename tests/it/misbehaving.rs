@@ -14,7 +14,8 @@ use prost::Message;
 
 use crate::support::{
     fake_plugin::{FakeOptions, FakePlugin},
-    misbehaving::{Misbehaviour, rules},
+    misbehaving::{Misbehaviour, fake_where, rules},
+    process::csi_conform,
 };
 
 fn config(work: &tempfile::TempDir) -> RunConfig {
@@ -65,11 +66,7 @@ scenarios:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rpc_that_never_answers_fails_its_scenario_at_the_deadline_and_the_run_goes_on() {
-    let fake = FakePlugin::start(FakeOptions {
-        misbehave: rules([("CreateVolume", Misbehaviour::Hang)]),
-        ..FakeOptions::default()
-    })
-    .await;
+    let fake = fake_where("CreateVolume", Misbehaviour::Hang).await;
     let plugin = fake.engine_plugin(options(Duration::from_millis(300))).await;
     let work = tempfile::tempdir().unwrap();
     let report = suite::run(&plugin, &load(HANG_SUITE), &config(&work)).await;
@@ -267,11 +264,7 @@ impl suite::ResourceObserver for Notifying {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_bounds_teardown_by_the_cleanup_timeout_and_leaves_the_rest_in_the_journal() {
-    let fake = FakePlugin::start(FakeOptions {
-        misbehave: rules([("DeleteVolume", Misbehaviour::Hang)]),
-        ..FakeOptions::default()
-    })
-    .await;
+    let fake = fake_where("DeleteVolume", Misbehaviour::Hang).await;
     // An RPC timeout far beyond the cleanup timeout: only abandoning the scenario ends it.
     let plugin = fake.engine_plugin(options(Duration::from_secs(600))).await;
     let work = tempfile::tempdir().unwrap();
@@ -312,4 +305,64 @@ async fn a_stop_bounds_teardown_by_the_cleanup_timeout_and_leaves_the_rest_in_th
         })
         .collect();
     assert_eq!(volumes, [format!("volume {}", ids[0])]);
+}
+
+/// Runs `csi-conform run --no-builtin --suite <text>` against `fake` with extra `args`;
+/// returns the output and the run's JSON report.
+async fn cli_run(fake: &FakePlugin, suite: &str, args: &[&str]) -> (std::process::Output, RunReport, tempfile::TempDir) {
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("suite.yaml"), suite).unwrap();
+    let socket = fake.socket.display().to_string();
+    let mut all = vec!["run", "--endpoint", &socket, "--no-builtin", "--suite", "suite.yaml", "--work-dir", "work"];
+    all.extend(args);
+    let out = csi_conform(&all, cwd.path()).await;
+    let json = std::fs::read_to_string(cwd.path().join("reports/report.json"))
+        .unwrap_or_else(|e| panic!("no report ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (out, csi_conform::report::from_json(&json).unwrap(), cwd)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_reports_a_hung_rpc_with_its_deadline_and_exits_1() {
+    let fake = fake_where("CreateVolume", Misbehaviour::Hang).await;
+    let (out, report, _cwd) = cli_run(&fake, HANG_SUITE, &["--rpc-timeout", "250ms"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL  hang.create"), "{stdout}");
+    assert!(stdout.contains("CreateVolume did not answer within 250ms (--rpc-timeout); the plugin may be hung"), "{stdout}");
+    assert_eq!(scenario(&report, "hang.after").outcome, Severity::Pass);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_timeout_bounds_a_run_stuck_in_a_hung_rpc() {
+    let fake = fake_where("CreateVolume", Misbehaviour::Hang).await;
+    // Without the run timeout this run would wait out a ten-minute RPC deadline.
+    let args = ["--rpc-timeout", "10m", "--run-timeout", "300ms", "--cleanup-timeout", "200ms", "-j", "1"];
+    let (out, report, _cwd) = cli_run(&fake, HANG_SUITE, &args).await;
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(report.interrupted.as_deref(), Some("the run timeout of 300ms was reached"));
+    let hung = scenario(&report, "hang.create");
+    assert_eq!(hung.outcome, Severity::Error);
+    assert_eq!(hung.findings[0].kind, "interrupted");
+    let after = scenario(&report, "hang.after");
+    assert_eq!(
+        (after.outcome, after.skip_reason.as_deref()),
+        (Severity::Skip, Some("not run: the run timeout of 300ms was reached"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_dying_mid_run_gives_errors_a_junit_report_and_exit_1() {
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let (out, report, cwd) = cli_run(&fake, CRASH_SUITE, &["--reconnect-attempts", "1"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("ERROR crash.a") && stdout.contains("ERROR crash.b"), "{stdout}");
+    for id in ["crash.a", "crash.b"] {
+        let s = scenario(&report, id);
+        assert_eq!(s.outcome, Severity::Error);
+        assert!(s.findings[0].message.starts_with("plugin unreachable: "), "{}", s.findings[0].message);
+    }
+    let junit = std::fs::read_to_string(cwd.path().join("reports/junit.xml")).unwrap();
+    let parsed = junit_parser::from_reader(junit.as_bytes()).expect("the JUnit report parses");
+    assert_eq!((parsed.tests, parsed.errors), (2, 2));
 }

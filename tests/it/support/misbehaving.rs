@@ -140,3 +140,9 @@ impl Decoder for RawCodec {
         Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
     }
 }
+
+/// A fake plugin whose `rpc` does `misbehaviour` while everything else works.
+pub async fn fake_where(rpc: &'static str, misbehaviour: Misbehaviour) -> super::fake_plugin::FakePlugin {
+    use super::fake_plugin::{FakeOptions, FakePlugin};
+    FakePlugin::start(FakeOptions { misbehave: rules([(rpc, misbehaviour)]), ..FakeOptions::default() }).await
+}

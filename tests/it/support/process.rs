@@ -54,6 +54,11 @@ pub struct ReferenceProcess {
 impl ReferenceProcess {
     /// Starts it with extra `args` and waits until it answers Probe.
     pub async fn start(args: &[&str]) -> ReferenceProcess {
+        ReferenceProcess::start_with_env(args, &[]).await
+    }
+
+    /// Like [`ReferenceProcess::start`], with extra environment variables.
+    pub async fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> ReferenceProcess {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("csi.sock");
         let state = dir.path().join("state");
@@ -63,6 +68,7 @@ impl ReferenceProcess {
             .args(["reference-plugin", "--endpoint", &endpoint, "--state-dir"])
             .arg(&state)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
