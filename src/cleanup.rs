@@ -1,7 +1,8 @@
 //! Undoing what earlier runs left behind, from the journal and only from the journal:
 //! `csi-conform cleanup`, and `run --cleanup-first`. Idempotent: a resource the plugin no
-//! longer knows (NOT_FOUND) counts as undone, and whatever cannot be undone stays in the
-//! journal for the next attempt.
+//! longer knows (NOT_FOUND) counts as undone, a creation whose answer was lost is asked for
+//! again to learn what it made, and whatever cannot be undone stays in the journal for the
+//! next attempt.
 
 use std::{collections::BTreeMap, fmt, path::Path};
 
@@ -85,7 +86,7 @@ async fn undo_with(
             }
         };
         let result = match item {
-            Outstanding::Resource(r) => undo_resource(&conn, &r.resource, r.secrets_key.is_some(), secrets).await,
+            Outstanding::Resource(r) => undo_resource(&conn, &r.resource, r.undo_secrets_key.as_deref(), secrets).await,
             Outstanding::Call(c) => undo_call(&conn, c, secrets).await,
         };
         match result {
@@ -102,16 +103,16 @@ async fn undo_with(
     outcome
 }
 
-/// Sends the call that undoes `resource` (with secrets when the creating call sent some);
-/// NOT_FOUND means it is already gone, which is as good.
+/// Sends the call that undoes `resource`, with the secrets of `key` (the journal names it
+/// when the creating call sent secrets); NOT_FOUND means it is already gone, which is as good.
 async fn undo_resource(
     conn: &Connection,
     resource: &Resource,
-    sent_secrets: bool,
+    key: Option<&str>,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<String, String> {
     let (rpc, mut request) = resource.teardown();
-    if sent_secrets && let Some(values) = secrets.get(&secret_key(rpc)) {
+    if let Some(values) = key.and_then(|k| secrets.get(k)) {
         suite::set_secrets(&mut request, values);
     }
     let method = proto::method(rpc).ok_or_else(|| format!("{rpc} is not a CSI RPC"))?;
@@ -137,8 +138,10 @@ async fn undo_call(
     let mut request = proto::from_json_value(method.input(), &call.request)
         .map_err(|e| format!("the journaled request cannot be read: {e}"))?;
     let nothing = DynamicMessage::new(method.output());
+    // What undoes it sends secrets when the creating call did, as the engine's teardown does.
+    let undo_key = |r: &Resource| call.secrets_key.as_ref().map(|_| secret_key(r.teardown().0));
     if let Some(resource) = Resource::created_by(rpc, &request, &nothing, call.node) {
-        return undo_resource(conn, &resource, call.secrets_key.is_some(), secrets).await;
+        return undo_resource(conn, &resource, undo_key(&resource).as_deref(), secrets).await;
     }
     if let Some(key) = &call.secrets_key
         && let Some(values) = secrets.get(key).or_else(|| secrets.get(&secret_key(rpc)))
@@ -156,7 +159,7 @@ async fn undo_call(
     };
     match Resource::created_by(rpc, &request, &response, call.node) {
         Some(resource) => {
-            let how = undo_resource(conn, &resource, call.secrets_key.is_some(), secrets).await?;
+            let how = undo_resource(conn, &resource, undo_key(&resource).as_deref(), secrets).await?;
             Ok(format!("asked again, it is {resource}; {how}"))
         }
         None => Ok(format!("asked again, {rpc} names nothing to undo")),

@@ -671,7 +671,9 @@ async fn run(args: RunArgs, quiet: bool, scrubber: &Scrubber) -> Result<u8, CliE
         }
     }
 
-    let run_id = format!("{:016x}", config.seed);
+    // Unique per process, so that replays with the same --seed never share journal ids.
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let run_id = format!("{:016x}-{}-{}", config.seed, std::process::id(), started.as_millis());
     let journal = Journal::open(&args.journal, &run_id).map_err(CliError::usage)?;
     config.observer = Some(Arc::new(JournalObserver::new(
         journal,

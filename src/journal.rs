@@ -35,6 +35,10 @@ pub struct Record {
     /// The secrets-file key the creating call used, if it sent secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_key: Option<String>,
+    /// The secrets-file key whose secrets the undo call sends (set when the creating call
+    /// sent secrets; a name, never values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo_secrets_key: Option<String>,
     /// The name the creating request gave it (volumes, snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -358,6 +362,7 @@ impl crate::suite::ResourceObserver for JournalObserver {
             endpoint: self.endpoint_of(tracked.resource.node()),
             scenario: tracked.scenario.clone(),
             secrets_key: tracked.secrets_key.clone(),
+            undo_secrets_key: tracked.secrets_key.as_ref().map(|_| crate::suite::secret_key(tracked.resource.teardown().0)),
             name: tracked.name.clone(),
             resource: tracked.resource.clone(),
         };
@@ -394,6 +399,7 @@ mod tests {
             endpoint: "unix:///x.sock".into(),
             scenario: "s.x".into(),
             secrets_key: Some("CreateVolumeSecret".into()),
+            undo_secrets_key: Some("DeleteVolumeSecret".into()),
             name: Some(format!("name-{id}")),
             resource: Resource::Volume { volume_id: id.into() },
         }

@@ -53,6 +53,7 @@ fn volume_record(endpoint: &str, id: &str, name: &str) -> Record {
         endpoint: endpoint.to_owned(),
         scenario: "old.scenario".into(),
         secrets_key: Some("CreateVolumeSecret".into()),
+        undo_secrets_key: Some("DeleteVolumeSecret".into()),
         name: Some(name.to_owned()),
         resource: Resource::Volume { volume_id: id.to_owned() },
     }

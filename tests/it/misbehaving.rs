@@ -353,7 +353,7 @@ async fn the_run_timeout_bounds_a_run_stuck_in_a_hung_rpc() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_dying_mid_run_gives_errors_a_junit_report_and_exit_1() {
     let fake = FakePlugin::start(FakeOptions::default()).await;
-    let (out, report, cwd) = cli_run(&fake, CRASH_SUITE, &["--reconnect-attempts", "1"]).await;
+    let (out, report, cwd) = cli_run(&fake, CRASH_SUITE, &["--reconnect-attempts", "1", "-j", "1"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("ERROR crash.a") && stdout.contains("ERROR crash.b"), "{stdout}");
