@@ -643,11 +643,7 @@ async fn run(args: RunArgs, quiet: bool, scrubber: &Scrubber) -> Result<u8, CliE
     }
 
     let endpoints: Vec<String> = targets.distinct().iter().map(ToString::to_string).collect();
-    let leftovers: Vec<_> = journal::outstanding(&args.journal)
-        .map_err(CliError::usage)?
-        .into_iter()
-        .filter(|(_, record)| endpoints.iter().any(|e| e == record.endpoint()))
-        .collect();
+    let leftovers = leftovers_on(&args.journal, &endpoints)?;
     if !leftovers.is_empty() && !args.cleanup_first {
         return Err(CliError::usage(format!(
             "{} lists {} resource(s) an earlier run may have left on this plugin; run `csi-conform cleanup --journal {}` or pass --cleanup-first",
@@ -718,6 +714,14 @@ async fn run(args: RunArgs, quiet: bool, scrubber: &Scrubber) -> Result<u8, CliE
         println!();
     }
     print!("{}", report::summary(&report, color));
+    let left = leftovers_on(&args.journal, &endpoints)?.len();
+    if left > 0 {
+        eprintln!(
+            "warning: {} lists {left} resource(s) or unanswered call(s) this run left on the plugin; undo them with `csi-conform cleanup --journal {}`",
+            args.journal.display(),
+            args.journal.display()
+        );
+    }
     if let Some(local) = local
         && let Err(e) = local.handle.shutdown().await
     {
@@ -729,6 +733,12 @@ async fn run(args: RunArgs, quiet: bool, scrubber: &Scrubber) -> Result<u8, CliE
         None if report.failed() => EXIT_FINDINGS,
         None => EXIT_OK,
     })
+}
+
+/// What the journal at `path` still lists on any of `endpoints`.
+fn leftovers_on(path: &Path, endpoints: &[String]) -> Result<Vec<(String, journal::Outstanding)>, CliError> {
+    let all = journal::outstanding(path).map_err(CliError::usage)?;
+    Ok(all.into_iter().filter(|(_, r)| endpoints.iter().any(|e| e == r.endpoint())).collect())
 }
 
 fn write_all_reports(report: &RunReport, args: &RunArgs) -> Result<(), CliError> {

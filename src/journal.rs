@@ -357,6 +357,16 @@ impl crate::suite::ResourceObserver for JournalObserver {
         }
     }
 
+    fn unanswered(&self, call: &crate::suite::Sending) {
+        // The `sending` line stays: `cleanup` asks again what the call made.
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.scenario);
+        tracing::warn!(
+            "{} of scenario {} was never answered; it stays in the journal for `csi-conform cleanup`",
+            call.rpc,
+            call.scenario
+        );
+    }
+
     fn registered(&self, tracked: &crate::suite::Tracked) {
         let record = Record {
             endpoint: self.endpoint_of(tracked.resource.node()),

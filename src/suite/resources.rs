@@ -295,7 +295,9 @@ pub struct Sending {
 ///
 /// For a call that creates something the order is: [`sending`](Self::sending), the call,
 /// [`registered`](Self::registered) when it created something, then
-/// [`answered`](Self::answered) whatever the answer was.
+/// [`answered`](Self::answered) when the plugin's answer was heard, whatever it was, or
+/// [`unanswered`](Self::unanswered) when it was not (a timeout, a lost connection, bytes
+/// that do not decode): then the plugin may have made something nobody knows the id of.
 pub trait ResourceObserver: Send + Sync {
     /// A call that may create something is about to be sent.
     fn sending(&self, call: &Sending) {
@@ -303,6 +305,10 @@ pub trait ResourceObserver: Send + Sync {
     }
     /// The answer to `call` arrived (and what it created, if anything, is registered).
     fn answered(&self, call: &Sending) {
+        let _ = call;
+    }
+    /// No answer to `call` was heard: what it made, if anything, is unknown.
+    fn unanswered(&self, call: &Sending) {
         let _ = call;
     }
     /// A call created `resource`.
@@ -413,10 +419,11 @@ impl Tracker {
         Some(call)
     }
 
-    /// Tells the observer that the answer to `call` is in (call after [`Tracker::observe`]).
-    pub fn answered(&self, call: Option<Sending>) {
+    /// Tells the observer whether the plugin's answer to `call` was `heard` (call after
+    /// [`Tracker::observe`]).
+    pub fn answered(&self, call: Option<Sending>, heard: bool) {
         if let (Some(o), Some(call)) = (&self.observer, call) {
-            o.answered(&call);
+            if heard { o.answered(&call) } else { o.unanswered(&call) }
         }
     }
 

@@ -1047,7 +1047,10 @@ impl ScenarioCtx {
             if let Some(outcome) = outcome {
                 self.tracker.observe(method.name(), &request, outcome, node_index, key.as_deref());
             }
-            self.tracker.answered(sending);
+            // Only an answer from the plugin settles the call: after a timeout, a lost
+            // connection or an undecodable answer, it may have made something.
+            let heard = answer.as_ref().err().is_none_or(|e| e.origin == ErrorOrigin::Plugin);
+            self.tracker.answered(sending, heard);
         }
         (request, answer)
     }

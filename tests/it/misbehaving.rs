@@ -250,6 +250,9 @@ impl suite::ResourceObserver for Notifying {
     fn answered(&self, call: &suite::Sending) {
         self.0.answered(call)
     }
+    fn unanswered(&self, call: &suite::Sending) {
+        self.0.unanswered(call)
+    }
     fn registered(&self, r: &suite::Tracked) {
         self.0.registered(r);
         self.1.notify_one();
@@ -324,12 +327,25 @@ async fn cli_run(fake: &FakePlugin, suite: &str, args: &[&str]) -> (std::process
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_line_reports_a_hung_rpc_with_its_deadline_and_exits_1() {
     let fake = fake_where("CreateVolume", Misbehaviour::Hang).await;
-    let (out, report, _cwd) = cli_run(&fake, HANG_SUITE, &["--rpc-timeout", "250ms"]).await;
+    let (out, report, cwd) = cli_run(&fake, HANG_SUITE, &["--rpc-timeout", "250ms"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("FAIL  hang.create"), "{stdout}");
     assert!(stdout.contains("CreateVolume did not answer within 250ms (--rpc-timeout); the plugin may be hung"), "{stdout}");
     assert_eq!(scenario(&report, "hang.after").outcome, Severity::Pass);
+    // The plugin may yet make the volume it never answered for: the journal keeps the call.
+    let left = journal::outstanding(&cwd.path().join("reports/journal.jsonl")).unwrap();
+    let described: Vec<String> = left.iter().map(|(_, o)| o.to_string()).collect();
+    assert_eq!(described.len(), 1);
+    assert!(described[0].starts_with("unanswered CreateVolume of csi-conform-"), "{described:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "warning: reports/journal.jsonl lists 1 resource(s) or unanswered call(s) this run left on the plugin; \
+             undo them with `csi-conform cleanup --journal reports/journal.jsonl`"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
