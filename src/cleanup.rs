@@ -1,17 +1,19 @@
 //! Undoing what earlier runs left behind, from the journal and only from the journal:
 //! `csi-conform cleanup`, and `run --cleanup-first`. Idempotent: a resource the plugin no
-//! longer knows (NOT_FOUND) counts as undone, and whatever cannot be undone stays in the
-//! journal for the next attempt.
+//! longer knows (NOT_FOUND) counts as undone, a creation whose answer was lost is asked for
+//! again to learn what it made, and whatever cannot be undone stays in the journal for the
+//! next attempt.
 
 use std::{collections::BTreeMap, fmt, path::Path};
 
+use prost_reflect::DynamicMessage;
 use tonic::Code;
 
 use crate::{
-    client::{ClientOptions, Connection, Connections, Endpoint},
-    journal::{self, Record},
+    client::{ClientOptions, Connection, Connections, Endpoint, ErrorOrigin},
+    journal::{self, CallRecord, Outstanding},
     proto,
-    suite::{self, secret_key},
+    suite::{self, Resource, secret_key},
 };
 
 /// What a cleanup did.
@@ -50,7 +52,7 @@ impl fmt::Display for Outcome {
 /// newest first, and marks each undone record done in the journal.
 pub async fn undo(
     journal_path: &Path,
-    records: &[(String, Record)],
+    records: &[(String, Outstanding)],
     connections: &Connections,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Outcome {
@@ -60,72 +62,140 @@ pub async fn undo(
         .chain(&connections.nodes)
         .map(|c| (c.endpoint().to_string(), c))
         .collect();
-    undo_with(journal_path, records, |endpoint| by_endpoint.get(endpoint).copied().cloned(), secrets).await
+    let connection_for = |endpoint: &str| {
+        by_endpoint.get(endpoint).copied().cloned().ok_or_else(|| format!("no connection to {endpoint}"))
+    };
+    undo_with(journal_path, records, connection_for, secrets).await
 }
 
 async fn undo_with(
     journal_path: &Path,
-    records: &[(String, Record)],
-    connection_for: impl Fn(&str) -> Option<Connection>,
+    records: &[(String, Outstanding)],
+    connection_for: impl Fn(&str) -> Result<Connection, String>,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Outcome {
-    let mut order: Vec<(usize, &(String, Record))> = records.iter().enumerate().collect();
-    order.sort_by_key(|(i, (_, r))| (r.resource.undo_rank(), std::cmp::Reverse(*i)));
+    let mut order: Vec<(usize, &(String, Outstanding))> = records.iter().enumerate().collect();
+    order.sort_by_key(|(i, (_, r))| (r.undo_rank(), std::cmp::Reverse(*i)));
     let mut outcome = Outcome::default();
-    for (_, (id, record)) in order {
-        let what = format!("{} on {} (scenario {})", record.resource, record.endpoint, record.scenario);
-        let Some(conn) = connection_for(&record.endpoint) else {
-            outcome.failed.push(format!("{what}: no connection to {}", record.endpoint));
-            continue;
+    for (_, (id, item)) in order {
+        let conn = match connection_for(item.endpoint()) {
+            Ok(conn) => conn,
+            Err(why) => {
+                outcome.failed.push(format!("{item}: {why}"));
+                continue;
+            }
         };
-        let (rpc, mut request) = record.resource.teardown();
-        if record.secrets_key.is_some()
-            && let Some(values) = secrets.get(&secret_key(rpc))
-        {
-            suite::set_secrets(&mut request, values);
-        }
-        let Some(method) = proto::method(rpc) else { continue };
-        match conn.call_dynamic(&method, request).await {
-            Ok(_) => outcome.undone.push(format!("{rpc}: {what}")),
-            Err(e) if e.code == Code::NotFound => outcome.undone.push(format!("{rpc}: {what} (already gone)")),
-            Err(e) => {
-                outcome.failed.push(format!("{rpc}: {what}: {e}"));
+        let result = match item {
+            Outstanding::Resource(r) => undo_resource(&conn, &r.resource, r.undo_secrets_key.as_deref(), secrets).await,
+            Outstanding::Call(c) => undo_call(&conn, c, secrets).await,
+        };
+        match result {
+            Ok(how) => outcome.undone.push(format!("{item}: {how}")),
+            Err(why) => {
+                outcome.failed.push(format!("{item}: {why}"));
                 continue;
             }
         }
         if let Err(e) = journal::mark_done(journal_path, std::slice::from_ref(id)) {
-            outcome.failed.push(format!("{what}: undone, but the journal could not record it: {e}"));
+            outcome.failed.push(format!("{item}: undone, but the journal could not record it: {e}"));
         }
     }
     outcome
 }
 
-/// `csi-conform cleanup`: reads the journal, connects to every endpoint it names, and undoes
-/// everything outstanding. Endpoints that cannot be reached leave their records in place.
+/// Sends the call that undoes `resource`, with the secrets of `key` (the journal names it
+/// when the creating call sent secrets); NOT_FOUND means it is already gone, which is as good.
+async fn undo_resource(
+    conn: &Connection,
+    resource: &Resource,
+    key: Option<&str>,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<String, String> {
+    let (rpc, mut request) = resource.teardown();
+    if let Some(values) = key.and_then(|k| secrets.get(k)) {
+        suite::set_secrets(&mut request, values);
+    }
+    let method = proto::method(rpc).ok_or_else(|| format!("{rpc} is not a CSI RPC"))?;
+    match conn.call_dynamic(&method, request).await {
+        Ok(_) => Ok(format!("{rpc} OK")),
+        Err(e) if e.code == Code::NotFound => Ok(format!("{rpc}: already gone")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Settles a call whose answer was never heard. An attachment is fully named by its
+/// request, so it is undone directly. A creation is asked for again (CSI creation is
+/// idempotent by name: the plugin answers with what the first call made, or makes it now) to
+/// learn the id, which is then undone. The request was journaled without its sensitive
+/// fields; secrets are filled in again from the secrets file.
+async fn undo_call(
+    conn: &Connection,
+    call: &CallRecord,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<String, String> {
+    let rpc = call.rpc.as_str();
+    let method = proto::method(rpc).ok_or_else(|| format!("{rpc} is not a CSI RPC"))?;
+    let mut request = proto::from_json_value(method.input(), &call.request)
+        .map_err(|e| format!("the journaled request cannot be read: {e}"))?;
+    let nothing = DynamicMessage::new(method.output());
+    // What undoes it sends secrets when the creating call did, as the engine's teardown does.
+    let undo_key = |r: &Resource| call.secrets_key.as_ref().map(|_| secret_key(r.teardown().0));
+    if let Some(resource) = Resource::created_by(rpc, &request, &nothing, call.node) {
+        return undo_resource(conn, &resource, undo_key(&resource).as_deref(), secrets).await;
+    }
+    if let Some(key) = &call.secrets_key
+        && let Some(values) = secrets.get(key).or_else(|| secrets.get(&secret_key(rpc)))
+    {
+        suite::set_secrets(&mut request, values);
+    }
+    let response = match conn.call_dynamic(&method, request.clone()).await {
+        Ok(response) => response,
+        // A definite refusal of the same request: the first call made nothing either (had it
+        // made something, the repeat would be answered with it).
+        Err(e) if e.origin == ErrorOrigin::Plugin && !is_transient(e.code) => {
+            return Ok(format!("asked again, {rpc} answered {}: it made nothing", e.code_name()));
+        }
+        Err(e) => return Err(format!("asking again what it created failed: {e}")),
+    };
+    match Resource::created_by(rpc, &request, &response, call.node) {
+        Some(resource) => {
+            let how = undo_resource(conn, &resource, undo_key(&resource).as_deref(), secrets).await?;
+            Ok(format!("asked again, it is {resource}; {how}"))
+        }
+        None => Ok(format!("asked again, {rpc} names nothing to undo")),
+    }
+}
+
+/// Codes that say "not now" rather than "no": the answer may differ if asked again later.
+fn is_transient(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unavailable | Code::Aborted | Code::DeadlineExceeded | Code::Internal | Code::Unknown | Code::Cancelled
+    )
+}
+
+/// `csi-conform cleanup`: reads the journal, connects to every endpoint it names (only those
+/// in `endpoints`, when any are given), and undoes everything outstanding there. Endpoints
+/// that cannot be reached leave their records in place.
 pub async fn cleanup(
     journal_path: &Path,
+    endpoints: &[String],
     options: &ClientOptions,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<Outcome, journal::JournalError> {
-    let records = journal::outstanding(journal_path)?;
-    let mut endpoints: Vec<String> = records.iter().map(|(_, r)| r.endpoint.clone()).collect();
-    endpoints.sort();
-    endpoints.dedup();
-    let mut connected: BTreeMap<String, Connection> = BTreeMap::new();
-    let mut unreachable = Vec::new();
-    for text in endpoints {
+    let mut records = journal::outstanding(journal_path)?;
+    records.retain(|(_, r)| endpoints.is_empty() || endpoints.iter().any(|e| e == r.endpoint()));
+    let mut named: Vec<String> = records.iter().map(|(_, r)| r.endpoint().to_owned()).collect();
+    named.sort();
+    named.dedup();
+    let mut connected: BTreeMap<String, Result<Connection, String>> = BTreeMap::new();
+    for text in named {
         let connection = match text.parse::<Endpoint>() {
             Ok(endpoint) => Connection::connect(endpoint, options.clone()).await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
-        match connection {
-            Ok(conn) => {
-                connected.insert(text, conn);
-            }
-            Err(e) => unreachable.push(format!("{text}: {e}")),
-        }
+        connected.insert(text, connection.map_err(|e| format!("cannot connect: {e}")));
     }
-    let mut outcome = undo_with(journal_path, &records, |e| connected.get(e).cloned(), secrets).await;
-    outcome.failed.splice(0..0, unreachable.into_iter().map(|u| format!("cannot connect to {u}")));
-    Ok(outcome)
+    let connection_for = |e: &str| connected.get(e).cloned().unwrap_or_else(|| Err(format!("no connection to {e}")));
+    Ok(undo_with(journal_path, &records, connection_for, secrets).await)
 }

@@ -16,13 +16,14 @@ use std::{
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, parser::ValueSource};
 
 use crate::{
-    client::{self, ClientOptions, Connections, Endpoint, Targets},
+    client::{ClientOptions, Connections, Endpoint, Targets},
     fingerprint::Fingerprint,
     journal::{self, Journal, JournalObserver},
     report::{
         self, ExpectedFailures, RunReport,
         progress::{self, ConsoleProgress, Mode},
     },
+    scrub::Scrubber,
     secrets::Secrets,
     suite::{self, AccessType, PathSettings, Suite},
 };
@@ -80,6 +81,9 @@ pub enum Command {
     /// Work with run reports: `report --compare OLD.json NEW.json` prints what changed
     /// between two runs (exit 1 when the newer run has new failures).
     Report(ReportArgs),
+    /// Undo what earlier runs left on the plugin, as listed in their journal (and nothing
+    /// else); safe to repeat. Exit 0 when everything is undone, 1 when something is left.
+    Cleanup(CleanupArgs),
     /// Serve the bundled reference plugin: every CSI v1.12 RPC, as the spec says.
     ReferencePlugin(crate::reference::Args),
 }
@@ -312,9 +316,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub property_bounds: Option<PathBuf>,
 
-    /// The longest the whole run may take; scenarios not started by then are not run.
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    /// The longest the whole run may take; scenarios not started by then are not run, and
+    /// those in flight get --cleanup-timeout to finish and tear down.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
     pub run_timeout: Option<Duration>,
+
+    /// After SIGINT/SIGTERM (or --run-timeout), how long teardown may take; what is not torn
+    /// down by then stays in the journal for `csi-conform cleanup`.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_positive_duration)]
+    pub cleanup_timeout: Duration,
+
+    /// How often to try a plugin again (with doubling waits from 500ms) after the connection
+    /// to it is lost; when it stays gone, its remaining scenarios are errors.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub reconnect_attempts: u32,
 
     /// Directory under which each scenario gets its staging and target paths.
     #[arg(long, value_name = "DIR")]
@@ -389,6 +404,23 @@ pub struct CallArgs {
     pub node: usize,
 }
 
+/// `csi-conform cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// The journal of the runs to clean up after.
+    #[arg(long, value_name = "FILE", default_value = "reports/journal.jsonl")]
+    pub journal: PathBuf,
+
+    /// The secrets file the runs used (undo calls send the secrets their creation sent).
+    #[arg(long, value_name = "FILE")]
+    pub secrets: Option<PathBuf>,
+
+    /// Connection limits; endpoints given here restrict the cleanup to those endpoints
+    /// (default: every endpoint the journal names).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
 /// How to reach the plugin under test.
 #[derive(Debug, Clone, Args)]
 pub struct ConnectArgs {
@@ -406,16 +438,29 @@ pub struct ConnectArgs {
     pub node_endpoints: Vec<Endpoint>,
 
     /// How long to wait for the socket, the server and a ready Probe.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::units::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
     pub connect_timeout: Duration,
 
-    /// The deadline of every RPC.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::units::parse_duration)]
+    /// The deadline of every RPC: a call not answered by then fails its scenario.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
     pub rpc_timeout: Duration,
 
-    /// The largest response message accepted from the plugin, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = client::DEFAULT_MAX_MESSAGE_SIZE)]
+    /// The largest response message accepted from the plugin (bytes; 4Mi, 64Ki and the like
+    /// are accepted); a larger answer is a finding.
+    #[arg(long, value_name = "BYTES", default_value = "4Mi", value_parser = parse_message_size)]
     pub max_message_size: usize,
+}
+
+/// A duration above zero (`--rpc-timeout 0` would fail every call).
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    let d = crate::units::parse_duration(text)?;
+    if d.is_zero() { Err("must be more than 0".to_owned()) } else { Ok(d) }
+}
+
+/// A message size limit: a byte count above zero.
+fn parse_message_size(text: &str) -> Result<usize, String> {
+    let n = crate::units::parse_bytes(text)?;
+    usize::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| "must be more than 0 bytes".to_owned())
 }
 
 impl ConnectArgs {
@@ -493,7 +538,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(e.code);
         }
     };
-    init_logging(cli.verbose, cli.quiet);
+    // Every sensitive value the process handles is added to this; every log line and every
+    // message printed from a plugin's answer goes through it.
+    let scrubber = Scrubber::new();
+    init_logging(cli.verbose, cli.quiet, &scrubber);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -501,28 +549,33 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match runtime.block_on(dispatch(cli, rerun)) {
+    match runtime.block_on(dispatch(cli, rerun, &scrubber)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", e.message);
+            eprintln!("error: {}", scrubber.scrub(&e.message));
             ExitCode::from(e.code)
         }
     }
 }
 
-fn init_logging(verbose: u8, quiet: bool) {
+/// Logs go to stderr through `scrubber`. `-v`s raise csi-conform's own level; the transport
+/// crates (tonic, h2, hyper, tower) stay at `debug` at most, as their trace output is frame
+/// by frame: `RUST_LOG` overrides everything, and even then every line is scrubbed.
+fn init_logging(verbose: u8, quiet: bool, scrubber: &Scrubber) {
     use tracing_subscriber::EnvFilter;
     let default = match (quiet, verbose) {
         (true, _) => "error",
         (false, 0) => "warn",
-        (false, 1) => "info",
-        (false, 2) => "debug",
-        (false, _) => "trace",
+        (false, 1) => "warn,csi_conform=info",
+        (false, 2) => "info,csi_conform=debug",
+        (false, _) => "debug,csi_conform=trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // Scrubbed first, then written past the progress bar (which lifts itself for the line).
+    let log_scrubber = scrubber.clone();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(progress::log_writer)
+        .with_writer(move || crate::scrub::ScrubbingWriter::new(log_scrubber.clone(), progress::log_writer()))
         .with_ansi(progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stderr())))
         .with_target(false)
         .try_init();
@@ -672,14 +725,15 @@ fn rerun_base(args: &[String], run_command: &clap::Command, run: &clap::ArgMatch
     words.join(" ")
 }
 
-async fn dispatch(cli: Cli, rerun: Option<String>) -> Result<u8, CliError> {
+async fn dispatch(cli: Cli, rerun: Option<String>, scrubber: &Scrubber) -> Result<u8, CliError> {
     match cli.command {
         Command::Fingerprint(args) => fingerprint(args).await,
-        Command::Run(args) => run(*args, cli.quiet, rerun.unwrap_or_else(|| "csi-conform run".to_owned())).await,
+        Command::Run(args) => run(*args, cli.quiet, rerun.unwrap_or_else(|| "csi-conform run".to_owned()), scrubber).await,
         Command::Report(args) => report_command(&args),
         Command::List(args) => list(args),
         Command::Suites(SuitesCommand::Check { files }) => suites_check(&files),
-        Command::Call(args) => call(args).await,
+        Command::Call(args) => call(args, scrubber).await,
+        Command::Cleanup(args) => cleanup(args, scrubber).await,
         Command::ReferencePlugin(args) => crate::reference::run(args)
             .await
             .map(|()| EXIT_OK)
@@ -719,9 +773,12 @@ fn load_map(file: &Option<PathBuf>) -> Result<Option<BTreeMap<String, String>>, 
     file.as_deref().map(crate::config::load_string_map).transpose().map_err(CliError::usage)
 }
 
-fn load_secrets(file: &Path) -> Result<BTreeMap<String, BTreeMap<String, String>>, CliError> {
+/// Reads a secrets file (its values join `scrubber` at once) and warns when other users can
+/// read it.
+fn load_secrets(file: &Path, scrubber: &Scrubber) -> Result<BTreeMap<String, BTreeMap<String, String>>, CliError> {
     use std::os::unix::fs::PermissionsExt;
     let secrets = Secrets::load(file).map_err(CliError::usage)?;
+    scrubber.add(secrets.keys().filter_map(|k| secrets.get(k)).flat_map(|m| m.values()));
     if let Ok(meta) = std::fs::metadata(file)
         && meta.permissions().mode() & 0o004 != 0
     {
@@ -742,7 +799,7 @@ fn regexes(patterns: &[String], flag: &str) -> Result<Vec<regex::Regex>, CliErro
 
 /// Builds the engine's configuration from the command line, reading every file it names.
 /// Everything is checked here, before any connection is made.
-fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
+fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, CliError> {
     let mut config = suite::RunConfig {
         jobs: usize::from(args.jobs),
         idempotency_count: args.idempotency_count,
@@ -759,6 +816,9 @@ fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
         property_cases: args.property_cases,
         replay_command: Some(replay_command(std::env::args())),
         timeout: args.run_timeout,
+        cleanup_timeout: args.cleanup_timeout,
+        reconnect: suite::Reconnect { attempts: args.reconnect_attempts, ..suite::Reconnect::default() },
+        scrubber: scrubber.clone(),
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         ..suite::RunConfig::default()
     };
@@ -783,7 +843,7 @@ fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
         config.snapshot_parameters = map;
     }
     if let Some(file) = &args.secrets {
-        config.secrets = load_secrets(file)?;
+        config.secrets = load_secrets(file, scrubber)?;
     }
     if args.test_node_volume_attach_limit {
         config.options.insert("attach_limit".to_owned());
@@ -803,7 +863,9 @@ fn run_config(args: &RunArgs) -> Result<suite::RunConfig, CliError> {
         config.options.insert("restart".to_owned());
     }
     if let Some(dir) = &args.work_dir {
-        config.work_dir = dir.clone();
+        // Staging and target paths go to the plugin, which needs them absolute.
+        config.work_dir = std::path::absolute(dir)
+            .map_err(|e| CliError::usage(format!("--work-dir {}: {e}", dir.display())))?;
     }
     if let Some(file) = &args.property_bounds {
         config.property_bounds = crate::config::load_bounds(file).map_err(CliError::usage)?;
@@ -896,14 +958,26 @@ async fn start_reference() -> Result<(LocalReference, Targets), CliError> {
     Ok((local, targets))
 }
 
+/// SIGINT and SIGTERM, caught from the moment this is made (so that no signal arriving while
+/// the run starts up kills it with resources half-made).
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn catch() -> Result<Self, CliError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let catch = |kind| signal(kind).map_err(|e| CliError::usage(format!("cannot catch signals: {e}")));
+        Ok(Signals { int: catch(SignalKind::interrupt())?, term: catch(SignalKind::terminate())? })
+    }
+}
+
 /// Resolves when the first SIGINT or SIGTERM arrives, with the reason and the exit code it
 /// calls for (130 or 143). A second signal ends the process at once, leaving the journal
 /// for `csi-conform cleanup`.
-async fn first_signal() -> (String, u8) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-        return std::future::pending().await;
-    };
+async fn first_signal(signals: Signals) -> (String, u8) {
+    let Signals { mut int, mut term } = signals;
     let first = tokio::select! {
         _ = int.recv() => ("interrupted by SIGINT".to_owned(), 130u8),
         _ = term.recv() => ("interrupted by SIGTERM".to_owned(), 143u8),
@@ -920,9 +994,9 @@ async fn first_signal() -> (String, u8) {
     first
 }
 
-async fn run(args: RunArgs, quiet: bool, rerun: String) -> Result<u8, CliError> {
+async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> Result<u8, CliError> {
     // Everything the run reads is checked before anything is started or connected.
-    let mut config = run_config(&args)?;
+    let mut config = run_config(&args, scrubber)?;
     let suites = args.suites.load()?;
     let expected = args
         .expect_failures
@@ -951,28 +1025,33 @@ async fn run(args: RunArgs, quiet: bool, rerun: String) -> Result<u8, CliError> 
     }
 
     let endpoints: Vec<String> = targets.distinct().iter().map(ToString::to_string).collect();
-    let leftovers: Vec<_> = journal::outstanding(&args.journal)
-        .map_err(CliError::usage)?
-        .into_iter()
-        .filter(|(_, record)| endpoints.contains(&record.endpoint))
-        .collect();
+    let leftovers = leftovers_on(&args.journal, &endpoints)?;
     if !leftovers.is_empty() && !args.cleanup_first {
         return Err(CliError::usage(format!(
-            "{} lists {} resource(s) an earlier run left on this plugin; run `csi-conform cleanup --journal {}` or pass --cleanup-first",
+            "{} lists {} resource(s) an earlier run may have left on this plugin; run `csi-conform cleanup --journal {}` or pass --cleanup-first",
             args.journal.display(),
             leftovers.len(),
             args.journal.display()
         )));
     }
 
+    let signals = Signals::catch()?;
     let options = args.connect.client_options();
     let (connections, fingerprint) = connect_and_fingerprint(&targets, &options).await?;
     if !leftovers.is_empty() {
         let cleaned = crate::cleanup::undo(&args.journal, &leftovers, &connections, &config.secrets).await;
-        eprintln!("{cleaned}");
+        eprint!("{}", scrubber.scrub(&cleaned.to_string()));
+        if !cleaned.is_complete() {
+            return Err(CliError::usage(format!(
+                "--cleanup-first could not undo everything {} lists; not starting",
+                args.journal.display()
+            )));
+        }
     }
 
-    let run_id = format!("{:016x}", config.seed);
+    // Unique per process, so that replays with the same --seed never share journal ids.
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let run_id = format!("{:016x}-{}-{}", config.seed, std::process::id(), started.as_millis());
     let journal = Journal::open(&args.journal, &run_id).map_err(CliError::usage)?;
     config.observer = Some(Arc::new(JournalObserver::new(
         journal,
@@ -991,7 +1070,7 @@ async fn run(args: RunArgs, quiet: bool, rerun: String) -> Result<u8, CliError> 
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<(String, u8)>();
     let signals = tokio::spawn(async move {
-        let _ = stop_tx.send(first_signal().await);
+        let _ = stop_tx.send(first_signal(signals).await);
     });
     let interrupted = Arc::new(std::sync::Mutex::new(None::<u8>));
     let seen = interrupted.clone();
@@ -1018,6 +1097,14 @@ async fn run(args: RunArgs, quiet: bool, rerun: String) -> Result<u8, CliError> 
         println!();
     }
     print!("{}", report::summary_with_command(&report, color, &rerun));
+    let left = leftovers_on(&args.journal, &endpoints)?.len();
+    if left > 0 {
+        eprintln!(
+            "warning: {} lists {left} resource(s) or unanswered call(s) this run left on the plugin; undo them with `csi-conform cleanup --journal {}`",
+            args.journal.display(),
+            args.journal.display()
+        );
+    }
     if let Some(local) = local {
         local.shutdown().await;
     }
@@ -1027,6 +1114,12 @@ async fn run(args: RunArgs, quiet: bool, rerun: String) -> Result<u8, CliError> 
         None if report.failed() => EXIT_FINDINGS,
         None => EXIT_OK,
     })
+}
+
+/// What the journal at `path` still lists on any of `endpoints`.
+fn leftovers_on(path: &Path, endpoints: &[String]) -> Result<Vec<(String, journal::Outstanding)>, CliError> {
+    let all = journal::outstanding(path).map_err(CliError::usage)?;
+    Ok(all.into_iter().filter(|(_, r)| endpoints.iter().any(|e| e == r.endpoint())).collect())
 }
 
 fn write_all_reports(report: &RunReport, args: &RunArgs) -> Result<(), CliError> {
@@ -1109,7 +1202,7 @@ fn suites_check(files: &[PathBuf]) -> Result<u8, CliError> {
     if errors.is_empty() { Ok(EXIT_OK) } else { Err(CliError::usage(errors.join("\n"))) }
 }
 
-async fn call(args: CallArgs) -> Result<u8, CliError> {
+async fn call(args: CallArgs, scrubber: &Scrubber) -> Result<u8, CliError> {
     let method = crate::proto::method(&args.rpc).ok_or_else(|| {
         CliError::usage(format!("unknown RPC {:?}; CSI RPCs are method names like CreateVolume or NodeGetInfo", args.rpc))
     })?;
@@ -1120,6 +1213,7 @@ async fn call(args: CallArgs) -> Result<u8, CliError> {
     };
     let template = suite::parse_request("<request>", &text).map_err(CliError::usage)?;
     let request = suite::build_request(&method, &template, &suite::Vars::new()).map_err(CliError::usage)?;
+    scrubber.add(crate::proto::sensitive_values(&request));
     let targets = args.connect.targets();
     if targets.is_empty() {
         return Err(CliError::usage(NO_ENDPOINT));
@@ -1143,10 +1237,27 @@ async fn call(args: CallArgs) -> Result<u8, CliError> {
             Ok(EXIT_OK)
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", scrubber.scrub(&e.to_string()));
             Ok(EXIT_FINDINGS)
         }
     }
+}
+
+async fn cleanup(args: CleanupArgs, scrubber: &Scrubber) -> Result<u8, CliError> {
+    let secrets = match &args.secrets {
+        Some(file) => load_secrets(file, scrubber)?,
+        None => BTreeMap::new(),
+    };
+    if !args.journal.exists() {
+        println!("cleanup: nothing to do: there is no journal at {}", args.journal.display());
+        return Ok(EXIT_OK);
+    }
+    let endpoints: Vec<String> = args.connect.targets().distinct().iter().map(ToString::to_string).collect();
+    let outcome = crate::cleanup::cleanup(&args.journal, &endpoints, &args.connect.client_options(), &secrets)
+        .await
+        .map_err(CliError::usage)?;
+    print!("{}", scrubber.scrub(&outcome.to_string()));
+    Ok(if outcome.is_complete() { EXIT_OK } else { EXIT_FINDINGS })
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::{
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{file}: {reason}", file = file.display())]
+    #[error("{file}: cannot read: {reason}", file = file.display())]
     Io {
         /// The file.
         file: PathBuf,

@@ -2,9 +2,14 @@
 //! written (and flushed to disk) before the run relies on it, and marked done when torn down.
 //! Whatever a crash, SIGKILL or timeout leaves behind, `csi-conform cleanup` reads from here.
 //!
+//! A call that creates something is journaled *before* it is sent (`sending`), and the
+//! resource once the answer names it (`created`): a run killed while the plugin was still
+//! working leaves the call behind, and `cleanup` repeats it to learn what it made (creation is
+//! idempotent by name in CSI) before undoing that.
+//!
 //! Only resources in the journal are ever cleaned up: nothing is discovered by listing the
 //! plugin. Entries hold ids, names, paths and the *name* of the secrets key that deletes a
-//! resource, never secret values.
+//! resource, never secret values (requests are written with every sensitive field cleared).
 
 use std::{
     collections::BTreeMap,
@@ -30,20 +35,111 @@ pub struct Record {
     /// The secrets-file key the creating call used, if it sent secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_key: Option<String>,
+    /// The secrets-file key whose secrets the undo call sends (set when the creating call
+    /// sent secrets; a name, never values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo_secrets_key: Option<String>,
+    /// The name the creating request gave it (volumes, snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// What it is.
     pub resource: Resource,
 }
 
+/// A call that may create something, written before it is sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// The endpoint the call goes to.
+    pub endpoint: String,
+    /// The scenario making it.
+    pub scenario: String,
+    /// The secrets-file key it uses, if it sends secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_key: Option<String>,
+    /// The RPC.
+    pub rpc: String,
+    /// Which node endpoint (node RPCs).
+    #[serde(default)]
+    pub node: usize,
+    /// The request with every sensitive field cleared, as proto JSON with field names.
+    pub request: serde_json::Value,
+}
+
+/// Something a journal still lists: a resource, or a call whose answer was never heard.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outstanding {
+    /// A resource that exists until undone.
+    Resource(Record),
+    /// A call that may have created something.
+    Call(CallRecord),
+}
+
+impl Outstanding {
+    /// The endpoint it lives on.
+    pub fn endpoint(&self) -> &str {
+        match self {
+            Outstanding::Resource(r) => &r.endpoint,
+            Outstanding::Call(c) => &c.endpoint,
+        }
+    }
+
+    /// The scenario that made it.
+    pub fn scenario(&self) -> &str {
+        match self {
+            Outstanding::Resource(r) => &r.scenario,
+            Outstanding::Call(c) => &c.scenario,
+        }
+    }
+
+    /// Where it comes in the undo order (see [`Resource::undo_rank`]).
+    pub fn undo_rank(&self) -> u8 {
+        match self {
+            Outstanding::Resource(r) => r.resource.undo_rank(),
+            Outstanding::Call(c) => Resource::undo_rank_of(&c.rpc),
+        }
+    }
+}
+
+impl std::fmt::Display for Outstanding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outstanding::Resource(r) => {
+                write!(f, "{}", r.resource)?;
+                if let Some(name) = &r.name {
+                    write!(f, " ({name})")?;
+                }
+            }
+            Outstanding::Call(c) => {
+                write!(f, "unanswered {}", c.rpc)?;
+                if let Some(name) = c.request.get("name").and_then(|n| n.as_str()) {
+                    write!(f, " of {name}")?;
+                }
+            }
+        }
+        write!(f, " on {} (scenario {})", self.endpoint(), self.scenario())
+    }
+}
+
 /// One line of the journal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Entry {
+    /// A call that may create something is about to be sent.
+    Sending {
+        /// Unique within the journal: `<run id>:<sequence>`.
+        id: String,
+        /// The call.
+        call: CallRecord,
+    },
     /// A resource now exists.
     Created {
         /// Unique within the journal: `<run id>:<sequence>`.
         id: String,
         /// The resource.
         record: Record,
+        /// The `sending` entry of the call that created it, settled by this entry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces: Option<String>,
     },
     /// The resource with this id is gone.
     Done {
@@ -107,10 +203,26 @@ impl Journal {
     /// Records that `resource` exists; returns the id to mark it done with. The line is on
     /// disk (fsync'd) when this returns.
     pub fn created(&self, record: &Record) -> Result<String, JournalError> {
+        self.created_by(record, None)
+    }
+
+    /// Like [`Journal::created`], also settling the `sending` entry `replaces` of the call
+    /// that created it, in the same line (so no crash can leave both or neither).
+    pub fn created_by(&self, record: &Record, replaces: Option<&str>) -> Result<String, JournalError> {
+        self.append(|id| Entry::Created { id, record: record.clone(), replaces: replaces.map(str::to_owned) })
+    }
+
+    /// Records a call that may create something, before it is sent; returns the id to mark
+    /// it done with once answered.
+    pub fn sending(&self, call: &CallRecord) -> Result<String, JournalError> {
+        self.append(|id| Entry::Sending { id, call: call.clone() })
+    }
+
+    fn append(&self, entry: impl FnOnce(String) -> Entry) -> Result<String, JournalError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.1 += 1;
         let id = format!("{}:{}", self.run_id, state.1);
-        write_entry(&self.path, &mut state.0, &Entry::Created { id: id.clone(), record: record.clone() })?;
+        write_entry(&self.path, &mut state.0, &entry(id.clone()))?;
         Ok(id)
     }
 
@@ -129,10 +241,10 @@ fn write_entry(path: &Path, file: &mut File, entry: &Entry) -> Result<(), Journa
     file.sync_data().map_err(io)
 }
 
-/// Reads a journal and returns the records created and not yet done, oldest first.
-/// A missing file has nothing outstanding. A torn last line (a crash mid-write) is ignored;
-/// any other malformed line is an error naming its line.
-pub fn outstanding(path: &Path) -> Result<Vec<(String, Record)>, JournalError> {
+/// Reads a journal and returns what is created (or being created) and not yet done, oldest
+/// first. A missing file has nothing outstanding. A torn last line (a crash mid-write) is
+/// ignored; any other malformed line is an error naming its line.
+pub fn outstanding(path: &Path) -> Result<Vec<(String, Outstanding)>, JournalError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -142,23 +254,31 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Record)>, JournalError> {
         .lines()
         .collect::<Result<_, _>>()
         .map_err(|source| JournalError::Io { path: path.to_owned(), source })?;
-    let mut open: BTreeMap<usize, (String, Record)> = BTreeMap::new();
+    let mut open: BTreeMap<usize, (String, Outstanding)> = BTreeMap::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let settle = |id: &str, open: &mut BTreeMap<usize, _>, index: &mut BTreeMap<String, usize>| {
+        if let Some(at) = index.remove(id) {
+            open.remove(&at);
+        }
+    };
     let last = lines.len();
     for (n, line) in lines.iter().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<Entry>(line) {
-            Ok(Entry::Created { id, record }) => {
+            Ok(Entry::Sending { id, call }) => {
                 index.insert(id.clone(), n);
-                open.insert(n, (id, record));
+                open.insert(n, (id, Outstanding::Call(call)));
             }
-            Ok(Entry::Done { id }) => {
-                if let Some(at) = index.remove(&id) {
-                    open.remove(&at);
+            Ok(Entry::Created { id, record, replaces }) => {
+                if let Some(call) = replaces {
+                    settle(&call, &mut open, &mut index);
                 }
+                index.insert(id.clone(), n);
+                open.insert(n, (id, Outstanding::Resource(record)));
             }
+            Ok(Entry::Done { id }) => settle(&id, &mut open, &mut index),
             Err(_) if n + 1 == last => {}
             Err(e) => {
                 return Err(JournalError::Corrupt {
@@ -185,17 +305,20 @@ pub struct JournalObserver {
     controller: Option<String>,
     nodes: Vec<String>,
     ids: Mutex<std::collections::HashMap<(String, u64), String>>,
+    /// Each scenario's call in flight (a scenario makes one call at a time), by journal id.
+    in_flight: Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl JournalObserver {
     /// Journals into `journal`; `controller` and `nodes` are the run's endpoints, so each
     /// record names where its undo call goes.
     pub fn new(journal: Journal, controller: Option<String>, nodes: Vec<String>) -> Self {
-        JournalObserver { journal, controller, nodes, ids: Mutex::default() }
+        JournalObserver { journal, controller, nodes, ids: Mutex::default(), in_flight: Mutex::default() }
     }
 
-    fn endpoint_of(&self, resource: &Resource) -> String {
-        let endpoint = match resource.node() {
+    /// The endpoint of node `node`, or of the controller.
+    fn endpoint_of(&self, node: Option<usize>) -> String {
+        let endpoint = match node {
             Some(i) => self.nodes.get(i),
             None => self.controller.as_ref(),
         };
@@ -204,14 +327,57 @@ impl JournalObserver {
 }
 
 impl crate::suite::ResourceObserver for JournalObserver {
+    fn sending(&self, call: &crate::suite::Sending) {
+        let node = crate::proto::method(&call.rpc)
+            .filter(|m| m.parent_service().name() == "Node")
+            .map(|_| call.node);
+        let request = crate::proto::to_json_value(&crate::proto::without_sensitive(&call.request));
+        let record = CallRecord {
+            endpoint: self.endpoint_of(node),
+            scenario: call.scenario.clone(),
+            secrets_key: call.secrets_key.clone(),
+            rpc: call.rpc.clone(),
+            node: call.node,
+            request,
+        };
+        match self.journal.sending(&record) {
+            Ok(id) => {
+                self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(call.scenario.clone(), id);
+            }
+            Err(e) => tracing::error!("{e}: a {} call is not journaled; `cleanup` cannot find what it makes after a crash", call.rpc),
+        }
+    }
+
+    fn answered(&self, call: &crate::suite::Sending) {
+        let id = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.scenario);
+        if let Some(id) = id
+            && let Err(e) = self.journal.done(&id)
+        {
+            tracing::error!("{e}: the answer to a {} call is not journaled", call.rpc);
+        }
+    }
+
+    fn unanswered(&self, call: &crate::suite::Sending) {
+        // The `sending` line stays: `cleanup` asks again what the call made.
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.scenario);
+        tracing::warn!(
+            "{} of scenario {} was never answered; it stays in the journal for `csi-conform cleanup`",
+            call.rpc,
+            call.scenario
+        );
+    }
+
     fn registered(&self, tracked: &crate::suite::Tracked) {
         let record = Record {
-            endpoint: self.endpoint_of(&tracked.resource),
+            endpoint: self.endpoint_of(tracked.resource.node()),
             scenario: tracked.scenario.clone(),
             secrets_key: tracked.secrets_key.clone(),
+            undo_secrets_key: tracked.secrets_key.as_ref().map(|_| crate::suite::secret_key(tracked.resource.teardown().0)),
+            name: tracked.name.clone(),
             resource: tracked.resource.clone(),
         };
-        match self.journal.created(&record) {
+        let replaces = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&tracked.scenario);
+        match self.journal.created_by(&record, replaces.as_deref()) {
             Ok(id) => {
                 let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
                 ids.insert((tracked.scenario.clone(), tracked.seq), id);
@@ -243,8 +409,14 @@ mod tests {
             endpoint: "unix:///x.sock".into(),
             scenario: "s.x".into(),
             secrets_key: Some("CreateVolumeSecret".into()),
+            undo_secrets_key: Some("DeleteVolumeSecret".into()),
+            name: Some(format!("name-{id}")),
             resource: Resource::Volume { volume_id: id.into() },
         }
+    }
+
+    fn names(path: &Path) -> Vec<String> {
+        outstanding(path).unwrap().iter().map(|(_, o)| o.to_string()).collect()
     }
 
     #[test]
@@ -256,8 +428,10 @@ mod tests {
         let _b = j.created(&volume("b")).unwrap();
         let c = j.created(&volume("c")).unwrap();
         j.done(&a).unwrap();
-        let left = outstanding(&path).unwrap();
-        assert_eq!(left.iter().map(|(_, r)| r.resource.to_string()).collect::<Vec<_>>(), ["volume b", "volume c"]);
+        assert_eq!(
+            names(&path),
+            ["volume b (name-b) on unix:///x.sock (scenario s.x)", "volume c (name-c) on unix:///x.sock (scenario s.x)"]
+        );
         mark_done(&path, &[c]).unwrap();
         assert_eq!(outstanding(&path).unwrap().len(), 1);
         // A second run appends to the same file with ids of its own.
@@ -265,6 +439,33 @@ mod tests {
         let d = j2.created(&volume("d")).unwrap();
         assert!(d.starts_with("run2:"));
         assert_eq!(outstanding(&path).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_call_is_outstanding_until_answered_or_settled_by_what_it_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let j = Journal::open(&path, "r").unwrap();
+        let call = |name: &str| CallRecord {
+            endpoint: "unix:///x.sock".into(),
+            scenario: "s.x".into(),
+            secrets_key: None,
+            rpc: "CreateVolume".into(),
+            node: 0,
+            request: serde_json::json!({ "name": name }),
+        };
+        let answered = j.sending(&call("a")).unwrap();
+        let created = j.sending(&call("b")).unwrap();
+        let _lost = j.sending(&call("c")).unwrap();
+        j.done(&answered).unwrap();
+        j.created_by(&volume("b"), Some(&created)).unwrap();
+        assert_eq!(
+            names(&path),
+            [
+                "unanswered CreateVolume of c on unix:///x.sock (scenario s.x)",
+                "volume b (name-b) on unix:///x.sock (scenario s.x)"
+            ]
+        );
     }
 
     #[test]

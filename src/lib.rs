@@ -16,6 +16,7 @@ pub mod parity;
 pub mod proto;
 pub mod reference;
 pub mod report;
+pub mod scrub;
 pub mod secrets;
 pub mod suite;
 pub mod units;

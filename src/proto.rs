@@ -123,32 +123,75 @@ pub fn is_sensitive_field(field: &FieldDescriptor) -> bool {
 /// depth. Map keys stay visible (they name a secret, they are not the secret); values go.
 pub fn redacted(message: &DynamicMessage) -> DynamicMessage {
     let mut copy = message.clone();
-    redact_in_place(&mut copy);
+    walk_sensitive(&mut copy, &mut |m, field| redact_value(m.get_field_mut(field)));
     copy
 }
 
-fn redact_in_place(message: &mut DynamicMessage) {
+/// A copy of `message` with every sensitive field cleared (not even its keys are left): what
+/// may be written to disk to repeat a call later, with the secrets filled in again then.
+pub fn without_sensitive(message: &DynamicMessage) -> DynamicMessage {
+    let mut copy = message.clone();
+    walk_sensitive(&mut copy, &mut |m, field| m.clear_field(field));
+    copy
+}
+
+/// The values of `message`'s sensitive fields that must not show up in free text: every
+/// value of a secret field, and each mount flag that carries data (`key=value`: the flag and
+/// its value; a bare option name such as `ro` is not data).
+pub fn sensitive_values(message: &DynamicMessage) -> Vec<String> {
+    let mut copy = message.clone();
+    let mut found = Vec::new();
+    walk_sensitive(&mut copy, &mut |m, field| {
+        let mount_flags = !is_secret_field(field);
+        collect_strings(m.get_field(field).as_ref(), &mut |s| {
+            if !mount_flags {
+                found.push(s.to_owned());
+            } else if let Some((_, value)) = s.split_once('=') {
+                found.push(s.to_owned());
+                found.push(value.to_owned());
+            }
+        });
+    });
+    found
+}
+
+fn collect_strings(value: &Value, out: &mut dyn FnMut(&str)) {
+    match value {
+        Value::String(s) => out(s),
+        Value::Bytes(b) => {
+            if let Ok(s) = std::str::from_utf8(b) {
+                out(s)
+            }
+        }
+        Value::List(items) => items.iter().for_each(|v| collect_strings(v, out)),
+        Value::Map(entries) => entries.values().for_each(|v| collect_strings(v, out)),
+        Value::Message(inner) => inner.fields().for_each(|(_, v)| collect_strings(v, out)),
+        _ => {}
+    }
+}
+
+/// Calls `on` for every set sensitive field of `message` and of the messages inside it.
+fn walk_sensitive(message: &mut DynamicMessage, on: &mut dyn FnMut(&mut DynamicMessage, &FieldDescriptor)) {
     let descriptor = message.descriptor();
     for field in descriptor.fields() {
         if !message.has_field(&field) {
             continue;
         }
         if is_sensitive_field(&field) {
-            let value = message.get_field_mut(&field);
-            redact_value(value);
+            on(message, &field);
             continue;
         }
         if matches!(field.kind(), Kind::Message(_)) {
             match message.get_field_mut(&field) {
-                Value::Message(inner) => redact_in_place(inner),
+                Value::Message(inner) => walk_sensitive(inner, on),
                 Value::List(items) => items.iter_mut().for_each(|v| {
                     if let Value::Message(inner) = v {
-                        redact_in_place(inner)
+                        walk_sensitive(inner, on)
                     }
                 }),
                 Value::Map(entries) => entries.values_mut().for_each(|v| {
                     if let Value::Message(inner) = v {
-                        redact_in_place(inner)
+                        walk_sensitive(inner, on)
                     }
                 }),
                 _ => {}
@@ -176,6 +219,96 @@ fn redact_value(value: &mut Value) {
     }
 }
 
+/// Integer fields CSI uses for sizes, counts and offsets: a negative value is meaningless.
+pub const NON_NEGATIVE_FIELDS: [&str; 12] = [
+    "csi.v1.Volume.capacity_bytes",
+    "csi.v1.Snapshot.size_bytes",
+    "csi.v1.GetCapacityResponse.available_capacity",
+    "csi.v1.ControllerExpandVolumeResponse.capacity_bytes",
+    "csi.v1.NodeExpandVolumeResponse.capacity_bytes",
+    "csi.v1.NodeGetInfoResponse.max_volumes_per_node",
+    "csi.v1.VolumeUsage.available",
+    "csi.v1.VolumeUsage.total",
+    "csi.v1.VolumeUsage.used",
+    "csi.v1.BlockMetadata.byte_offset",
+    "csi.v1.BlockMetadata.size_bytes",
+    "csi.v1.GetMetadataAllocatedResponse.volume_capacity_bytes",
+];
+
+/// A value in a message that CSI v1.12 does not allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImpossibleValue {
+    /// Where: a dotted path with `[n]` list indices (`capabilities[2].rpc.type`).
+    pub path: String,
+    /// What is wrong.
+    pub kind: Impossible,
+}
+
+/// The kinds of [`ImpossibleValue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Impossible {
+    /// A size, count or offset below zero.
+    Negative(i64),
+    /// An enum number the enum does not define (garbage, or a newer spec version).
+    UndefinedEnum {
+        /// The number.
+        number: i32,
+        /// The enum's full name.
+        enum_name: String,
+    },
+}
+
+impl std::fmt::Display for ImpossibleValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            Impossible::Negative(n) => write!(f, "{} = {n}, which cannot be negative", self.path),
+            Impossible::UndefinedEnum { number, enum_name } => write!(
+                f,
+                "{} = {number}, which {enum_name} does not define in CSI v1.12 (garbage, or a newer spec version)",
+                self.path
+            ),
+        }
+    }
+}
+
+/// Every value of `message` (at any depth) that CSI v1.12 does not allow: undefined enum
+/// numbers (from the descriptor) and negative [`NON_NEGATIVE_FIELDS`].
+pub fn impossible_values(message: &DynamicMessage) -> Vec<ImpossibleValue> {
+    let mut found = Vec::new();
+    find_impossible(message, "", &mut found);
+    found
+}
+
+fn find_impossible(message: &DynamicMessage, prefix: &str, found: &mut Vec<ImpossibleValue>) {
+    for (field, value) in message.fields() {
+        let path = if prefix.is_empty() { field.name().to_owned() } else { format!("{prefix}.{}", field.name()) };
+        let items: Vec<(String, &Value)> = match value {
+            Value::List(items) => items.iter().enumerate().map(|(i, v)| (format!("{path}[{i}]"), v)).collect(),
+            Value::Map(entries) => entries
+                .iter()
+                .map(|(k, v)| match k {
+                    prost_reflect::MapKey::String(k) => (format!("{path}.{k}"), v),
+                    k => (format!("{path}[{k:?}]"), v),
+                })
+                .collect(),
+            v => vec![(path, v)],
+        };
+        for (path, v) in items {
+            match (field.kind(), v) {
+                (Kind::Enum(e), Value::EnumNumber(n)) if e.get_value(*n).is_none() => found.push(ImpossibleValue {
+                    path,
+                    kind: Impossible::UndefinedEnum { number: *n, enum_name: e.full_name().to_owned() },
+                }),
+                (_, Value::I64(n)) if *n < 0 && NON_NEGATIVE_FIELDS.contains(&field.full_name()) => {
+                    found.push(ImpossibleValue { path, kind: Impossible::Negative(*n) })
+                }
+                (_, Value::Message(inner)) => find_impossible(inner, &path, found),
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Converts a generated prost message into its dynamic form (for printing and redaction).
 pub fn to_dynamic<M: prost::Message + prost::Name>(message: &M) -> DynamicMessage {
     let descriptor = self::message(&M::full_name())
@@ -187,17 +320,33 @@ pub fn to_dynamic<M: prost::Message + prost::Name>(message: &M) -> DynamicMessag
     dynamic
 }
 
+fn json_options() -> prost_reflect::SerializeOptions {
+    prost_reflect::SerializeOptions::new()
+        .use_proto_field_name(true)
+        .skip_default_fields(true)
+        .stringify_64_bit_integers(false)
+}
+
 /// The message with sensitive values redacted, serialised to JSON bytes with proto field
 /// names and without default-valued fields.
 fn redacted_json_bytes(message: &DynamicMessage) -> Option<Vec<u8>> {
-    let options = prost_reflect::SerializeOptions::new()
-        .use_proto_field_name(true)
-        .skip_default_fields(true)
-        .stringify_64_bit_integers(false);
     let mut buf = Vec::new();
     let mut ser = serde_json::Serializer::new(&mut buf);
-    redacted(message).serialize_with_options(&mut ser, &options).ok()?;
+    redacted(message).serialize_with_options(&mut ser, &json_options()).ok()?;
     Some(buf)
+}
+
+/// The message as a JSON value with proto field names, *unredacted*: strip it first
+/// ([`without_sensitive`]) before it goes anywhere. Read back with [`from_json_value`].
+pub fn to_json_value(message: &DynamicMessage) -> serde_json::Value {
+    message
+        .serialize_with_options(serde_json::value::Serializer, &json_options())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// Reads a message of type `descriptor` from [`to_json_value`]'s form.
+pub fn from_json_value(descriptor: MessageDescriptor, value: &serde_json::Value) -> Result<DynamicMessage, String> {
+    DynamicMessage::deserialize(descriptor, value).map_err(|e| e.to_string())
 }
 
 /// Renders a message the way an operator reads it: YAML with the proto field names, secrets
@@ -263,6 +412,56 @@ mod tests {
         assert!(text.contains("password"), "keys stay visible: {text}");
         assert!(text.contains("ext4"), "{text}");
         assert!(text.contains(REDACTED), "{text}");
+    }
+
+    #[test]
+    fn sensitive_values_are_found_and_stripped_from_the_descriptor() {
+        let req = v1::NodePublishVolumeRequest {
+            volume_id: "v".into(),
+            secrets: [("token".to_owned(), "s3cr3t-value".to_owned())].into(),
+            volume_capability: Some(v1::VolumeCapability {
+                access_type: Some(v1::volume_capability::AccessType::Mount(v1::volume_capability::MountVolume {
+                    fs_type: "ext4".into(),
+                    mount_flags: vec!["ro".into(), "password=hunter3".into()],
+                    volume_mount_group: String::new(),
+                })),
+                access_mode: None,
+            }),
+            ..Default::default()
+        };
+        let message = to_dynamic(&req);
+        let mut values = sensitive_values(&message);
+        values.sort();
+        assert_eq!(values, ["hunter3", "password=hunter3", "s3cr3t-value"]);
+        let stripped = to_redacted_json(&without_sensitive(&message));
+        assert_eq!(stripped, r#"{"volume_id":"v","volume_capability":{"mount":{"fs_type":"ext4"}}}"#);
+    }
+
+    #[test]
+    fn impossible_values_are_found_by_field_and_enum_descriptor() {
+        for name in NON_NEGATIVE_FIELDS {
+            let (parent, field) = name.rsplit_once('.').unwrap();
+            let m = message(parent).unwrap_or_else(|| panic!("{name}: no such message"));
+            assert!(m.get_field_by_name(field).is_some(), "{name}: no such field");
+        }
+        let created = v1::CreateVolumeResponse {
+            volume: Some(v1::Volume { volume_id: "v".into(), capacity_bytes: -5, ..Default::default() }),
+        };
+        let found: Vec<String> = impossible_values(&to_dynamic(&created)).iter().map(ToString::to_string).collect();
+        assert_eq!(found, ["volume.capacity_bytes = -5, which cannot be negative"]);
+        use v1::controller_service_capability::{Rpc, Type};
+        let caps = v1::ControllerGetCapabilitiesResponse {
+            capabilities: vec![
+                v1::ControllerServiceCapability { r#type: Some(Type::Rpc(Rpc { r#type: 1 })) },
+                v1::ControllerServiceCapability { r#type: Some(Type::Rpc(Rpc { r#type: 99 })) },
+            ],
+        };
+        let found: Vec<String> = impossible_values(&to_dynamic(&caps)).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            found,
+            ["capabilities[1].rpc.type = 99, which csi.v1.ControllerServiceCapability.RPC.Type does not define in CSI v1.12 (garbage, or a newer spec version)"]
+        );
+        assert!(impossible_values(&to_dynamic(&v1::CreateVolumeResponse::default())).is_empty());
     }
 
     #[test]

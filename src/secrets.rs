@@ -118,7 +118,7 @@ impl fmt::Display for SecretKey {
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
     /// The file could not be read.
-    #[error("{file}: {source}")]
+    #[error("{file}: cannot read the secrets file: {source}")]
     Io {
         /// The file.
         file: PathBuf,

@@ -117,7 +117,7 @@ fn classify_status(status: &tonic::Status) -> ErrorOrigin {
         };
     }
     let msg = status.message();
-    if msg.starts_with("Error, message length too large") || msg.contains("failed to decode") {
+    if msg.contains("message length too large") || msg.contains("failed to decode") {
         return ErrorOrigin::Decode;
     }
     if status.code() == Code::Internal && msg.starts_with("protocol error") {

@@ -272,6 +272,17 @@ impl Connection {
         .await
     }
 
+    /// One Probe within `timeout`: whether the plugin answers and says it is ready (`ready`
+    /// unset counts as ready). Over a connection that was lost, this is also how the channel
+    /// reconnects: tonic dials the endpoint again for the call.
+    pub async fn probe(&self, timeout: Duration) -> Result<bool, RpcError> {
+        let mut identity = self.identity();
+        let response = self
+            .call_within("Probe", v1::ProbeRequest {}, timeout, |r| async move { identity.probe(r).await })
+            .await?;
+        Ok(response.ready != Some(false))
+    }
+
     async fn wait_until_ready(&self, started: Instant, deadline: Instant) -> Result<(), ConnectError> {
         let mut not_ready = 0u32;
         let mut last_error: Option<RpcError> = None;

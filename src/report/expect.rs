@@ -22,7 +22,7 @@ use super::model::{Expectation, RunReport, ScenarioResult, Severity};
 #[derive(Debug, thiserror::Error)]
 pub enum ExpectError {
     /// The file could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: cannot read the expect-failures file: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
@@ -166,7 +166,12 @@ impl ExpectedFailures {
     pub fn load(path: &Path) -> Result<Self, ExpectError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ExpectError::Read { path: path.to_owned(), source })?;
-        Self::parse(&text).map_err(|(location, message)| ExpectError::Invalid {
+        Self::parse_str(&text, path)
+    }
+
+    /// Parses the text of an expect-failures file; `path` names it in errors.
+    pub fn parse_str(text: &str, path: &Path) -> Result<Self, ExpectError> {
+        Self::parse(text).map_err(|(location, message)| ExpectError::Invalid {
             path: path.to_owned(),
             location,
             message,

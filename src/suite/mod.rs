@@ -33,8 +33,10 @@ pub use model::{
 };
 pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};
 pub use request::{RequestTemplate, build_request, parse_request};
-pub use resources::{Resource, ResourceObserver, Tracked, Tracker, set_secrets};
 pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
-pub use run::{GIB, Plugin, Progress, Response, RunConfig, ScenarioCtx, run, run_until};
+pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
+pub use run::{
+    DEFAULT_CLEANUP_TIMEOUT, GIB, Plugin, Progress, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until,
+};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

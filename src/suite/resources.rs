@@ -66,11 +66,38 @@ impl Resource {
     /// any kind). Within a rank, the newest goes first, so an object made from another (a
     /// clone, a volume from a snapshot) goes before its source.
     pub fn undo_rank(&self) -> u8 {
-        match self {
-            Resource::NodePublication { .. } => 0,
-            Resource::NodeStage { .. } => 1,
-            Resource::ControllerPublication { .. } => 2,
+        Resource::undo_rank_of(self.creating_rpc())
+    }
+
+    /// [`Resource::undo_rank`] of what a call of `rpc` creates.
+    pub fn undo_rank_of(rpc: &str) -> u8 {
+        match rpc {
+            "NodePublishVolume" => 0,
+            "NodeStageVolume" => 1,
+            "ControllerPublishVolume" => 2,
             _ => 3,
+        }
+    }
+
+    /// The RPCs that create something the engine tracks.
+    pub const CREATING_RPCS: [&'static str; 6] = [
+        "CreateVolume",
+        "CreateSnapshot",
+        "CreateVolumeGroupSnapshot",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+    ];
+
+    /// The RPC that creates this kind of resource.
+    pub fn creating_rpc(&self) -> &'static str {
+        match self {
+            Resource::Volume { .. } => "CreateVolume",
+            Resource::Snapshot { .. } => "CreateSnapshot",
+            Resource::GroupSnapshot { .. } => "CreateVolumeGroupSnapshot",
+            Resource::ControllerPublication { .. } => "ControllerPublishVolume",
+            Resource::NodeStage { .. } => "NodeStageVolume",
+            Resource::NodePublication { .. } => "NodePublishVolume",
         }
     }
 
@@ -239,11 +266,51 @@ pub struct Tracked {
     /// The secrets-file key the creating call used (a name, never values); `None` when it
     /// sent no secrets. Teardown sends secrets (by `auto`) only when this is set.
     pub secrets_key: Option<String>,
+    /// The name the creating request gave it (volumes, snapshots), if any.
+    pub name: Option<String>,
+}
+
+/// A call that may create something, about to be sent: heard before the plugin acts, so that
+/// a journal holds it even if the answer is never heard (a crash, SIGKILL, a lost
+/// connection).
+#[derive(Debug, Clone)]
+pub struct Sending {
+    /// Numbered with the scenario's [`Tracked`] resources (unique within the scenario).
+    pub seq: u64,
+    /// The scenario making the call.
+    pub scenario: String,
+    /// The RPC (one of [`Resource::CREATING_RPCS`]).
+    pub rpc: String,
+    /// The request as sent, secrets included: observers must strip sensitive fields
+    /// ([`crate::proto::without_sensitive`]) before keeping it anywhere.
+    pub request: DynamicMessage,
+    /// Which node endpoint (node RPCs).
+    pub node: usize,
+    /// The secrets-file key the call uses, if it sends secrets (a name, never values).
+    pub secrets_key: Option<String>,
 }
 
 /// Hears about every resource the engine creates and releases, so that a journal can record
 /// them and a later run can clean up after a crash. Called synchronously; keep it quick.
+///
+/// For a call that creates something the order is: [`sending`](Self::sending), the call,
+/// [`registered`](Self::registered) when it created something, then
+/// [`answered`](Self::answered) when the plugin's answer was heard, whatever it was, or
+/// [`unanswered`](Self::unanswered) when it was not (a timeout, a lost connection, bytes
+/// that do not decode): then the plugin may have made something nobody knows the id of.
 pub trait ResourceObserver: Send + Sync {
+    /// A call that may create something is about to be sent.
+    fn sending(&self, call: &Sending) {
+        let _ = call;
+    }
+    /// The answer to `call` arrived (and what it created, if anything, is registered).
+    fn answered(&self, call: &Sending) {
+        let _ = call;
+    }
+    /// No answer to `call` was heard: what it made, if anything, is unknown.
+    fn unanswered(&self, call: &Sending) {
+        let _ = call;
+    }
     /// A call created `resource`.
     fn registered(&self, resource: &Tracked);
     /// `resource` was deleted/unpublished (by a step or by teardown), or was already gone.
@@ -281,7 +348,8 @@ impl Tracker {
         match outcome {
             Ok(response) => {
                 if let Some(resource) = Resource::created_by(rpc, request, response, node) {
-                    self.register(resource, secrets_key);
+                    let name = Some(text_at(request, "name")).filter(|n| !n.is_empty());
+                    self.register_named(resource, secrets_key, name);
                 }
                 self.release_matching(rpc, request, node);
             }
@@ -292,6 +360,10 @@ impl Tracker {
 
     /// Registers a resource (once: re-creating the same thing idempotently is one resource).
     pub fn register(&mut self, resource: Resource, secrets_key: Option<&str>) {
+        self.register_named(resource, secrets_key, None);
+    }
+
+    fn register_named(&mut self, resource: Resource, secrets_key: Option<&str>, name: Option<String>) {
         if self.live.iter().any(|t| t.resource == resource) {
             return;
         }
@@ -300,6 +372,7 @@ impl Tracker {
             scenario: self.scenario.clone(),
             resource,
             secrets_key: secrets_key.map(str::to_owned),
+            name,
         };
         self.next += 1;
         if let Some(o) = &self.observer {
@@ -316,6 +389,41 @@ impl Tracker {
             if let Some(o) = &self.observer {
                 o.released(t);
             }
+        }
+    }
+
+    /// Tells the observer that a call of `rpc` that may create something is about to be sent;
+    /// returns what to hand to [`Tracker::answered`] once the answer is in (`None` when the
+    /// call creates nothing or nobody listens).
+    pub fn sending(
+        &mut self,
+        rpc: &str,
+        request: &DynamicMessage,
+        node: usize,
+        secrets_key: Option<&str>,
+    ) -> Option<Sending> {
+        let observer = self.observer.as_ref()?;
+        if !Resource::CREATING_RPCS.contains(&rpc) {
+            return None;
+        }
+        let call = Sending {
+            seq: self.next,
+            scenario: self.scenario.clone(),
+            rpc: rpc.to_owned(),
+            request: request.clone(),
+            node,
+            secrets_key: secrets_key.map(str::to_owned),
+        };
+        self.next += 1;
+        observer.sending(&call);
+        Some(call)
+    }
+
+    /// Tells the observer whether the plugin's answer to `call` was `heard` (call after
+    /// [`Tracker::observe`]).
+    pub fn answered(&self, call: Option<Sending>, heard: bool) {
+        if let (Some(o), Some(call)) = (&self.observer, call) {
+            if heard { o.answered(&call) } else { o.unanswered(&call) }
         }
     }
 

@@ -5,7 +5,7 @@
 //! redaction helpers and every finding is scrubbed of the secrets file's values.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     fmt,
     future::Future,
     path::PathBuf,
@@ -39,6 +39,7 @@ use crate::{
     fingerprint::{Capability, Fingerprint},
     proto,
     report::{Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult},
+    scrub::Scrubber,
 };
 
 /// The plugin under test: its connections and what it said about itself.
@@ -100,6 +101,16 @@ pub struct RunConfig {
     pub replay_command: Option<String>,
     /// The longest the whole run may take; scenarios not started by then are not run.
     pub timeout: Option<Duration>,
+    /// After a stop (a signal, the run timeout), how long the scenarios in flight may take to
+    /// finish their step and tear down; then they are abandoned, and what they created stays
+    /// in the journal for `csi-conform cleanup`.
+    pub cleanup_timeout: Duration,
+    /// How an endpoint whose connection was lost is tried again.
+    pub reconnect: Reconnect,
+    /// Hides sensitive values in free text: the secrets' values are added at the start, and
+    /// the values of sensitive fields of every request and response as they pass; findings
+    /// are scrubbed with it (share it with the log writer to scrub logs too).
+    pub scrubber: Scrubber,
     /// The csi-conform version, for the report.
     pub tool_version: String,
     /// Hears of every resource created and released.
@@ -129,6 +140,26 @@ pub trait Progress: Send + Sync {
 /// One GiB.
 pub const GIB: i64 = 1 << 30;
 
+/// The default [`RunConfig::cleanup_timeout`].
+pub const DEFAULT_CLEANUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How the engine tries an endpoint again after losing the connection to it: one Probe at
+/// once, then up to `attempts` more, waiting `first_wait`, then twice as long each time. An
+/// endpoint that never answers is given up for the rest of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconnect {
+    /// Probes after the first (0: give up as soon as one Probe fails).
+    pub attempts: u32,
+    /// The wait before the first of them; it doubles each time.
+    pub first_wait: Duration,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Reconnect { attempts: 3, first_wait: Duration::from_millis(500) }
+    }
+}
+
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
@@ -152,6 +183,9 @@ impl Default for RunConfig {
             property_bounds: Bounds::default(),
             replay_command: None,
             timeout: None,
+            cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
+            reconnect: Reconnect::default(),
+            scrubber: Scrubber::new(),
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             observer: None,
             check_path_cmd: None,
@@ -206,6 +240,9 @@ impl fmt::Debug for RunConfig {
             .field("property_bounds", &self.property_bounds)
             .field("replay_command", &self.replay_command)
             .field("timeout", &self.timeout)
+            .field("cleanup_timeout", &self.cleanup_timeout)
+            .field("reconnect", &self.reconnect)
+            .field("scrubber", &self.scrubber)
             .field("tool_version", &self.tool_version)
             .field("observer", &self.observer.is_some())
             .field("check_path_cmd", &self.check_path_cmd)
@@ -226,21 +263,55 @@ pub(crate) struct Shared {
     serial_lock: RwLock<()>,
     stopping: AtomicBool,
     stop_reason: Mutex<Option<String>>,
-    /// Endpoints that stopped answering: nothing more is sent to them.
-    dead: Mutex<HashSet<String>>,
-    /// Every secret value, longest first, scrubbed from findings.
-    secret_values: Vec<String>,
+    /// Endpoints that stopped answering, with why: nothing more is sent to them.
+    dead: Mutex<HashMap<String, String>>,
+    /// Held while an endpoint is being tried again, so that one scenario does it at a time.
+    reconnecting: tokio::sync::Mutex<()>,
 }
 
 impl Shared {
     fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for secret in &self.secret_values {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), proto::REDACTED);
-            }
+        self.config.scrubber.scrub(text).into_owned()
+    }
+
+    /// Why nothing more is sent to `endpoint`, if so.
+    fn gone(&self, endpoint: &str) -> Option<String> {
+        self.dead.lock().unwrap_or_else(|p| p.into_inner()).get(endpoint).cloned()
+    }
+
+    /// The connection to `conn`'s endpoint was lost: Probe it at once, then with backoff
+    /// ([`RunConfig::reconnect`]); an endpoint that never answers is given up for the run.
+    async fn lost(&self, conn: &Connection) {
+        let endpoint = conn.endpoint().to_string();
+        let _one_at_a_time = self.reconnecting.lock().await;
+        if self.gone(&endpoint).is_some() {
+            return;
         }
-        out
+        let policy = self.config.reconnect;
+        let options = conn.options();
+        let per_probe = options.rpc_timeout.min(options.connect_timeout);
+        let started = Instant::now();
+        let mut wait = policy.first_wait;
+        for attempt in 0..=policy.attempts {
+            if attempt > 0 {
+                tokio::time::sleep(wait).await;
+                wait = wait.saturating_mul(2);
+            }
+            if let Ok(true) = conn.probe(per_probe).await {
+                if attempt > 0 {
+                    tracing::warn!(%endpoint, attempt, "the plugin answers again");
+                }
+                return;
+            }
+            tracing::warn!(%endpoint, attempt, "the plugin does not answer");
+        }
+        let why = format!(
+            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed)",
+            policy.attempts,
+            crate::client::human_duration(started.elapsed())
+        );
+        tracing::error!("{why}; nothing more is sent to it");
+        self.dead.lock().unwrap_or_else(|p| p.into_inner()).insert(endpoint, why);
     }
 
     fn stopped(&self) -> Option<String> {
@@ -275,10 +346,7 @@ pub async fn run_until(
         time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let started = Instant::now();
     let run_id = builtin_vars::run_id(config.seed);
-    let mut secret_values: Vec<String> =
-        config.secrets.values().flat_map(|m| m.values()).filter(|v| !v.is_empty()).cloned().collect();
-    secret_values.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    secret_values.dedup();
+    config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
@@ -289,8 +357,8 @@ pub async fn run_until(
         serial_lock: RwLock::new(()),
         stopping: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
-        dead: Mutex::new(HashSet::new()),
-        secret_values,
+        dead: Mutex::new(HashMap::new()),
+        reconnecting: tokio::sync::Mutex::new(()),
     });
 
     let selected: Vec<(usize, usize)> = suites
@@ -325,6 +393,7 @@ pub async fn run_until(
 
     let semaphore = Arc::new(Semaphore::new(config.jobs.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut task_index: HashMap<tokio::task::Id, usize> = HashMap::new();
     // Serial scenarios run alone: each one waits for every other scenario to finish, so with
     // more than one job they start after all the others (rather than where they stand in
     // their suite), which keeps them from draining the pool again and again. With one job
@@ -345,7 +414,7 @@ pub async fn run_until(
         };
         let Ok(permit) = permit else { break };
         let shared = shared.clone();
-        tasks.spawn(async move {
+        let handle = tasks.spawn(async move {
             let progress = shared.config.progress.clone();
             if let Some(p) = &progress {
                 p.started(&shared.suites[si].scenarios[ci].id);
@@ -357,19 +426,39 @@ pub async fn run_until(
             }
             (index, result)
         });
+        task_index.insert(handle.id(), index);
     }
+    // After a stop, the scenarios in flight get `cleanup_timeout` to finish and tear down.
+    let cleanup_timeout = config.cleanup_timeout;
+    let mut cleanup_deadline = std::pin::pin!(tokio::time::sleep(Duration::MAX));
+    let mut deadline_armed = false;
+    let mut abandoned: Vec<usize> = Vec::new();
     loop {
+        if stop_fired && !deadline_armed {
+            deadline_armed = true;
+            cleanup_deadline.as_mut().reset(tokio::time::Instant::now() + cleanup_timeout);
+        }
         let joined = tokio::select! {
-            joined = tasks.join_next() => joined,
+            joined = tasks.join_next_with_id() => joined,
             reason = &mut stop, if !stop_fired => {
                 stop_fired = true;
                 shared.stop(reason);
                 continue;
             }
+            () = &mut cleanup_deadline, if deadline_armed && !tasks.is_empty() => {
+                tracing::error!(
+                    "teardown did not finish within the cleanup timeout of {}; abandoning {} scenario(s), what they created stays in the journal",
+                    crate::client::human_duration(cleanup_timeout),
+                    tasks.len()
+                );
+                tasks.abort_all();
+                continue;
+            }
         };
         match joined {
             None => break,
-            Some(Ok((index, result))) => results[index] = Some(result),
+            Some(Ok((_, (index, result)))) => results[index] = Some(result),
+            Some(Err(e)) if e.is_cancelled() => abandoned.extend(task_index.get(&e.id())),
             Some(Err(e)) => tracing::error!("a scenario task ended abnormally: {e}"),
         }
     }
@@ -385,6 +474,15 @@ pub async fn run_until(
         let result = results[index].take().unwrap_or_else(|| {
             let mut r = blank_result(scenario);
             match &interrupted {
+                Some(reason) if abandoned.contains(&index) => r.findings.push(Finding::new(
+                    Severity::Error,
+                    "interrupted",
+                    format!(
+                        "{reason}; the scenario did not finish its teardown within the cleanup timeout of {}: \
+                         what it created is left in the journal for `csi-conform cleanup`",
+                        crate::client::human_duration(cleanup_timeout)
+                    ),
+                )),
                 Some(reason) => {
                     r.outcome = Severity::Skip;
                     r.skip_reason = Some(format!("not run: {reason}"));
@@ -860,6 +958,14 @@ impl ScenarioCtx {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
+            if attempt > 1
+                && let Some(reason) = self.shared.stopped()
+            {
+                let rpc = call.method.name();
+                let message = format!("stopped before call {attempt} of {rpc}: {reason}");
+                self.push(call_finding(Severity::Error, "interrupted", message, rpc, &request));
+                return Flow::Stop;
+            }
             let (sent, answer) = self.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
             let root = match self.judge(call, &sent, answer) {
                 Judged::Response(r) => r.to_val(),
@@ -950,8 +1056,34 @@ impl ScenarioCtx {
                 return Judged::Flow(Flow::Stop);
             }
             if e.origin == ErrorOrigin::Decode {
-                let message = format!("{rpc} answered with a message that could not be decoded: {}", e.message);
+                let message = format!(
+                    "{rpc} answered with a message that could not be decoded (malformed, or over --max-message-size): {}",
+                    e.message
+                );
                 self.push(rpc_error_finding(e, sent, Severity::Fail, "bad-response", message, None));
+                return Judged::Flow(Flow::Stop);
+            }
+            if e.origin == ErrorOrigin::Deadline {
+                let waited = crate::client::human_duration(e.elapsed);
+                let message = format!("{rpc} did not answer within {waited} (--rpc-timeout); the plugin may be hung");
+                self.push(rpc_error_finding(e, sent, Severity::Fail, "timeout", message, None));
+                return Judged::Flow(Flow::Stop);
+            }
+        }
+        if let Ok(response) = &answer {
+            let mut worst = Severity::Pass;
+            for problem in response.messages().iter().flat_map(proto::impossible_values) {
+                // A size below zero is nonsense; an unknown enum number may come from a newer
+                // spec version, which a CO must tolerate.
+                let severity = match problem.kind {
+                    proto::Impossible::Negative(_) => Severity::Fail,
+                    proto::Impossible::UndefinedEnum { .. } => Severity::Warn,
+                };
+                worst = worst.max(severity);
+                let message = format!("{rpc} answered {problem}");
+                self.push(call_finding(severity, "impossible-value", message, rpc, sent));
+            }
+            if worst >= Severity::Fail {
                 return Judged::Flow(Flow::Stop);
             }
         }
@@ -1016,26 +1148,29 @@ impl ScenarioCtx {
             Err(e) => return (request, Err(e)),
         };
         let endpoint = conn.endpoint().to_string();
-        if self.shared.dead.lock().unwrap_or_else(|p| p.into_inner()).contains(&endpoint) {
+        if let Some(why) = self.shared.gone(&endpoint) {
             let e = RpcError {
                 rpc: method.name().to_owned(),
                 code: Code::Unavailable,
-                message: format!("{endpoint} stopped answering earlier in the run"),
+                message: why,
                 elapsed: Duration::ZERO,
                 origin: ErrorOrigin::Transport,
             };
             return (request, Err(e));
         }
+        let scrubber = &self.shared.config.scrubber;
+        scrubber.add(proto::sensitive_values(&request));
         tracing::debug!(rpc = method.name(), request = %self.shared.scrub(&proto::to_redacted_json(&request)), "call");
+        let sending = if track { self.tracker.sending(method.name(), &request, node_index, key.as_deref()) } else { None };
         let answer = if method.is_server_streaming() {
             conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
         } else {
             conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
         };
-        if let Err(e) = &answer
-            && e.is_unreachable()
-        {
-            self.shared.dead.lock().unwrap_or_else(|p| p.into_inner()).insert(endpoint);
+        match &answer {
+            Ok(response) => response.messages().iter().for_each(|m| scrubber.add(proto::sensitive_values(m))),
+            Err(e) if e.is_unreachable() => self.shared.lost(&conn).await,
+            Err(_) => {}
         }
         if track {
             let outcome = match &answer {
@@ -1046,6 +1181,10 @@ impl ScenarioCtx {
             if let Some(outcome) = outcome {
                 self.tracker.observe(method.name(), &request, outcome, node_index, key.as_deref());
             }
+            // Only an answer from the plugin settles the call: after a timeout, a lost
+            // connection or an undecodable answer, it may have made something.
+            let heard = answer.as_ref().err().is_none_or(|e| e.origin == ErrorOrigin::Plugin);
+            self.tracker.answered(sending, heard);
         }
         (request, answer)
     }
@@ -1227,6 +1366,14 @@ pub enum Response {
 }
 
 impl Response {
+    /// Every message of the answer (one for a unary RPC).
+    pub fn messages(&self) -> &[DynamicMessage] {
+        match self {
+            Response::Unary(m) => std::slice::from_ref(m),
+            Response::Stream(messages) => messages,
+        }
+    }
+
     /// The response as a value; a stream is `{messages: [...]}`.
     pub fn to_val(&self) -> Val {
         match self {

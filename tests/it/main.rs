@@ -1,5 +1,7 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
+mod bad_input;
+mod cleanup;
 mod client;
 mod compare;
 mod compat;
@@ -8,6 +10,10 @@ mod docs;
 mod fingerprint;
 mod lifecycle;
 mod html;
+mod interrupt;
+mod leaks;
+mod loaders;
+mod misbehaving;
 mod mounts;
 mod proto;
 mod quirks;

@@ -5,7 +5,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use csi_conform::{
-    fingerprint::Fingerprint,
+    client::ClientOptions,
     report::{RunReport, ScenarioResult, Severity},
     suite::{self, Plugin, RunConfig, Suite},
 };
@@ -177,9 +177,8 @@ fn suites() -> Vec<Suite> {
 }
 
 async fn plugin(fake: &FakePlugin) -> Plugin {
-    let conn = fake.connect().await;
-    let fingerprint = Fingerprint::collect(Some(&conn), std::slice::from_ref(&conn)).await.expect("fingerprint");
-    Plugin { controller: Some(conn.clone()), nodes: vec![conn], fingerprint }
+    let options = ClientOptions { rpc_timeout: Duration::from_secs(2), ..ClientOptions::default() };
+    fake.engine_plugin(options).await
 }
 
 fn config(work_dir: &std::path::Path, jobs: usize) -> RunConfig {
@@ -188,6 +187,7 @@ fn config(work_dir: &std::path::Path, jobs: usize) -> RunConfig {
         idempotency_count: 3,
         work_dir: work_dir.to_path_buf(),
         seed: 42,
+        reconnect: suite::Reconnect { attempts: 2, first_wait: Duration::from_millis(20) },
         secrets: BTreeMap::from([
             ("CreateVolumeSecret".to_owned(), BTreeMap::from([("password".to_owned(), SECRET_CREATE.to_owned())])),
             ("DeleteVolumeSecret".to_owned(), BTreeMap::from([("password".to_owned(), SECRET_DELETE.to_owned())])),

@@ -4,7 +4,9 @@
 //! `flaky` (answers differently each time), `echo_secret` (puts the received secret in its
 //! error text), `undeletable` (DeleteVolume fails), `sleep_ms` (answers slowly). A volume
 //! whose name ends in `-crash` makes the plugin drop every connection at once and remove its
-//! socket, as a crashed plugin does.
+//! socket, as a crashed plugin does (and, with [`FakeOptions::restart_after`], come back on the
+//! same socket with the same state, as a supervised plugin does). [`FakeOptions::misbehave`]
+//! makes chosen RPCs hang or answer raw bytes (see [`super::misbehaving`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -67,6 +69,10 @@ pub struct FakeOptions {
     pub node: Vec<NodeCapability>,
     /// NodeGetInfo.max_volumes_per_node.
     pub max_volumes_per_node: i64,
+    /// After a crash, serve again on the same socket this much later.
+    pub restart_after: Option<Duration>,
+    /// RPCs (by method name) that misbehave instead of answering.
+    pub misbehave: super::misbehaving::Rules,
 }
 
 impl Default for FakeOptions {
@@ -80,6 +86,8 @@ impl Default for FakeOptions {
             ],
             node: vec![NodeCapability::StageUnstageVolume],
             max_volumes_per_node: 2,
+            restart_after: None,
+            misbehave: Default::default(),
         }
     }
 }
@@ -128,29 +136,11 @@ impl FakePlugin {
     pub async fn start(options: FakeOptions) -> FakePlugin {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("csi.sock");
-        let listener = tokio::net::UnixListener::bind(&socket).expect("bind the fake's socket");
+        let restart_after = options.restart_after;
         let fake = Fake { state: Arc::default(), options, in_flight: Arc::default(), crash: Arc::new(Notify::new()) };
         let state = fake.state.clone();
         let crash = fake.crash.clone();
-        let server = tonic::transport::Server::builder()
-            .add_service(IdentityServer::new(fake.clone()))
-            .add_service(ControllerServer::new(fake.clone()))
-            .add_service(NodeServer::new(fake));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("the fake's runtime");
-        let incoming = {
-            let _guard = runtime.enter();
-            tokio_stream::wrappers::UnixListenerStream::new(
-                tokio::net::UnixListener::from_std(listener.into_std().expect("std listener")).expect("re-register the listener"),
-            )
-        };
-        runtime.spawn(async move {
-            let _ = server.serve_with_incoming(incoming).await;
-        });
-        let runtime = Arc::new(Mutex::new(Some(runtime)));
+        let runtime = Arc::new(Mutex::new(Some(serve(&fake, &socket))));
         let on_crash = runtime.clone();
         let crash_socket = socket.clone();
         tokio::spawn(async move {
@@ -159,18 +149,33 @@ impl FakePlugin {
             if let Some(rt) = on_crash.lock().unwrap().take() {
                 rt.shutdown_background();
             }
+            if let Some(after) = restart_after {
+                tokio::time::sleep(after).await;
+                *on_crash.lock().unwrap() = Some(serve(&fake, &crash_socket));
+            }
         });
         FakePlugin { socket, state, runtime, _dir: dir }
     }
 
     /// Connects to it with short timeouts.
     pub async fn connect(&self) -> Connection {
-        let options = ClientOptions {
-            connect_timeout: Duration::from_secs(5),
-            rpc_timeout: Duration::from_secs(2),
-            ..ClientOptions::default()
-        };
+        self.connect_with(ClientOptions { rpc_timeout: Duration::from_secs(2), ..ClientOptions::default() }).await
+    }
+
+    /// Connects to it with `options` (and a 5s connect timeout).
+    pub async fn connect_with(&self, options: ClientOptions) -> Connection {
+        let options = ClientOptions { connect_timeout: Duration::from_secs(5), ..options };
         Connection::connect(Endpoint::Unix(self.socket.clone()), options).await.expect("connect to the fake")
+    }
+
+    /// The fake as the suite engine sees it: one connection (with `options`) in every role,
+    /// fingerprinted.
+    pub async fn engine_plugin(&self, options: ClientOptions) -> csi_conform::suite::Plugin {
+        let conn = self.connect_with(options).await;
+        let fingerprint = csi_conform::fingerprint::Fingerprint::collect(Some(&conn), std::slice::from_ref(&conn))
+            .await
+            .expect("the fake fingerprints");
+        csi_conform::suite::Plugin { controller: Some(conn.clone()), nodes: vec![conn], fingerprint }
     }
 
     /// Stops it.
@@ -193,6 +198,33 @@ impl Drop for FakePlugin {
             rt.shutdown_background();
         }
     }
+}
+
+/// Serves `fake` on a new socket at `socket`, on a runtime of its own (shutting that runtime
+/// down drops every connection at once, as a crash does).
+fn serve(fake: &Fake, socket: &std::path::Path) -> tokio::runtime::Runtime {
+    let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind the fake's socket");
+    listener.set_nonblocking(true).expect("a non-blocking listener");
+    let server = tonic::transport::Server::builder()
+        .layer(super::misbehaving::Layer::new(fake.options.misbehave.clone()))
+        .add_service(IdentityServer::new(fake.clone()))
+        .add_service(ControllerServer::new(fake.clone()))
+        .add_service(NodeServer::new(fake.clone()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("the fake's runtime");
+    let incoming = {
+        let _guard = runtime.enter();
+        tokio_stream::wrappers::UnixListenerStream::new(
+            tokio::net::UnixListener::from_std(listener).expect("register the listener"),
+        )
+    };
+    runtime.spawn(async move {
+        let _ = server.serve_with_incoming(incoming).await;
+    });
+    runtime
 }
 
 fn record_secrets(state: &Mutex<State>, rpc: &str, secrets: &std::collections::HashMap<String, String>) {
@@ -274,8 +306,9 @@ impl v1::controller_server::Controller for Fake {
             }
         }
         if req.name.ends_with("-crash") {
+            // Dies before answering: the caller sees the connection go.
             self.crash.notify_one();
-            return Err(Status::unavailable("crashing on purpose"));
+            std::future::pending::<()>().await;
         }
         let capacity = req.capacity_range.map_or(1 << 30, |c| c.required_bytes);
         let mut state = self.state.lock().unwrap();

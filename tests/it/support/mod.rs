@@ -6,6 +6,8 @@
 
 pub mod fake_plugin;
 pub mod netns;
+pub mod misbehaving;
+pub mod process;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -115,12 +117,14 @@ impl Drop for TestPlugin {
     /// A safety net for failed tests: never leave mounts under the scratch directory (the
     /// tests that care assert there are none before this runs).
     fn drop(&mut self) {
-        for m in csi_conform::mounts::mounts_under(self.dir.path())
-            .iter()
-            .rev()
-        {
-            let _ = nix::mount::umount2(&m.mount_point, nix::mount::MntFlags::MNT_DETACH);
-        }
+        unmount_all_under(self.dir.path());
+    }
+}
+
+/// Detaches every mount under `dir`, innermost first.
+pub fn unmount_all_under(dir: &Path) {
+    for m in csi_conform::mounts::mounts_under(dir).iter().rev() {
+        let _ = nix::mount::umount2(&m.mount_point, nix::mount::MntFlags::MNT_DETACH);
     }
 }
 

@@ -1,0 +1,171 @@
+//! `csi-conform cleanup` and `run --cleanup-first` on a journal an earlier run left: every
+//! resource and unanswered call it lists is undone (with the secrets its creation used), only
+//! those, once; other endpoints are left alone unless asked for.
+
+use std::path::Path;
+
+use csi_conform::{
+    journal::{CallRecord, Journal, Record},
+    proto::{self, v1},
+    reference::Config,
+    secrets::Secrets,
+    suite::Resource,
+};
+
+use crate::support::{TestPlugin, create_req, ok, process::csi_conform, snw};
+
+const SECRETS: &str = "\
+CreateVolumeSecret: { key: create-Kx81 }
+DeleteVolumeSecret: { key: delete-Kx82 }
+ControllerPublishVolumeSecret: { key: publish-Kx83 }
+ControllerUnpublishVolumeSecret: { key: unpublish-Kx84 }
+";
+
+fn secrets(key: &str) -> std::collections::HashMap<String, String> {
+    let value = match key {
+        "CreateVolumeSecret" => "create-Kx81",
+        "ControllerPublishVolumeSecret" => "publish-Kx83",
+        _ => unreachable!(),
+    };
+    [("key".to_owned(), value.to_owned())].into()
+}
+
+/// A CreateVolume request as a CO with the secrets file sends it.
+fn create(name: &str) -> v1::CreateVolumeRequest {
+    v1::CreateVolumeRequest { secrets: secrets("CreateVolumeSecret"), ..create_req(name, vec![snw()]) }
+}
+
+async fn create_directly(plugin: &TestPlugin, name: &str) -> String {
+    ok(plugin.controller().create_volume(create(name)).await).volume.unwrap().volume_id
+}
+
+async fn volume_ids(plugin: &TestPlugin) -> Vec<String> {
+    let listed = ok(plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);
+    listed.entries.into_iter().filter_map(|e| e.volume).map(|v| v.volume_id).collect()
+}
+
+fn lines(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out).lines().map(str::to_owned).collect()
+}
+
+fn volume_record(endpoint: &str, id: &str, name: &str) -> Record {
+    Record {
+        endpoint: endpoint.to_owned(),
+        scenario: "old.scenario".into(),
+        secrets_key: Some("CreateVolumeSecret".into()),
+        undo_secrets_key: Some("DeleteVolumeSecret".into()),
+        name: Some(name.to_owned()),
+        resource: Resource::Volume { volume_id: id.to_owned() },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_undoes_what_the_journal_lists_with_secrets_once_and_nothing_else() {
+    let plugin = TestPlugin::start(Config {
+        secrets: Some(Secrets::parse(SECRETS, Path::new("secrets.yaml")).unwrap()),
+        ..Config::default()
+    })
+    .await;
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("secrets.yaml"), SECRETS).unwrap();
+    let endpoint = format!("unix://{}", plugin.socket.display());
+    let socket = plugin.socket.display().to_string();
+
+    // What an earlier run, killed at the wrong moment, left behind.
+    let kept = create_directly(&plugin, "made-before-the-run").await;
+    let lost = create_directly(&plugin, "answer-lost").await;
+    let journaled = create_directly(&plugin, "journaled").await;
+    let node_id = ok(plugin.node().node_get_info(v1::NodeGetInfoRequest {}).await).node_id;
+    let publish = v1::ControllerPublishVolumeRequest {
+        volume_id: journaled.clone(),
+        node_id,
+        volume_capability: Some(snw()),
+        secrets: secrets("ControllerPublishVolumeSecret"),
+        ..Default::default()
+    };
+    ok(plugin.controller().controller_publish_volume(publish.clone()).await);
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    let call = |rpc: &str, request: serde_json::Value| CallRecord {
+        endpoint: endpoint.clone(),
+        scenario: "old.scenario".into(),
+        secrets_key: Some(format!("{rpc}Secret")),
+        rpc: rpc.to_owned(),
+        node: 0,
+        request,
+    };
+    let stripped = |m: prost_reflect::DynamicMessage| proto::to_json_value(&proto::without_sensitive(&m));
+    journal.created(&volume_record("unix:///nonexistent/other.sock", "vol-elsewhere", "elsewhere")).unwrap();
+    journal.sending(&call("CreateVolume", stripped(proto::to_dynamic(&create("answer-lost"))))).unwrap();
+    journal.sending(&call("CreateVolume", stripped(proto::to_dynamic(&create("never-made"))))).unwrap();
+    journal.created(&volume_record(&endpoint, &journaled, "journaled")).unwrap();
+    journal.sending(&call("ControllerPublishVolume", stripped(proto::to_dynamic(&publish)))).unwrap();
+    drop(journal);
+    let text = std::fs::read_to_string(&journal_path).unwrap();
+    assert!(!text.contains("Kx8"), "no secret reaches the journal: {text}");
+
+    // A run against this plugin refuses to start...
+    let probe = ["run", "--endpoint", &socket, "--focus", r"^identity\.probe$", "--journal", "journal.jsonl"];
+    let refused = csi_conform(&probe, cwd.path()).await;
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(
+        lines(&refused.stderr),
+        ["error: journal.jsonl lists 4 resource(s) an earlier run may have left on this plugin; \
+          run `csi-conform cleanup --journal journal.jsonl` or pass --cleanup-first"]
+    );
+
+    // ...until cleanup (of this endpoint only) undoes all four: attachments first, then the
+    // newest objects; unanswered creations are asked again, by name, to learn what they made.
+    let this_plugin = ["cleanup", "--journal", "journal.jsonl", "--secrets", "secrets.yaml", "--endpoint", &socket];
+    let cleaned = csi_conform(&this_plugin, cwd.path()).await;
+    assert_eq!(cleaned.status.code(), Some(0), "{:?}{:?}", lines(&cleaned.stdout), lines(&cleaned.stderr));
+    let at = |what: &str| format!("{what} on {endpoint} (scenario old.scenario)");
+    let out = lines(&cleaned.stdout);
+    assert_eq!(out.len(), 5, "{out:#?}");
+    assert_eq!(out[0], format!("cleanup: {}: ControllerUnpublishVolume OK", at("unanswered ControllerPublishVolume")));
+    assert_eq!(out[1], format!("cleanup: {}: DeleteVolume OK", at(&format!("volume {journaled} (journaled)"))));
+    let remade = regex::Regex::new(&format!(
+        "^cleanup: {}: asked again, it is volume (vol-[0-9]+); DeleteVolume OK$",
+        regex::escape(&at("unanswered CreateVolume of never-made"))
+    ))
+    .unwrap();
+    assert!(remade.is_match(&out[2]), "{}", out[2]);
+    assert_eq!(
+        out[3],
+        format!("cleanup: {}: asked again, it is volume {lost}; DeleteVolume OK", at("unanswered CreateVolume of answer-lost"))
+    );
+    assert_eq!(out[4], "cleanup: 4 undone, 0 left");
+    assert_eq!(volume_ids(&plugin).await, std::slice::from_ref(&kept));
+
+    // Idempotent: nothing left to do here.
+    let again = csi_conform(&this_plugin, cwd.path()).await;
+    assert_eq!((again.status.code(), lines(&again.stdout)), (Some(0), vec!["cleanup: nothing to do".to_owned()]));
+
+    // Without --endpoint every endpoint is cleaned; the other one cannot be reached.
+    let everything = ["cleanup", "--journal", "journal.jsonl", "--connect-timeout", "200ms"];
+    let partial = csi_conform(&everything, cwd.path()).await;
+    assert_eq!(partial.status.code(), Some(1));
+    let out = lines(&partial.stdout);
+    let other = "volume vol-elsewhere (elsewhere) on unix:///nonexistent/other.sock (scenario old.scenario)";
+    assert!(out[0].starts_with(&format!("cleanup: FAILED {other}: cannot connect: no socket at /nonexistent/other.sock")), "{out:?}");
+    assert!(out[0].ends_with("(left in the journal)"), "{out:?}");
+    assert_eq!(out[1..], ["cleanup: 0 undone, 1 left"]);
+
+    // --cleanup-first undoes this plugin's leftovers and runs; the other endpoint's record
+    // neither blocks the run nor is touched.
+    let left = create_directly(&plugin, "left-by-another-run").await;
+    let journal = Journal::open(&journal_path, "another").unwrap();
+    journal.created(&volume_record(&endpoint, &left, "left-by-another-run")).unwrap();
+    let mut first = probe.to_vec();
+    first.extend(["--cleanup-first", "--secrets", "secrets.yaml", "-q"]);
+    let run = csi_conform(&first, cwd.path()).await;
+    assert_eq!(run.status.code(), Some(0), "{:?}", lines(&run.stderr));
+    assert!(
+        lines(&run.stderr).contains(&format!("cleanup: {}: DeleteVolume OK", at(&format!("volume {left} (left-by-another-run)")))),
+        "{:?}",
+        lines(&run.stderr)
+    );
+    assert_eq!(volume_ids(&plugin).await, [kept]);
+    let outstanding = csi_conform::journal::outstanding(&journal_path).unwrap();
+    assert_eq!(outstanding.iter().map(|(_, o)| o.endpoint().to_owned()).collect::<Vec<_>>(), ["unix:///nonexistent/other.sock"]);
+}

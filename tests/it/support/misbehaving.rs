@@ -1,0 +1,148 @@
+//! Plugins that misbehave on the wire: a tower [`Layer`] for a tonic server that makes chosen
+//! RPCs hang forever or answer raw bytes of our choosing (undecodable, enormous, or a valid
+//! encoding of an impossible value), whatever the service behind it would have said. Used
+//! through [`super::fake_plugin::FakeOptions::misbehave`].
+
+use std::{
+    collections::BTreeMap,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use prost::bytes::{Buf, BufMut};
+use tonic::{
+    Status,
+    body::Body,
+    codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
+    server::{Grpc, UnaryService},
+};
+
+/// What a misbehaving RPC does instead of answering.
+#[derive(Debug, Clone)]
+pub enum Misbehaviour {
+    /// Never answers (the connection stays open).
+    Hang,
+    /// Answers OK with exactly these bytes as the response message.
+    Raw(Vec<u8>),
+}
+
+/// Misbehaviours by RPC method name (`CreateVolume`).
+pub type Rules = Arc<BTreeMap<String, Misbehaviour>>;
+
+/// Builds [`Rules`] from pairs.
+pub fn rules(pairs: impl IntoIterator<Item = (&'static str, Misbehaviour)>) -> Rules {
+    Arc::new(pairs.into_iter().map(|(rpc, m)| (rpc.to_owned(), m)).collect())
+}
+
+/// The layer: wraps a server's routes.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    rules: Rules,
+}
+
+impl Layer {
+    /// A layer applying `rules` (none: every call passes through).
+    pub fn new(rules: Rules) -> Self {
+        Layer { rules }
+    }
+}
+
+impl<S> tower::Layer<S> for Layer {
+    type Service = Misbehave<S>;
+
+    fn layer(&self, inner: S) -> Misbehave<S> {
+        Misbehave { inner, rules: self.rules.clone() }
+    }
+}
+
+/// The service [`Layer`] makes.
+#[derive(Debug, Clone)]
+pub struct Misbehave<S> {
+    inner: S,
+    rules: Rules,
+}
+
+type BoxFuture<T> = Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl<S> tower::Service<http::Request<Body>> for Misbehave<S>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<Body>> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let rpc = request.uri().path().rsplit('/').next().unwrap_or_default().to_owned();
+        match self.rules.get(&rpc).cloned() {
+            None => Box::pin(self.inner.call(request)),
+            Some(Misbehaviour::Hang) => Box::pin(std::future::pending()),
+            Some(Misbehaviour::Raw(bytes)) => Box::pin(async move {
+                Ok(Grpc::new(RawCodec).unary(Canned(bytes), request).await)
+            }),
+        }
+    }
+}
+
+/// Answers every request with the same bytes.
+struct Canned(Vec<u8>);
+
+impl UnaryService<Vec<u8>> for Canned {
+    type Response = Vec<u8>;
+    type Future = BoxFuture<Result<tonic::Response<Vec<u8>>, Status>>;
+
+    fn call(&mut self, _: tonic::Request<Vec<u8>>) -> Self::Future {
+        let bytes = self.0.clone();
+        Box::pin(async move { Ok(tonic::Response::new(bytes)) })
+    }
+}
+
+/// Messages as raw bytes, both ways.
+#[derive(Debug, Clone, Copy, Default)]
+struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = Status;
+
+    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
+    }
+}
+
+/// A fake plugin whose `rpc` does `misbehaviour` while everything else works.
+pub async fn fake_where(rpc: &'static str, misbehaviour: Misbehaviour) -> super::fake_plugin::FakePlugin {
+    use super::fake_plugin::{FakeOptions, FakePlugin};
+    FakePlugin::start(FakeOptions { misbehave: rules([(rpc, misbehaviour)]), ..FakeOptions::default() }).await
+}
