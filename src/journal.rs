@@ -309,8 +309,9 @@ pub struct JournalObserver {
     controller: Option<String>,
     nodes: Vec<String>,
     ids: Mutex<std::collections::HashMap<(String, u64), String>>,
-    /// Each scenario's call in flight (a scenario makes one call at a time), by journal id.
-    in_flight: Mutex<std::collections::HashMap<String, String>>,
+    /// The calls in flight, by scenario and sequence number (a property step makes several
+    /// at once), with their journal ids.
+    in_flight: Mutex<std::collections::HashMap<(String, u64), String>>,
 }
 
 impl JournalObserver {
@@ -346,14 +347,14 @@ impl crate::suite::ResourceObserver for JournalObserver {
         };
         match self.journal.sending(&record) {
             Ok(id) => {
-                self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(call.scenario.clone(), id);
+                self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert((call.scenario.clone(), call.seq), id);
             }
             Err(e) => tracing::error!("{e}: a {} call is not journaled; `cleanup` cannot find what it makes after a crash", call.rpc),
         }
     }
 
     fn answered(&self, call: &crate::suite::Sending) {
-        let id = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.scenario);
+        let id = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&(call.scenario.clone(), call.seq));
         if let Some(id) = id
             && let Err(e) = self.journal.done(&id)
         {
@@ -363,7 +364,7 @@ impl crate::suite::ResourceObserver for JournalObserver {
 
     fn unanswered(&self, call: &crate::suite::Sending) {
         // The `sending` line stays: `cleanup` asks again what the call made.
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&call.scenario);
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&(call.scenario.clone(), call.seq));
         tracing::warn!(
             "{} of scenario {} was never answered; it stays in the journal for `csi-conform cleanup`",
             call.rpc,
@@ -380,7 +381,7 @@ impl crate::suite::ResourceObserver for JournalObserver {
             name: tracked.name.clone(),
             resource: tracked.resource.clone(),
         };
-        let replaces = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&tracked.scenario);
+        let replaces = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&(tracked.scenario.clone(), tracked.seq));
         match self.journal.created_by(&record, replaces.as_deref()) {
             Ok(id) => {
                 let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());

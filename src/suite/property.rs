@@ -6,9 +6,12 @@
 //! the same cases. A failing case is shrunk the way proptest shrinks (simplify while it still
 //! fails, complicate when it passes), each candidate checked against the plugin, down to a
 //! minimal case; the finding shows that case (capabilities displayed, mount flags counted,
-//! never shown), the seed and the command that replays it. Every case runs through the
-//! scenario's context over the run's connections: whatever it creates is tracked, deleted by
-//! the case itself, and torn down with the scenario if that failed.
+//! never shown), the seed and the command that replays it. Up to `--jobs` cases are
+//! evaluated at once, each through a fork of the scenario's context over the run's
+//! connections; the first case by number that does not hold decides, and shrinking is
+//! sequential, so a seed gives the same finding whatever the timing. Whatever a case creates
+//! is tracked (and journaled), deleted by the case itself, and torn down with the scenario
+//! if that failed.
 
 use std::{collections::BTreeMap, fmt, future::Future, pin::Pin};
 
@@ -167,55 +170,90 @@ impl ScenarioCtx {
         let config = Config { failure_persistence: None, ..Config::default() };
         let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
         let generator = strategy::capability_set(&bounds);
-        let mut evaluations = 0u32;
-        for case in 1..=cases {
-            let mut tree = match generator.new_tree(&mut runner) {
-                Ok(t) => t,
-                Err(reason) => {
-                    self.push(Finding::new(Severity::Error, "suite", format!("{what}: cannot generate a case: {reason}")));
-                    return Flow::Stop;
+        // The cases are generated in order from the seeded runner, as many evaluated at once
+        // as the run has jobs; the first case (by number) that does not hold decides, so the
+        // outcome does not depend on which answer came first. Once one is known no further
+        // case starts, and every case in flight finishes (what it made is then torn down).
+        let width = self.config().jobs.max(1);
+        let case_fn = step.property.case;
+        let mut trees = Vec::new();
+        let mut in_flight = tokio::task::JoinSet::new();
+        let mut decided: BTreeMap<u32, CaseOutcome> = BTreeMap::new();
+        let mut cannot_generate = None;
+        let mut next = 1u32;
+        loop {
+            while in_flight.len() < width && next <= cases && decided.is_empty() && cannot_generate.is_none() {
+                match generator.new_tree(&mut runner) {
+                    Ok(tree) => {
+                        let caps = tree.current();
+                        trees.push(tree);
+                        let input = CaseInput { args: args.clone(), name: format!("{}-p{next}", self.name()) };
+                        let mut fork = self.fork();
+                        let case = next;
+                        in_flight.spawn(async move {
+                            let outcome = case_fn(&mut fork, &input, &caps).await;
+                            (case, fork, outcome)
+                        });
+                        next += 1;
+                    }
+                    Err(reason) => cannot_generate = Some(reason),
+                }
+            }
+            let Some(joined) = in_flight.join_next().await else { break };
+            let (case, fork, outcome) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            self.absorb(fork);
+            if !matches!(outcome, CaseOutcome::Holds) {
+                decided.insert(case, outcome);
+            }
+        }
+        let Some((case, outcome)) = decided.pop_first() else {
+            if let Some(reason) = cannot_generate {
+                self.push(Finding::new(Severity::Error, "suite", format!("{what}: cannot generate a case: {reason}")));
+                return Flow::Stop;
+            }
+            return Flow::Continue;
+        };
+        let failure = match outcome {
+            CaseOutcome::Fails(f) => f,
+            other => return self.end_property(other),
+        };
+        // Shrinking is sequential (each candidate depends on the answer to the one before);
+        // its cases are named after all the generated ones.
+        let mut evaluations = cases;
+        let mut tree = trees.swap_remove(case as usize - 1);
+        let mut minimal = (tree.current(), failure);
+        let mut shrinks = 0u32;
+        let mut more = tree.simplify();
+        let mut interrupted = None;
+        while more && shrinks < MAX_SHRINK_STEPS {
+            shrinks += 1;
+            more = match self.property_case(step, &args, &tree.current(), &mut evaluations).await {
+                CaseOutcome::Holds => tree.complicate(),
+                CaseOutcome::Fails(f) => {
+                    minimal = (tree.current(), f);
+                    tree.simplify()
+                }
+                other => {
+                    interrupted = Some(other);
+                    false
                 }
             };
-            let failure = match self.property_case(step, &args, &tree.current(), &mut evaluations).await {
-                CaseOutcome::Holds => continue,
-                CaseOutcome::Fails(f) => f,
-                other => return self.end_property(other),
-            };
-            let mut minimal = (tree.current(), failure);
-            let mut shrinks = 0u32;
-            let mut more = tree.simplify();
-            let mut interrupted = None;
-            while more && shrinks < MAX_SHRINK_STEPS {
-                shrinks += 1;
-                more = match self.property_case(step, &args, &tree.current(), &mut evaluations).await {
-                    CaseOutcome::Holds => tree.complicate(),
-                    CaseOutcome::Fails(f) => {
-                        minimal = (tree.current(), f);
-                        tree.simplify()
-                    }
-                    other => {
-                        interrupted = Some(other);
-                        false
-                    }
-                };
-            }
-            let (caps, mut finding) = minimal;
-            let smallest = if interrupted.is_some() { "smallest case found before shrinking stopped" } else { "minimal case" };
-            finding.message = format!(
-                "property {} does not hold: {}; {smallest} {} (case {case} of {cases}, {shrinks} shrinking steps); seed {}; replay: {}",
-                step.property.name,
-                finding.message,
-                show_set(&caps),
-                self.config().seed,
-                replay_command(self),
-            );
-            self.push(finding);
-            if let Some(CaseOutcome::Stop(f)) = interrupted {
-                self.push(f);
-            }
-            return Flow::Stop;
         }
-        Flow::Continue
+        let (caps, mut finding) = minimal;
+        let smallest = if interrupted.is_some() { "smallest case found before shrinking stopped" } else { "minimal case" };
+        finding.message = format!(
+            "property {} does not hold: {}; {smallest} {} (case {case} of {cases}, {shrinks} shrinking steps); seed {}; replay: {}",
+            step.property.name,
+            finding.message,
+            show_set(&caps),
+            self.config().seed,
+            replay_command(self),
+        );
+        self.push(finding);
+        if let Some(CaseOutcome::Stop(f)) = interrupted {
+            self.push(f);
+        }
+        Flow::Stop
     }
 
     async fn property_case(

@@ -3,7 +3,13 @@
 //! pass or fail, newest first, and nothing else. A [`ResourceObserver`] hears of every
 //! registration and release (the hook for a crash-safe journal).
 
-use std::{fmt, sync::Arc};
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
 use prost_reflect::DynamicMessage;
 use serde::Serialize;
@@ -325,14 +331,40 @@ pub trait ResourceObserver: Send + Sync {
 pub struct Tracker {
     scenario: String,
     live: Vec<Tracked>,
-    next: u64,
+    /// The next sequence number, shared with the trackers forked from this one.
+    next: Arc<AtomicU64>,
     observer: Option<Arc<dyn ResourceObserver>>,
 }
 
 impl Tracker {
     /// An empty tracker for a scenario.
     pub fn new(scenario: &str, observer: Option<Arc<dyn ResourceObserver>>) -> Self {
-        Tracker { scenario: scenario.to_owned(), live: Vec::new(), next: 1, observer }
+        Tracker { scenario: scenario.to_owned(), live: Vec::new(), next: Arc::new(AtomicU64::new(1)), observer }
+    }
+
+    /// An empty tracker for the same scenario that numbers what it registers from the same
+    /// sequence (so sequence numbers stay unique in the journal): what a property case runs
+    /// concurrently with others records there, then [`Tracker::absorb`] takes it back.
+    pub fn fork(&self) -> Tracker {
+        Tracker {
+            scenario: self.scenario.clone(),
+            live: Vec::new(),
+            next: self.next.clone(),
+            observer: self.observer.clone(),
+        }
+    }
+
+    /// Takes over what a forked tracker still holds (to be torn down with the scenario).
+    pub fn absorb(&mut self, other: Tracker) {
+        for t in other.live {
+            if !self.live.iter().any(|l| l.resource == t.resource) {
+                self.live.push(t);
+            }
+        }
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Records what an answered call did: registers what an OK call created, and releases
@@ -345,11 +377,26 @@ impl Tracker {
         node: usize,
         secrets_key: Option<&str>,
     ) {
+        self.observe_call(None, rpc, request, outcome, node, secrets_key);
+    }
+
+    /// [`Tracker::observe`] for the answer to `sending` (from [`Tracker::sending`]): what it
+    /// created takes the call's sequence number, so an observer pairs the two even when
+    /// several calls of the scenario are in flight.
+    pub fn observe_call(
+        &mut self,
+        sending: Option<&Sending>,
+        rpc: &str,
+        request: &DynamicMessage,
+        outcome: Result<&DynamicMessage, Code>,
+        node: usize,
+        secrets_key: Option<&str>,
+    ) {
         match outcome {
             Ok(response) => {
                 if let Some(resource) = Resource::created_by(rpc, request, response, node) {
                     let name = Some(text_at(request, "name")).filter(|n| !n.is_empty());
-                    self.register_named(resource, secrets_key, name);
+                    self.register_named(resource, secrets_key, name, sending.map(|s| s.seq));
                 }
                 self.release_matching(rpc, request, node);
             }
@@ -360,21 +407,20 @@ impl Tracker {
 
     /// Registers a resource (once: re-creating the same thing idempotently is one resource).
     pub fn register(&mut self, resource: Resource, secrets_key: Option<&str>) {
-        self.register_named(resource, secrets_key, None);
+        self.register_named(resource, secrets_key, None, None);
     }
 
-    fn register_named(&mut self, resource: Resource, secrets_key: Option<&str>, name: Option<String>) {
+    fn register_named(&mut self, resource: Resource, secrets_key: Option<&str>, name: Option<String>, seq: Option<u64>) {
         if self.live.iter().any(|t| t.resource == resource) {
             return;
         }
         let tracked = Tracked {
-            seq: self.next,
+            seq: seq.unwrap_or_else(|| self.next_seq()),
             scenario: self.scenario.clone(),
             resource,
             secrets_key: secrets_key.map(str::to_owned),
             name,
         };
-        self.next += 1;
         if let Some(o) = &self.observer {
             o.registered(&tracked);
         }
@@ -407,14 +453,13 @@ impl Tracker {
             return None;
         }
         let call = Sending {
-            seq: self.next,
+            seq: self.next_seq(),
             scenario: self.scenario.clone(),
             rpc: rpc.to_owned(),
             request: request.clone(),
             node,
             secrets_key: secrets_key.map(str::to_owned),
         };
-        self.next += 1;
         observer.sending(&call);
         Some(call)
     }
@@ -511,5 +556,32 @@ mod tests {
         assert_eq!(t.teardown_order().len(), 2);
         assert_eq!(log.0.lock().unwrap().len(), 4);
         assert!(Resource::created_by("CreateVolume", &create, &created(""), 0).is_none());
+    }
+
+    #[test]
+    fn forks_number_from_the_same_sequence_and_hand_back_what_they_hold() {
+        let log = Arc::new(Log::default());
+        let mut t = Tracker::new("s.x", Some(log.clone()));
+        let create = proto::to_dynamic(&v1::CreateVolumeRequest::default());
+        let (mut a, mut b) = (t.fork(), t.fork());
+        let sent_a = a.sending("CreateVolume", &create, 0, None);
+        let sent_b = b.sending("CreateVolume", &create, 0, None);
+        b.observe_call(sent_b.as_ref(), "CreateVolume", &create, Ok(&created("v2")), 0, None);
+        a.observe_call(sent_a.as_ref(), "CreateVolume", &create, Ok(&created("v1")), 0, None);
+        t.observe("CreateVolume", &create, Ok(&created("v3")), 0, None);
+        // What a call created carries the call's number; numbers never repeat.
+        assert_eq!(a.teardown_order()[0].seq, sent_a.unwrap().seq);
+        assert_eq!(b.teardown_order()[0].seq, sent_b.unwrap().seq);
+        let delete = proto::to_dynamic(&v1::DeleteVolumeRequest { volume_id: "v2".into(), ..Default::default() });
+        b.observe("DeleteVolume", &delete, Ok(&empty_delete()), 0, None);
+        t.absorb(a);
+        t.absorb(b);
+        let order: Vec<(String, u64)> = t.teardown_order().iter().map(|t| (t.resource.to_string(), t.seq)).collect();
+        assert_eq!(order, vec![("volume v3".to_owned(), 3), ("volume v1".to_owned(), 1)]);
+        assert_eq!(log.0.lock().unwrap().len(), 4);
+    }
+
+    fn empty_delete() -> DynamicMessage {
+        proto::to_dynamic(&v1::DeleteVolumeResponse {})
     }
 }

@@ -761,6 +761,32 @@ impl ScenarioCtx {
         }
     }
 
+    /// A context for work that runs concurrently with the scenario's own (a property's
+    /// cases): the same connections, variables and step, its own tracker numbering from the
+    /// scenario's sequence. [`ScenarioCtx::absorb`] takes back what it recorded.
+    pub(crate) fn fork(&self) -> ScenarioCtx {
+        ScenarioCtx {
+            shared: self.shared.clone(),
+            vars: self.vars.clone(),
+            tracker: self.tracker.fork(),
+            findings: Vec::new(),
+            paths: self.paths.clone(),
+            own_paths: Vec::new(),
+            name: self.name.clone(),
+            scenario_id: self.scenario_id.clone(),
+            step: self.step,
+            step_name: self.step_name.clone(),
+        }
+    }
+
+    /// Takes back what a [`fork`](ScenarioCtx::fork) recorded: the resources it still holds
+    /// (torn down with the scenario), its findings and its paths.
+    pub(crate) fn absorb(&mut self, fork: ScenarioCtx) {
+        self.tracker.absorb(fork.tracker);
+        self.findings.extend(fork.findings);
+        self.own_paths.extend(fork.own_paths);
+    }
+
     /// The run's configuration.
     pub fn config(&self) -> &RunConfig {
         &self.shared.config
@@ -1179,7 +1205,7 @@ impl ScenarioCtx {
                 Err(e) => Some(Err(e.code)),
             };
             if let Some(outcome) = outcome {
-                self.tracker.observe(method.name(), &request, outcome, node_index, key.as_deref());
+                self.tracker.observe_call(sending.as_ref(), method.name(), &request, outcome, node_index, key.as_deref());
             }
             // Only an answer from the plugin settles the call: after a timeout, a lost
             // connection or an undecodable answer, it may have made something.
