@@ -6,20 +6,8 @@ use csi_conform::reference::Config;
 
 use crate::support::{TestPlugin, csi_conform_env};
 
-const SUITE: &str = r#"
-suite: mine
-title: One pass, one failure
-scenarios:
-  - id: probe-ok
-    title: Probe answers
-    steps:
-      - call: Probe
-  - id: wrong-expectation
-    title: Expects an error a compliant plugin does not give
-    steps:
-      - call: GetPluginInfo
-        expect: { code: NOT_FOUND }
-"#;
+/// A suite with one passing and one failing scenario.
+use crate::run::FAILING_SUITE as SUITE;
 
 fn assert_plain(what: &str, bytes: &[u8]) {
     let text = String::from_utf8(bytes.to_vec()).unwrap_or_else(|e| panic!("{what} is not UTF-8: {e}"));

@@ -161,7 +161,8 @@ async fn the_run_command_writes_reports_a_ci_reads_and_exits_0() {
     assert_plugin_is_empty(&plugin).await;
 }
 
-const FAILING_SUITE: &str = r#"
+/// A user suite with one passing and one failing scenario.
+pub(crate) const FAILING_SUITE: &str = r#"
 suite: mine
 title: A suite with one failing scenario
 scenarios:
