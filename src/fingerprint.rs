@@ -474,8 +474,26 @@ async fn plugin_info(conn: &Connection) -> Result<PluginInfo, RpcError> {
     })
 }
 
-fn unknown_note(what: &str, value: i32, notes: &mut Vec<String>) {
-    notes.push(format!("the plugin advertises {what} {value}, which CSI v1.12 does not define"));
+/// The capability values a plugin advertised that CSI v1.12 defines. Each entry is the enum's
+/// wire value, or `None` for a capability message with nothing set; every undefined value
+/// (UNKNOWN included) and every empty message is noted for the operator instead.
+fn known<T>(what: &str, values: impl IntoIterator<Item = Option<i32>>, notes: &mut Vec<String>) -> BTreeSet<T>
+where
+    T: TryFrom<i32> + CapabilityName + Ord,
+{
+    let mut set = BTreeSet::new();
+    for value in values {
+        match value {
+            None => notes.push(format!("the plugin advertises an empty {what}")),
+            Some(v) => match T::try_from(v) {
+                Ok(t) if t.name() != "UNKNOWN" => {
+                    set.insert(t);
+                }
+                _ => notes.push(format!("the plugin advertises {what} {v}, which CSI v1.12 does not define")),
+            },
+        }
+    }
+    set
 }
 
 async fn plugin_capabilities(conn: &Connection, notes: &mut Vec<String>) -> Result<PluginCapabilities, RpcError> {
@@ -485,24 +503,19 @@ async fn plugin_capabilities(conn: &Connection, notes: &mut Vec<String>) -> Resu
             client.get_plugin_capabilities(r).await
         })
         .await?;
-    let mut caps = PluginCapabilities::default();
+    let (mut services, mut expansion) = (Vec::new(), Vec::new());
     for cap in response.capabilities {
         match cap.r#type {
-            Some(plugin_capability::Type::Service(s)) => match PluginService::try_from(s.r#type) {
-                Ok(PluginService::Unknown) | Err(_) => unknown_note("plugin service type", s.r#type, notes),
-                Ok(t) => {
-                    caps.services.insert(t);
-                }
-            },
-            Some(plugin_capability::Type::VolumeExpansion(e)) => match VolumeExpansion::try_from(e.r#type) {
-                Ok(VolumeExpansion::Unknown) | Err(_) => unknown_note("volume expansion type", e.r#type, notes),
-                Ok(t) => {
-                    caps.volume_expansion.insert(t);
-                }
-            },
-            None => notes.push("the plugin advertises an empty plugin capability".into()),
+            Some(plugin_capability::Type::Service(s)) => services.push(Some(s.r#type)),
+            Some(plugin_capability::Type::VolumeExpansion(e)) => expansion.push(Some(e.r#type)),
+            // An empty capability: noted once, under the service kind.
+            None => services.push(None),
         }
     }
+    let caps = PluginCapabilities {
+        services: known("plugin service capability", services, notes),
+        volume_expansion: known("volume expansion capability", expansion, notes),
+    };
     Ok(caps)
 }
 
@@ -516,19 +529,8 @@ async fn controller_capabilities(
             client.controller_get_capabilities(r).await
         })
         .await?;
-    let mut set = BTreeSet::new();
-    for cap in response.capabilities {
-        match cap.r#type {
-            Some(controller_service_capability::Type::Rpc(rpc)) => match ControllerCapability::try_from(rpc.r#type) {
-                Ok(ControllerCapability::Unknown) | Err(_) => unknown_note("controller capability", rpc.r#type, notes),
-                Ok(t) => {
-                    set.insert(t);
-                }
-            },
-            None => notes.push("the plugin advertises an empty controller capability".into()),
-        }
-    }
-    Ok(set)
+    let values = response.capabilities.into_iter().map(|c| c.r#type.map(|controller_service_capability::Type::Rpc(rpc)| rpc.r#type));
+    Ok(known("controller capability", values, notes))
 }
 
 async fn group_capabilities(conn: &Connection, notes: &mut Vec<String>) -> Result<BTreeSet<GroupCapability>, RpcError> {
@@ -540,19 +542,8 @@ async fn group_capabilities(conn: &Connection, notes: &mut Vec<String>) -> Resul
             |r| async move { client.group_controller_get_capabilities(r).await },
         )
         .await?;
-    let mut set = BTreeSet::new();
-    for cap in response.capabilities {
-        match cap.r#type {
-            Some(group_controller_service_capability::Type::Rpc(rpc)) => match GroupCapability::try_from(rpc.r#type) {
-                Ok(GroupCapability::Unknown) | Err(_) => unknown_note("group controller capability", rpc.r#type, notes),
-                Ok(t) => {
-                    set.insert(t);
-                }
-            },
-            None => notes.push("the plugin advertises an empty group controller capability".into()),
-        }
-    }
-    Ok(set)
+    let values = response.capabilities.into_iter().map(|c| c.r#type.map(|group_controller_service_capability::Type::Rpc(rpc)| rpc.r#type));
+    Ok(known("group controller capability", values, notes))
 }
 
 /// NodeGetCapabilities + NodeGetInfo; `None` when the endpoint does not serve the Node service.
@@ -568,18 +559,8 @@ async fn node_info(conn: &Connection, notes: &mut Vec<String>) -> Result<Option<
         Err(e) if e.code == tonic::Code::Unimplemented => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut capabilities = BTreeSet::new();
-    for cap in response.capabilities {
-        match cap.r#type {
-            Some(node_service_capability::Type::Rpc(rpc)) => match NodeCapability::try_from(rpc.r#type) {
-                Ok(NodeCapability::Unknown) | Err(_) => unknown_note("node capability", rpc.r#type, notes),
-                Ok(t) => {
-                    capabilities.insert(t);
-                }
-            },
-            None => notes.push("the plugin advertises an empty node capability".into()),
-        }
-    }
+    let values = response.capabilities.into_iter().map(|c| c.r#type.map(|node_service_capability::Type::Rpc(rpc)| rpc.r#type));
+    let capabilities = known("node capability", values, notes);
     let mut client = conn.node();
     let info = conn
         .call("NodeGetInfo", v1::NodeGetInfoRequest {}, |r| async move {
@@ -601,6 +582,21 @@ async fn node_info(conn: &Connection, notes: &mut Vec<String>) -> Result<Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_defined_capabilities_are_kept_and_the_rest_are_noted() {
+        let mut notes = Vec::new();
+        let set: BTreeSet<ControllerCapability> = known("controller capability", [Some(1), Some(0), Some(99), None, Some(1)], &mut notes);
+        assert_eq!(set.into_iter().collect::<Vec<_>>(), [ControllerCapability::CreateDeleteVolume]);
+        assert_eq!(
+            notes,
+            [
+                "the plugin advertises controller capability 0, which CSI v1.12 does not define",
+                "the plugin advertises controller capability 99, which CSI v1.12 does not define",
+                "the plugin advertises an empty controller capability",
+            ]
+        );
+    }
 
     #[test]
     fn capabilities_parse_with_scope_and_list_alternatives_on_error() {

@@ -216,18 +216,7 @@ impl Plugin {
         self.store.transact(|state| {
             let known = self.volume_known_or_static(state, &req.volume_id);
             let node = state.node_mut(&self.config.node_id);
-            let Some(record) = node
-                .stagings
-                .get(&key)
-                .filter(|s| s.volume_id == req.volume_id)
-                .cloned()
-            else {
-                if !known {
-                    return Err(Status::not_found(format!(
-                        "volume {} does not exist",
-                        req.volume_id
-                    )));
-                }
+            let Some(record) = record_to_undo(node.stagings.get(&key), |r| &r.volume_id, &req.volume_id, known)? else {
                 return Ok(v1::NodeUnstageVolumeResponse {});
             };
             if let Some((target, _)) = node
@@ -390,18 +379,7 @@ impl Plugin {
         self.store.transact(|state| {
             let known = self.volume_known_or_static(state, &req.volume_id);
             let node = state.node_mut(&self.config.node_id);
-            let Some(record) = node
-                .publications
-                .get(&key)
-                .filter(|p| p.volume_id == req.volume_id)
-                .cloned()
-            else {
-                if !known {
-                    return Err(Status::not_found(format!(
-                        "volume {} does not exist",
-                        req.volume_id
-                    )));
-                }
+            let Some(record) = record_to_undo(node.publications.get(&key), |r| &r.volume_id, &req.volume_id, known)? else {
                 return Ok(v1::NodeUnpublishVolumeResponse {});
             };
             if record.mounted {
@@ -700,5 +678,22 @@ impl Node for Service {
     ) -> Result<Response<v1::NodeGetInfoResponse>, Status> {
         self.call("NodeGetInfo", request, Plugin::node_get_info)
             .await
+    }
+}
+
+/// What an undoing RPC (NodeUnstage, NodeUnpublish) finds at its path: the record, when it is
+/// this volume's; nothing to do (`None`, the call is idempotent) when the volume exists but is
+/// not staged or published there; NOT_FOUND when the volume does not exist at all, as both
+/// RPCs' error tables say.
+fn record_to_undo<R: Clone>(
+    found: Option<&R>,
+    volume_of: impl Fn(&R) -> &String,
+    volume_id: &str,
+    volume_known: bool,
+) -> Result<Option<R>, Status> {
+    match found.filter(|r| volume_of(r) == volume_id) {
+        Some(record) => Ok(Some(record.clone())),
+        None if volume_known => Ok(None),
+        None => Err(Status::not_found(format!("volume {volume_id} does not exist"))),
     }
 }
