@@ -61,9 +61,12 @@ pub fn method(name: &str) -> Option<MethodDescriptor> {
         Some((s, m)) => (Some(s.trim_start_matches(&format!("{PACKAGE}."))), m),
         None => (None, name),
     };
-    all_methods().find(|m| {
-        m.name() == method && service.is_none_or(|s| m.parent_service().name() == s)
-    })
+    static BY_NAME: OnceLock<std::collections::HashMap<String, MethodDescriptor>> = OnceLock::new();
+    let by_name = BY_NAME.get_or_init(|| all_methods().map(|m| (m.name().to_owned(), m)).collect());
+    by_name
+        .get(method)
+        .filter(|m| service.is_none_or(|s| m.parent_service().name() == s))
+        .cloned()
 }
 
 /// Every RPC of every CSI service.
@@ -462,6 +465,12 @@ mod tests {
             ["capabilities[1].rpc.type = 99, which csi.v1.ControllerServiceCapability.RPC.Type does not define in CSI v1.12 (garbage, or a newer spec version)"]
         );
         assert!(impossible_values(&to_dynamic(&v1::CreateVolumeResponse::default())).is_empty());
+    }
+
+    #[test]
+    fn method_names_are_unique_across_the_csi_services() {
+        let names: std::collections::BTreeSet<String> = all_methods().map(|m| m.name().to_owned()).collect();
+        assert_eq!(names.len(), all_methods().count(), "method() looks RPCs up by name alone");
     }
 
     #[test]
