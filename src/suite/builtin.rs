@@ -16,6 +16,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("lifecycle.yaml", include_str!("../../suites/lifecycle.yaml")),
     ("capabilities.yaml", include_str!("../../suites/capabilities.yaml")),
     ("properties.yaml", include_str!("../../suites/properties.yaml")),
+    ("requirements.yaml", include_str!("../../suites/requirements.yaml")),
 ];
 
 /// Loads every built-in suite. They are checked by a unit test, so this cannot fail in a

@@ -556,11 +556,25 @@ fn latency(plugin: &Plugin) -> BTreeMap<String, RpcLatency> {
         .collect()
 }
 
+/// The report's view of the requirements a scenario names.
+pub fn requirement_refs(ids: &[String]) -> Vec<crate::report::RequirementRef> {
+    let inventory = crate::spec::builtin();
+    ids.iter()
+        .filter_map(|id| inventory.get(id))
+        .map(|r| crate::report::RequirementRef {
+            id: r.id.clone(),
+            level: r.level.as_str().to_owned(),
+            summary: r.summary.clone(),
+            link: r.link().to_owned(),
+        })
+        .collect()
+}
+
 fn blank_result(scenario: &Scenario) -> ScenarioResult {
     ScenarioResult {
         id: scenario.id.clone(),
         title: scenario.title.clone(),
-        spec: scenario.spec.clone(),
+        requirements: requirement_refs(&scenario.spec),
         tags: scenario.tags.clone(),
         parity: scenario.parity.clone(),
         outcome: Severity::Pass,

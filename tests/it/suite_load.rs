@@ -155,7 +155,7 @@ fn a_valid_suite_loads_with_its_metadata() {
     assert_eq!(s.id(), "valid.lifecycle.full");
     assert_eq!(s.parity(), [37, 89]);
     assert_eq!(s.tags(), ["lifecycle", "positive"]);
-    assert_eq!(s.spec(), Some("CreateVolume"));
+    assert_eq!(s.spec(), ["CreateVolume.idempotent", "DeleteVolume.deletes"]);
     assert_eq!(s.requires().capabilities.len(), 2, "the suite's requirement is merged in");
     assert_eq!(s.source().pos.line, 6);
     assert!(suite.scenarios()[1].serial());
