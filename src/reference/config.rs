@@ -110,7 +110,9 @@ pub enum Mode {
     /// Identity, Controller, GroupController, SnapshotMetadata and Node.
     #[default]
     All,
-    /// Identity and Node only (CONTROLLER_SERVICE is not advertised).
+    /// Identity and Node only. CONTROLLER_SERVICE (and the other controller-side services)
+    /// are advertised only when the node shares a state directory with a controller, since
+    /// every instance of a deployment reports the same plugin capabilities.
     NodeOnly,
     /// Identity, Controller, GroupController and SnapshotMetadata.
     ControllerOnly,
@@ -420,8 +422,13 @@ impl Capabilities {
         let plugin = PLUGIN_SERVICES
             .into_iter()
             .filter(|t| !d.plugin.contains(&(*t as i32)))
+            // GetPluginCapabilities is the grand sum of the deployment, the same on every
+            // instance (spec.md, GetPluginCapabilities): a node that shares its state with a
+            // controller (a state directory) reports the controller's services too; only a
+            // standalone node plugin (no state directory) has none.
             .filter(|t| {
                 config.mode.serves_controller()
+                    || config.state_dir.is_some()
                     || *t == PluginService::VolumeAccessibilityConstraints
             })
             .collect();

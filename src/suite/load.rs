@@ -937,8 +937,11 @@ impl Loader<'_> {
             "contains" | "not_contains" => Test::Contains { value: value.clone(), negated: key == "not_contains" },
             "one_of" => match value.as_seq() {
                 Some(items) if !items.is_empty() => Test::OneOf(items.to_vec()),
+                None if value.as_str().is_some_and(|t| t.trim().starts_with("${") && t.trim().ends_with('}')) => {
+                    Test::OneOfList(value.clone())
+                }
                 _ => {
-                    self.err(value.pos, format!("one_of must be a non-empty list, not {}", value.describe()));
+                    self.err(value.pos, format!("one_of must be a non-empty list or a \"${{variable}}\" holding one, not {}", value.describe()));
                     return None;
                 }
             },

@@ -545,8 +545,11 @@ pub enum Test {
         /// `not_contains`.
         negated: bool,
     },
-    /// `one_of`.
+    /// `one_of` with a list written out.
     OneOf(Vec<Node>),
+    /// `one_of: "${var}"`: one of the elements of a list variable (e.g. a list saved from
+    /// another answer, for order-free comparisons with `each`).
+    OneOfList(Node),
     /// `each`: every element satisfies these (paths relative to the element).
     Each(Vec<Assertion>),
 }

@@ -211,3 +211,15 @@ fn an_unquoted_negated_condition_gets_a_hint() {
         ]
     );
 }
+
+#[test]
+fn one_of_takes_a_list_variable_for_order_free_comparisons() {
+    let suite = |test: &str| {
+        format!(
+            "suite: t\ntitle: T\nscenarios:\n  - id: a\n    title: A\n    steps:\n      - call: GetPluginCapabilities\n        request: {{}}\n        save: {{ caps: capabilities }}\n      - assert:\n          - {{ value: \"${{caps}}\", each: {{ one_of: {test} }} }}\n"
+        )
+    };
+    assert!(suite::load_str("t.yaml", &suite("\"${caps}\"")).is_ok());
+    let errs = suite::load_str("t.yaml", &suite("caps")).unwrap_err().to_string();
+    assert!(errs.contains("one_of must be a non-empty list or a \"${variable}\" holding one"), "{errs}");
+}
