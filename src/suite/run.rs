@@ -1137,8 +1137,11 @@ impl ScenarioCtx {
                 return Judged::Flow(Flow::Skip(reason));
             }
             let expected = call.expect.codes.to_string();
-            let message =
-                call.expect.explain(format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code)));
+            let mut message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
+            if let Ok(response) = &answer {
+                message.push_str(&ok_summary(response));
+            }
+            let message = call.expect.explain(message);
             let kind = call.expect.kind_or("unexpected-code");
             let f = match &answer {
                 Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, kind, message, Some(expected)),
@@ -1352,6 +1355,20 @@ pub fn call_finding(
     f.rpc = Some(rpc.to_owned());
     f.request = Some(proto::to_redacted_json(request));
     f
+}
+
+/// What an OK answer held, for a finding that expected an error: `; it returned ...` (see
+/// [`proto::summary`]: redacted, bounded; the finding is scrubbed as well).
+pub(crate) fn ok_summary(response: &Response) -> String {
+    match response.messages() {
+        [one] => format!("; it returned {}", proto::summary(one, proto::SUMMARY_MAX)),
+        [] => "; it returned an empty stream".to_owned(),
+        [first, ..] => format!(
+            "; it returned {} messages, the first {}",
+            response.messages().len(),
+            proto::summary(first, proto::SUMMARY_MAX)
+        ),
+    }
 }
 
 /// A finding about a call that failed: also the code it got and the plugin's message.
