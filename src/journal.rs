@@ -213,6 +213,8 @@ impl Journal {
     /// is (that run compacts it when it ends).
     pub fn compact(&self) -> Result<Option<usize>, JournalError> {
         if self.lock.relock(FlockArg::LockExclusiveNonblock).is_err() {
+            // A failed conversion may have dropped the shared lock (flock(2)): take it again.
+            let _ = self.lock.relock(FlockArg::LockShared);
             return Ok(None);
         }
         let _state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -533,6 +535,38 @@ mod tests {
         let d = j2.created(&volume("d")).unwrap();
         assert!(d.starts_with("run2:"));
         assert_eq!(outstanding(&path).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn compaction_keeps_what_is_outstanding_with_its_id_and_waits_for_other_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let a = Journal::open(&path, "a").unwrap();
+        let kept = a.created(&volume("kept")).unwrap();
+        let gone = a.created(&volume("gone")).unwrap();
+        a.done(&gone).unwrap();
+        let b = Journal::open(&path, "b").unwrap();
+        assert_eq!(a.compact().unwrap(), None, "another run still writes to it");
+        assert_eq!(compact(&path).unwrap(), None);
+        let from_b = b.created(&volume("from-b")).unwrap();
+        drop(b);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4, "nothing was lost meanwhile");
+        assert_eq!(a.compact().unwrap(), Some(2));
+        let ids: Vec<String> = outstanding(&path).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, [kept.clone(), from_b]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        // The shared lock is back: a compaction from elsewhere waits for this run.
+        assert_eq!(compact(&path).unwrap(), None);
+        drop(a);
+        mark_done(&path, &[kept]).unwrap();
+        assert_eq!(compact(&path).unwrap(), Some(1));
+        assert_eq!(names(&path), ["volume from-b (name-from-b) on unix:///x.sock (scenario s.x)"]);
+        let missing = dir.path().join("none.jsonl");
+        assert_eq!(compact(&missing).unwrap(), Some(0));
+        assert!(!missing.exists(), "no journal is made where there was none");
+        let left: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(!left.iter().any(|n| n.ends_with(".tmp")), "{left:?}");
     }
 
     #[test]
