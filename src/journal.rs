@@ -360,6 +360,17 @@ fn rewrite(path: &Path) -> Result<usize, JournalError> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    // Under the exclusive lock no other rewrite runs: a temporary file of this journal is
+    // what a rewrite killed half-way left.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        let prefix = format!(".{file_name}.");
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
     let written = (|| {
         let mut text = String::new();
         for (id, item) in &open {
@@ -561,9 +572,11 @@ mod tests {
         mark_done(&path, &[kept]).unwrap();
         assert_eq!(compact(&path).unwrap(), Some(1));
         assert_eq!(names(&path), ["volume from-b (name-from-b) on unix:///x.sock (scenario s.x)"]);
+        std::fs::write(dir.path().join(".j.jsonl.999999.tmp"), "half a rewrite").unwrap();
         let missing = dir.path().join("none.jsonl");
         assert_eq!(compact(&missing).unwrap(), Some(0));
         assert!(!missing.exists(), "no journal is made where there was none");
+        assert_eq!(compact(&path).unwrap(), Some(1), "what a killed rewrite left goes");
         let left: Vec<String> =
             std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert!(!left.iter().any(|n| n.ends_with(".tmp")), "{left:?}");
