@@ -73,9 +73,13 @@ struct RunFigures {
 }
 
 fn cli_run(plugin: &PluginProcess, work: &Path, jobs: Option<u16>) -> RunFigures {
+    cli_run_with(plugin, work, jobs, &[])
+}
+
+fn cli_run_with(plugin: &PluginProcess, work: &Path, jobs: Option<u16>, extra: &[&str]) -> RunFigures {
     let out = work.join("out");
     let mut cmd = Command::new(BIN);
-    cmd.arg("run").arg("--endpoint").arg(&plugin.socket).args(["-q", "--seed", "1"]);
+    cmd.arg("run").arg("--endpoint").arg(&plugin.socket).args(["-q", "--seed", "1"]).args(extra);
     cmd.arg("--json").arg(out.join("report.json"));
     cmd.arg("--junit").arg(out.join("junit.xml"));
     cmd.arg("--html").arg(out.join("report.html"));
@@ -173,6 +177,9 @@ async fn main() {
     println!("  engine alone (connected)      {:>8.3} s", engine_wall.as_secs_f64());
     println!("  scenarios per second          {:>8.0}", scenarios as f64 / wall.as_secs_f64());
     println!("  peak RSS of the run process   {:>8.1} MiB target < 40 MiB  {}", rss_mib, verdict(rss_mib < 40.0));
+    // --profile csi-sanity: the parity-mapped scenarios only, next to the full run.
+    let sanity = median((0..RUNS).map(|_| cli_run_with(&plugin, work, None, &["--profile", "csi-sanity"]).wall).collect());
+    println!("  --profile csi-sanity          {:>8.3} s   (full run above: {:.3} s)", sanity.as_secs_f64(), wall.as_secs_f64());
 
     // 2. At 20 ms per RPC: serial against parallel.
     let slow = PluginProcess::start(work, "slow", &["--latency", "20ms"]);

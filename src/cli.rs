@@ -219,6 +219,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub suites: SuiteArgs,
 
+    /// `csi-sanity`: only the scenarios mapped to csi-sanity cases (`list --parity`), sending
+    /// what csi-sanity sends, for its verdicts; `full`: everything (migrate in two steps).
+    #[arg(long, value_enum, default_value_t = suite::Profile::Full)]
+    pub profile: suite::Profile,
+
     /// Run only scenarios whose id, title or a tag matches this regex; repeatable (any).
     #[arg(long, value_name = "REGEX")]
     pub focus: Vec<String>,
@@ -251,7 +256,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub test_volume_parameters: Option<PathBuf>,
 
-    /// YAML map of mutable parameters (default: iops: "3000").
+    /// YAML map of mutable parameters (default: iops: "3000"; none with --profile csi-sanity).
     #[arg(long, value_name = "FILE")]
     pub test_volume_mutable_parameters: Option<PathBuf>,
 
@@ -809,6 +814,8 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         },
         volume_size: args.test_volume_size,
         expand_size: args.test_volume_expand_size,
+        profile: args.profile,
+        mutable_parameters: args.profile.default_mutable_parameters(),
         focus: regexes(&args.focus, "--focus")?,
         skip: regexes(&args.skip, "--skip")?,
         strict: args.strict,
@@ -1053,11 +1060,12 @@ async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> 
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let run_id = format!("{:016x}-{}-{}", config.seed, std::process::id(), started.as_millis());
     let journal = Journal::open(&args.journal, &run_id).map_err(CliError::usage)?;
-    config.observer = Some(Arc::new(JournalObserver::new(
+    let observer = Arc::new(JournalObserver::new(
         journal,
         targets.controller.as_ref().map(ToString::to_string),
         targets.nodes.iter().map(ToString::to_string).collect(),
-    )));
+    ));
+    config.observer = Some(observer.clone());
 
     let color = progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let console = ConsoleProgress::new(Mode::detect(quiet), color, args.strict, expected.clone());
@@ -1086,6 +1094,10 @@ async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> 
     let mut report: RunReport = suite::run_until(&plugin, &suites, &config, stop).await;
     signals.abort();
     console.finish();
+    // The run has written its last record: keep only what is outstanding.
+    if let Err(e) = observer.journal().compact() {
+        eprintln!("warning: {}", scrubber.scrub(&e.to_string()));
+    }
 
     if let Some(expected) = &expected {
         for id in expected.apply(&mut report) {
@@ -1257,6 +1269,9 @@ async fn cleanup(args: CleanupArgs, scrubber: &Scrubber) -> Result<u8, CliError>
         .await
         .map_err(CliError::usage)?;
     print!("{}", scrubber.scrub(&outcome.to_string()));
+    if let Err(e) = journal::compact(&args.journal) {
+        eprintln!("warning: {}", scrubber.scrub(&e.to_string()));
+    }
     Ok(if outcome.is_complete() { EXIT_OK } else { EXIT_FINDINGS })
 }
 

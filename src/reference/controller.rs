@@ -730,13 +730,17 @@ impl Plugin {
         req: v1::ControllerModifyVolumeRequest,
     ) -> Result<v1::ControllerModifyVolumeResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
-        if req.mutable_parameters.is_empty() {
-            return Err(Status::invalid_argument("mutable_parameters is required"));
-        }
         self.store.transact(|state| {
+            // An unknown volume is NOT_FOUND whatever else the request lacks (the spec orders
+            // no two errors; csi-sanity sends an empty map here and expects NOT_FOUND).
             let volume = state.volumes.get_mut(&req.volume_id).ok_or_else(|| {
                 Status::not_found(format!("volume {} does not exist", req.volume_id))
             })?;
+            // mutable_parameters is REQUIRED, and an empty proto3 map is the same as a missing
+            // one: INVALID_ARGUMENT, the Error Scheme's "missing required field".
+            if req.mutable_parameters.is_empty() {
+                return Err(Status::invalid_argument("mutable_parameters is required"));
+            }
             self.check_mutable_parameters(&req.mutable_parameters)?;
             for (k, v) in &req.mutable_parameters {
                 volume.mutable_parameters.insert(k.clone(), v.clone());

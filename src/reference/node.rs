@@ -412,7 +412,10 @@ impl Plugin {
     ) -> Result<v1::NodeGetVolumeStatsResponse, Status> {
         use v1::volume_usage::Unit;
         checks::required(&req.volume_id, "volume_id")?;
-        checks::required_path(&req.volume_path, "volume_path")?;
+        // A relative volume_path names no volume here: NOT_FOUND below, the condition the
+        // spec's NodeGetVolumeStats error table names ("does not exist on the specified
+        // volume_path"), and what csi-sanity expects of its "some/path".
+        checks::required(&req.volume_path, "volume_path")?;
         let state = self.store.snapshot()?;
         let volume = state
             .volumes
@@ -500,7 +503,9 @@ impl Plugin {
         req: v1::NodeExpandVolumeRequest,
     ) -> Result<v1::NodeExpandVolumeResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
-        checks::required_path(&req.volume_path, "volume_path")?;
+        // NodeExpandVolume's volume_path is only REQUIRED (the spec asks no absolute path of
+        // it); a path where the volume is not published or staged is NOT_FOUND below.
+        checks::required(&req.volume_path, "volume_path")?;
         let (required, limit) =
             checks::capacity_range(req.capacity_range.as_ref())?.unwrap_or((0, 0));
         let cap = req

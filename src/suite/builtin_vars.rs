@@ -31,6 +31,7 @@ pub fn types() -> BTreeMap<String, Ty> {
         ("target", scalar()),
         ("target2", scalar()),
         ("dir", scalar()),
+        ("nowhere", scalar()),
     ]));
     BTreeMap::from([
         ("name".to_owned(), scalar()),
@@ -167,6 +168,7 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: 
             ("target".to_owned(), text(&paths.target)),
             ("target2".to_owned(), text(&paths.target2)),
             ("dir".to_owned(), text(&paths.dir)),
+            ("nowhere".to_owned(), Val::Str(config.profile.nowhere(&paths.target2))),
         ])),
     );
     vars.insert("idempotency_count", Val::Int(config.idempotency_count.into()));

@@ -540,11 +540,12 @@ async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
         match (i < max, answer) {
             (true, Ok(_)) | (false, Err(_)) => {}
             (true, Err(e)) => return ctx.call_failed(&e, &request, "OK"),
-            (false, Ok(_)) => {
+            (false, Ok(answer)) => {
                 let message = format!(
-                    "ControllerPublishVolume of volume {} to node {} succeeded, but the node reports max_volumes_per_node {max}",
+                    "ControllerPublishVolume of volume {} to node {} succeeded, but the node reports max_volumes_per_node {max}; it returned {}",
                     max + 1,
-                    node.node_id
+                    node.node_id,
+                    crate::proto::summary(&answer, crate::proto::SUMMARY_MAX)
                 );
                 let mut f = call_finding(Severity::Fail, "attach-limit", message, "ControllerPublishVolume", &request);
                 (f.expected, f.got) = (Some("an error".into()), Some("OK".into()));

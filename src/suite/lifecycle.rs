@@ -592,8 +592,12 @@ impl Lifecycle<'_> {
                 self.ctx.push(f);
                 Err(CheckOutcome::Stop)
             }
-            Ok(_) => {
-                let message = format!("{what} succeeded; it must fail with {}", code_name(code));
+            Ok(answer) => {
+                let message = format!(
+                    "{what} succeeded; it must fail with {}; it returned {}",
+                    code_name(code),
+                    proto::summary(&answer, proto::SUMMARY_MAX)
+                );
                 let mut f = call_finding(Severity::Fail, "unexpected-code", message, &rpc, sent);
                 (f.expected, f.got) = (Some(code_name(code).to_owned()), Some("OK".to_owned()));
                 self.ctx.push(f);

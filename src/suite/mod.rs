@@ -16,6 +16,7 @@ mod property;
 mod request;
 mod resources;
 mod paths;
+mod profile;
 mod run;
 mod vars;
 
@@ -34,6 +35,7 @@ pub use model::{
 pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};
 pub use request::{RequestTemplate, build_request, parse_request};
 pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
+pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use run::{
     DEFAULT_CLEANUP_TIMEOUT, GIB, Plugin, Progress, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until,

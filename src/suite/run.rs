@@ -27,6 +27,7 @@ use super::{
     checks::{CheckArgs, CheckOutcome},
     inspect::{Inspector, PathCommand},
     paths::{PathError, PathSettings, RunPaths},
+    profile::Profile,
     load::{OPTIONS, secret_key},
     model::*,
     request::build_request,
@@ -75,6 +76,8 @@ pub struct RunConfig {
     pub snapshot_parameters: BTreeMap<String, String>,
     /// The secrets file: csi-sanity key (`CreateVolumeSecret`) → map.
     pub secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// `--profile`: which scenarios run at all, and what csi-sanity-mapped ones send.
+    pub profile: Profile,
     /// Only scenarios whose id, title or a tag matches one of these (all when empty).
     pub focus: Vec<Regex>,
     /// Leaves out scenarios whose id, title or a tag matches one of these.
@@ -169,9 +172,10 @@ impl Default for RunConfig {
             volume_size: 10 * GIB,
             expand_size: None,
             parameters: BTreeMap::new(),
-            mutable_parameters: BTreeMap::from([("iops".to_owned(), "3000".to_owned())]),
+            mutable_parameters: Profile::Full.default_mutable_parameters(),
             snapshot_parameters: BTreeMap::new(),
             secrets: BTreeMap::new(),
+            profile: Profile::Full,
             focus: Vec::new(),
             skip: Vec::new(),
             options: BTreeSet::new(),
@@ -201,10 +205,13 @@ impl RunConfig {
         self.expand_size.unwrap_or(self.volume_size.saturating_add(GIB))
     }
 
-    /// Whether a scenario passes the focus and skip filters, which match its id, title, tags,
-    /// and csi-sanity's spec text of every case it covers (so that a csi-sanity
-    /// `--ginkgo.focus='Node Service'` selects the scenarios that cover those specs).
+    /// Whether a scenario is in the profile and passes the focus and skip filters, which match
+    /// its id, title, tags, and csi-sanity's spec text of every case it covers (so that a
+    /// csi-sanity `--ginkgo.focus='Node Service'` selects the scenarios that cover those specs).
     pub fn selects(&self, scenario: &Scenario) -> bool {
+        if !self.profile.includes(scenario) {
+            return false;
+        }
         let texts = || {
             std::iter::once(scenario.id())
                 .chain(std::iter::once(scenario.title()))
@@ -229,6 +236,7 @@ impl fmt::Debug for RunConfig {
             .field("mutable_parameters", &self.mutable_parameters)
             .field("snapshot_parameters", &self.snapshot_parameters)
             .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+            .field("profile", &self.profile)
             .field("focus", &self.focus)
             .field("skip", &self.skip)
             .field("options", &self.options)
@@ -1129,8 +1137,11 @@ impl ScenarioCtx {
                 return Judged::Flow(Flow::Skip(reason));
             }
             let expected = call.expect.codes.to_string();
-            let message =
-                call.expect.explain(format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code)));
+            let mut message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
+            if let Ok(response) = &answer {
+                message.push_str(&ok_summary(response));
+            }
+            let message = call.expect.explain(message);
             let kind = call.expect.kind_or("unexpected-code");
             let f = match &answer {
                 Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, kind, message, Some(expected)),
@@ -1344,6 +1355,20 @@ pub fn call_finding(
     f.rpc = Some(rpc.to_owned());
     f.request = Some(proto::to_redacted_json(request));
     f
+}
+
+/// What an OK answer held, for a finding that expected an error: `; it returned ...` (see
+/// [`proto::summary`]: redacted, bounded; the finding is scrubbed as well).
+pub(crate) fn ok_summary(response: &Response) -> String {
+    match response.messages() {
+        [one] => format!("; it returned {}", proto::summary(one, proto::SUMMARY_MAX)),
+        [] => "; it returned an empty stream".to_owned(),
+        [first, ..] => format!(
+            "; it returned {} messages, the first {}",
+            response.messages().len(),
+            proto::summary(first, proto::SUMMARY_MAX)
+        ),
+    }
 }
 
 /// A finding about a call that failed: also the code it got and the plugin's message.

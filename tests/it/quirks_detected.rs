@@ -296,6 +296,9 @@ async fn ignore_secrets_warns_and_no_secret_reaches_any_output() {
     let report = caught(Quirk::IgnoreSecrets).await;
     let f = the_finding(&report, "extras.secrets.create-volume-without-secrets");
     assert!(f.message.contains("CreateVolumeSecret"), "{}", f.message);
+    // What the plugin answered instead of refusing, so the vendor sees the volume it made.
+    assert!(f.message.contains("; it returned volume.capacity_bytes="), "{}", f.message);
+    assert!(f.message.contains(", volume.volume_id='"), "{}", f.message);
     let outputs = [
         report::to_json(&report),
         report::to_junit_xml(&report),
@@ -323,7 +326,9 @@ async fn internal_on_odd_caps_fails_the_properties_with_the_minimal_case() {
 #[tokio::test]
 async fn allow_second_writer_fails_the_single_writer_scenarios() {
     let report = caught(Quirk::AllowSecondWriter).await;
-    assert_eq!(the_finding(&report, "node.publish.single-writer-second-target").got.as_deref(), Some("OK"));
+    let f = the_finding(&report, "node.publish.single-writer-second-target");
+    assert_eq!(f.got.as_deref(), Some("OK"));
+    assert!(f.message.ends_with("expected FAILED_PRECONDITION; it returned an empty message"), "{}", f.message);
 }
 
 #[tokio::test]

@@ -831,6 +831,9 @@ async fn get_modify_and_expand_volumes() {
             .await,
         Code::NotFound,
     );
+    // csi-sanity's "should fail if volume does not exist" sends an empty map: an unknown
+    // volume is NOT_FOUND before the missing mutable_parameters are looked at.
+    expect_code(ctl.controller_modify_volume(modify("vol-x", &[])).await, Code::NotFound);
     expect_code(
         ctl.controller_modify_volume(modify(&v.volume_id, &[("colour", "red")]))
             .await,
@@ -1781,6 +1784,13 @@ async fn node_stage_and_publish_follow_the_spec_tables() {
         node.node_get_volume_stats(stats(&p.path("not-here"))).await,
         Code::NotFound,
     );
+    // csi-sanity's relative "some/path" names no volume: NOT_FOUND, for a known volume and
+    // for an unknown one.
+    expect_code(node.node_get_volume_stats(stats("some/path")).await, Code::NotFound);
+    expect_code(
+        node.node_get_volume_stats(v1::NodeGetVolumeStatsRequest { volume_id: "vol-nope".into(), ..stats("some/path") }).await,
+        Code::NotFound,
+    );
     let st = ok(node.node_get_volume_stats(stats(&pubreq.target_path)).await);
     use v1::volume_usage::Unit;
     let bytes = st
@@ -1824,6 +1834,11 @@ async fn node_stage_and_publish_follow_the_spec_tables() {
         .await,
         Code::NotFound,
     );
+    expect_code(
+        node.node_expand_volume(v1::NodeExpandVolumeRequest { volume_id: "vol-nope".into(), ..expand("some/path", 0) }).await,
+        Code::NotFound,
+    );
+    expect_code(node.node_expand_volume(expand("some/path", 0)).await, Code::NotFound);
     expect_code(
         node.node_expand_volume(expand(&pubreq.target_path, 2 << 30))
             .await,
