@@ -150,7 +150,7 @@ static REGISTRY: [CheckDef; 7] = [
     },
     CheckDef {
         name: "lifecycle",
-        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the host's mounts after each node step",
+        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the node's mounts (in its mount namespace) after each node step",
         args: super::lifecycle::ARGS,
         outputs: Vec::new,
         rpcs: super::lifecycle::RPCS,
