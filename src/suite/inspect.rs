@@ -215,6 +215,10 @@ pub struct Inspector {
     site: MountSite,
 }
 
+/// A node's mount table, and the process whose root its mount points are relative to (`None`:
+/// this process).
+type Table = (Vec<mounts::MountInfo>, Option<i32>);
+
 /// How long finding the process behind a unix socket may take.
 const PEER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -314,8 +318,13 @@ impl Inspector {
         match &self.files {
             Files::Here => Some(path.to_owned()),
             Files::Proc { pid } => {
+                // Symlinks are followed as the plugin would follow them, inside its root;
+                // the last component stays as it is (a link there is what the path is).
                 let root = PathBuf::from(format!("/proc/{pid}/root"));
-                let inside = mounts::resolve_in(&root, path);
+                let inside = match (path.parent(), path.file_name()) {
+                    (Some(parent), Some(name)) => mounts::resolve_in(&root, parent).join(name),
+                    _ => mounts::resolve_in(&root, path),
+                };
                 Some(root.join(inside.strip_prefix("/").unwrap_or(&inside)))
             }
             Files::Command(_) | Files::Unreachable(_) => None,
@@ -352,7 +361,7 @@ impl Inspector {
 
     /// The mount table of the node's mount namespace, and the root its mount points are
     /// relative to (`None`: the mount checks are skipped).
-    fn table(&self) -> Result<Option<(Vec<mounts::MountInfo>, Option<i32>)>, MountTableError> {
+    fn table(&self) -> Result<Option<Table>, MountTableError> {
         if !self.sees_mounts() {
             return Ok(None);
         }

@@ -1,5 +1,6 @@
 //! The `lifecycle` named check: a volume's whole life driven the way an orchestrator drives it
-//! (Nomad's order), on one node or two, with what the host sees verified after every node step.
+//! (Nomad's order), on one node or two, with what the node sees (in its mount namespace)
+//! verified after every node step.
 //!
 //! NodeGetInfo → CreateVolume (the capability, parameters, secrets, the nodes' topology as
 //! requisite) → ValidateVolumeCapabilities → per node: ControllerPublishVolume (node id from
@@ -799,17 +800,16 @@ impl Lifecycle<'_> {
             staging_target_path: node.staging.display().to_string(),
         };
         self.call("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
-        if let Some(left) = self.mount_table(node.inspector.mounts_under(&node.staging))? {
-            if let Some(m) = left.first() {
-                return Err(self.fail(
-                    "path-state",
-                    format!(
-                        "after NodeUnstageVolume, {} is still mounted at {}",
-                        if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
-                        m.mount_point.display()
-                    ),
-                ));
-            }
+        let left = self.mount_table(node.inspector.mounts_under(&node.staging))?.unwrap_or_default();
+        if let Some(m) = left.first() {
+            return Err(self.fail(
+                "path-state",
+                format!(
+                    "after NodeUnstageVolume, {} is still mounted at {}",
+                    if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
+                    m.mount_point.display()
+                ),
+            ));
         }
         Ok(())
     }
