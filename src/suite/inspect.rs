@@ -564,6 +564,60 @@ mod tests {
         assert_eq!(PathKind::of_local(Path::new("/dev/null")), PathKind::File);
     }
 
+    #[tokio::test]
+    async fn a_socket_served_here_is_inspected_here_and_tcp_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let _listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let endpoint = Endpoint::Unix(socket.clone());
+        let here = Inspector::for_node(0, &endpoint, None, MountCheck::Auto).await;
+        assert_eq!(here.site().pid, Some(std::process::id() as i32));
+        assert!(here.site().shared && here.sees_mounts() && here.unreachable().is_none());
+        assert_eq!(here.local_path(dir.path()), Some(dir.path().to_path_buf()));
+        assert_eq!(here.mount_entry(Path::new("/")).unwrap().map(|m| m.is_some()), Some(true));
+        assert!(here.check(dir.path(), "not-mount-point").await.unwrap().is_ok());
+
+        let off = Inspector::for_node(0, &endpoint, None, MountCheck::Off).await;
+        assert!(!off.sees_mounts() && off.mounts_skipped().unwrap().contains("--mount-check off"));
+        assert_eq!(off.kind(dir.path()).await.unwrap(), Some(PathKind::Directory), "file kinds are still checked");
+        assert!(off.mounts_at(Path::new("/")).unwrap().is_none());
+        assert!(off.probe_write(dir.path(), false).is_none());
+
+        let tcp = Endpoint::Tcp { host: "127.0.0.1".into(), port: 9 };
+        let none = Inspector::for_node(1, &tcp, None, MountCheck::Auto).await;
+        let why = none.unreachable().unwrap();
+        assert!(why.contains("node endpoint 1 (tcp://127.0.0.1:9) is reached over TCP") && why.contains("--check-path-cmd"), "{why}");
+        assert_eq!(none.local_path(dir.path()), None);
+        assert_eq!(none.site().skipped.as_deref(), Some(why));
+        let command = PathCommand { command: "echo directory; :".into(), timeout: Duration::from_secs(5) };
+        let asked = Inspector::for_node(1, &tcp, Some(&command), MountCheck::Auto).await;
+        assert!(asked.by_command() && asked.mounts_skipped().unwrap().contains("only tells file types"));
+        assert_eq!(asked.kind(Path::new("/anything")).await.unwrap(), Some(PathKind::Directory));
+    }
+
+    #[test]
+    fn a_plugin_in_another_namespace_is_seen_through_its_proc_directory() {
+        // This process stands in for the plugin: the view through /proc/PID must agree with
+        // its own.
+        let pid = std::process::id() as i32;
+        let site = MountSite { node: 0, endpoint: String::new(), pid: Some(pid), namespace: None, shared: false, skipped: None };
+        let there = Inspector { files: Files::Proc { pid }, no_mounts: None, site };
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        std::os::unix::fs::symlink(&dir, dir.join("link")).unwrap();
+        let through = there.local_path(&dir.join("link/x")).unwrap();
+        assert_eq!(through, PathBuf::from(format!("/proc/{pid}/root{}/x", dir.display())), "links are followed inside");
+        assert_eq!(there.local_path(&dir.join("link")).unwrap(), PathBuf::from(format!("/proc/{pid}/root{}/link", dir.display())));
+        assert_eq!(PathKind::of_local(&there.local_path(&dir).unwrap()), PathKind::Directory);
+        assert_eq!(there.mount_entry(Path::new("/")).unwrap().map(|m| m.is_some()), Some(true));
+        assert_eq!(there.mounts_at(&dir).unwrap(), Some(Vec::new()));
+        assert_eq!(there.probe_write(&dir, false), Some(WriteProbe::Writable));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "the probe left nothing behind");
+        let gone = Inspector { files: Files::Proc { pid: i32::MAX }, ..there };
+        let err = gone.mounts_at(&dir).unwrap_err().to_string();
+        assert!(err.contains(&format!("pid {}", i32::MAX)) && err.contains("exit"), "{err}");
+    }
+
     #[test]
     fn write_probes_leave_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();

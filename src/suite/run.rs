@@ -265,8 +265,9 @@ pub(crate) struct Shared {
     run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
     paths: Result<RunPaths, PathError>,
-    /// Where each node endpoint's paths and mounts are, found once at the start.
-    inspectors: Vec<Inspector>,
+    /// Where each node endpoint's paths and mounts are, found at the start (and again after
+    /// a node plugin restart).
+    inspectors: Mutex<Vec<Inspector>>,
     serial_lock: RwLock<()>,
     stopping: AtomicBool,
     stop_reason: Mutex<Option<String>>,
@@ -364,7 +365,7 @@ pub async fn run_until(
         config: config.clone(),
         suites: suites.to_vec(),
         paths,
-        inspectors,
+        inspectors: Mutex::new(inspectors),
         run_id,
         serial_lock: RwLock::new(()),
         stopping: AtomicBool::new(false),
@@ -538,7 +539,7 @@ pub async fn run_until(
         suites: suite_results,
         rpc_latency: latency(plugin),
         interrupted,
-        mounts: shared.inspectors.iter().map(|i| i.site().clone()).collect(),
+        mounts: shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|i| i.site().clone()).collect(),
     }
 }
 
@@ -827,14 +828,19 @@ impl ScenarioCtx {
 
     /// How the paths of node endpoint `node` can be inspected (`None`: no such endpoint).
     pub fn inspector(&self, node: usize) -> Option<Inspector> {
-        self.shared.inspectors.get(node).cloned()
+        self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get(node).cloned()
     }
 
     /// Finds again where node endpoint `node`'s paths are (a restarted node plugin is a new
-    /// process, perhaps in a new mount namespace); `None`: no such endpoint.
+    /// process, perhaps in a new mount namespace), for the rest of the run; `None`: no such
+    /// endpoint.
     pub async fn identify_node(&self, node: usize) -> Option<Inspector> {
         let conn = self.shared.plugin.nodes.get(node)?;
-        Some(node_inspector(node, conn, &self.shared.config).await)
+        let found = node_inspector(node, conn, &self.shared.config).await;
+        if let Some(slot) = self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(node) {
+            *slot = found.clone();
+        }
+        Some(found)
     }
 
     /// Paths inside the scenario's directory to remove after teardown (in this order, before
