@@ -296,7 +296,7 @@ impl fmt::Display for MountSite {
         match (&self.skipped, self.pid, &self.namespace) {
             (Some(why), _, _) => write!(f, "mount checks skipped: {why}"),
             (None, Some(pid), Some(ns)) if self.shared => {
-                write!(f, "mounts verified in csi-conform's own mount namespace ({ns}, shared with pid {pid})")
+                write!(f, "mounts verified in csi-conform's own mount namespace ({ns}), where pid {pid} serves the socket")
             }
             (None, Some(pid), Some(ns)) => {
                 write!(f, "mounts verified in the mount namespace of pid {pid} ({ns}), not csi-conform's")
