@@ -466,6 +466,19 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_threaded_process_is_refused_a_namespace_of_its_own() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let before = mount_namespace(None).unwrap();
+        let err = enter_private_mount_namespace().unwrap_err();
+        assert!(matches!(err, PrivateMountsError::Threads(n) if n >= 2), "{err}");
+        assert!(err.to_string().contains("single-threaded"), "{err}");
+        assert_eq!(mount_namespace(None).unwrap(), before, "nothing changed");
+        tx.send(()).unwrap();
+        let _ = other.join();
+    }
+
+    #[test]
     fn this_process_shares_its_own_mount_namespace() {
         let own = mount_namespace(None).unwrap();
         assert!(own.starts_with("mnt:["), "{own}");

@@ -261,12 +261,20 @@ impl Inspector {
             )),
             Some(socket) => match socket_peer(socket).await {
                 Ok(Some(pid)) => match (mounts::mount_namespace(None), mounts::mount_namespace(Some(pid))) {
-                    (Ok(own), Ok(theirs)) => {
-                        site.pid = Some(pid);
-                        site.shared = own == theirs;
-                        site.namespace = Some(theirs);
-                        Ok(if site.shared { Files::Here } else { Files::Proc { pid } })
+                    (Ok(own), Ok(theirs)) if own == theirs => {
+                        (site.pid, site.shared, site.namespace) = (Some(pid), true, Some(theirs));
+                        Ok(Files::Here)
                     }
+                    (Ok(_), Ok(theirs)) => match std::fs::read_dir(format!("/proc/{pid}/root/")) {
+                        Ok(_) => {
+                            (site.pid, site.namespace) = (Some(pid), Some(theirs));
+                            Ok(Files::Proc { pid })
+                        }
+                        Err(e) => Err(format!(
+                            "pid {pid}, which serves node endpoint {index} ({endpoint}), mounts in a mount namespace \
+                             of its own ({theirs}) whose files cannot be reached through /proc/{pid}/root ({e})"
+                        )),
+                    },
                     (_, Err(e)) | (Err(e), _) => Err(format!(
                         "the mount namespace of pid {pid}, which serves node endpoint {index} ({endpoint}), cannot be read: {e}"
                     )),
