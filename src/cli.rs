@@ -272,15 +272,23 @@ pub struct RunArgs {
     #[arg(long)]
     pub test_node_volume_attach_limit: bool,
 
-    /// How to inspect staging and target paths of remote (tcp) node endpoints: a shell
-    /// command given the path as its argument, printing file, directory, not_found or other
-    /// (csi-sanity's --csi.checkpathcmd). Local node endpoints are inspected on this host.
+    /// How to inspect staging and target paths of node endpoints whose process cannot be
+    /// found (tcp, or a unix socket served from outside this pid namespace): a shell command
+    /// given the path as its argument, printing file, directory, not_found or other
+    /// (csi-sanity's --csi.checkpathcmd). Unix sockets are inspected where the serving
+    /// process sees its paths (its mount namespace).
     #[arg(long, value_name = "CMD")]
     pub check_path_cmd: Option<String>,
 
     /// The longest one --check-path-cmd call may take.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
     pub check_path_cmd_timeout: Duration,
+
+    /// Whether staging and target mounts are verified: `auto` in the mount namespace of the
+    /// process serving each node socket (skipped, with the reason, where it cannot be
+    /// found); `off` skips every mount check (plugins that only pretend to mount).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "off"])]
+    pub mount_check: String,
 
     /// Enables the restart scenario: this shell command restarts the node plugin (it gets
     /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
@@ -547,6 +555,12 @@ pub fn main() -> ExitCode {
     // message printed from a plugin's answer goes through it.
     let scrubber = Scrubber::new();
     init_logging(cli.verbose, cli.quiet, &scrubber);
+    if let Command::ReferencePlugin(args) = &cli.command
+        && let Err(e) = crate::reference::prepare(args)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -862,6 +876,7 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         config.check_path_cmd =
             Some(suite::PathCommand { command: command.clone(), timeout: args.check_path_cmd_timeout });
     }
+    config.mount_check = args.mount_check.parse().map_err(CliError::usage)?;
     if let Some(command) = &args.allow_restart_cmd {
         if command.trim().is_empty() {
             return Err(CliError::usage("--allow-restart-cmd is empty"));

@@ -318,7 +318,8 @@ impl Plugin {
                 Some(s) if s.mounted => Path::new(&req.staging_target_path).to_path_buf(),
                 _ => store.fs(),
             };
-            let read_only = req.readonly || checks::is_reader_only(cap.mode());
+            let read_only = (req.readonly || checks::is_reader_only(cap.mode()))
+                && !self.quirk(super::Quirk::IgnoreReadonly);
             let mounted = self.mounts;
             let published = self.mount_target(&source, &target, read_only, &cap, mounted);
             if let Err(e) = published {

@@ -19,6 +19,6 @@ pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use model::{
-    Counts, Expectation, Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
+    Counts, Expectation, Finding, MountSite, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
 };
 pub use write::{ReportError, write_atomically, write_reports};

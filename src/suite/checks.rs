@@ -9,7 +9,7 @@ use prost_reflect::DynamicMessage;
 
 use crate::yaml::{Node, Plain};
 use super::{
-    inspect::{self, Inspector, PATH_STATES},
+    inspect::{self, PATH_STATES},
     confirm,
     run::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
@@ -138,7 +138,7 @@ static REGISTRY: [CheckDef; 7] = [
     },
     CheckDef {
         name: "path-state",
-        description: "inspects a path on this host: absent, directory, file, exists, mount-point, not-mount-point or read-only-mount",
+        description: "inspects a path where the node plugin sees it (its mount namespace): absent, directory, file, exists, mount-point, not-mount-point or read-only-mount",
         args: &[
             ArgSpec { name: "path", kind: ArgKind::Str, required: true },
             ArgSpec { name: "is", kind: ArgKind::Choice(PATH_STATES), required: true },
@@ -150,7 +150,7 @@ static REGISTRY: [CheckDef; 7] = [
     },
     CheckDef {
         name: "lifecycle",
-        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the host's mounts after each node step",
+        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the node's mounts (in its mount namespace) after each node step",
         args: super::lifecycle::ARGS,
         outputs: Vec::new,
         rpcs: super::lifecycle::RPCS,
@@ -584,22 +584,21 @@ async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     let Some(inspector) = usize::try_from(node).ok().and_then(|n| ctx.inspector(n)) else {
         return bad_arg(ctx, format!("path-state: the run has no node endpoint {node}"));
     };
-    let found = match &inspector {
-        Inspector::Host => inspect::check_local(Path::new(&path), &state),
-        Inspector::Unavailable(why) => return CheckOutcome::Skip(format!("path-state cannot inspect {path}: {why}")),
-        Inspector::Command(_) if inspect::needs_mounts(&state) => {
-            return CheckOutcome::Skip(format!(
-                "path-state cannot tell whether {path} is {state}: node endpoint {node} is not on this host and \
-                 --check-path-cmd only tells file types"
-            ));
+    if let Some(why) = inspector.unreachable() {
+        return CheckOutcome::Skip(format!("path-state cannot inspect {path}: {why}"));
+    }
+    if inspect::needs_mounts(&state)
+        && let Some(why) = inspector.mounts_skipped()
+    {
+        return CheckOutcome::Skip(format!("path-state cannot tell whether {path} is {state}: {why}"));
+    }
+    let found = match inspector.check(Path::new(&path), &state).await {
+        Ok(found) => found,
+        Err(e) => {
+            let kind = if matches!(e, inspect::CheckError::Command(_)) { "check-path-cmd" } else { "mount-table" };
+            ctx.push(Finding::new(Severity::Error, kind, e.to_string()));
+            return CheckOutcome::Stop;
         }
-        Inspector::Command(command) => match command.kind(Path::new(&path)).await {
-            Ok(kind) => inspect::check_kind(kind, &state),
-            Err(e) => {
-                ctx.push(Finding::new(Severity::Error, "check-path-cmd", e.to_string()));
-                return CheckOutcome::Stop;
-            }
-        },
     };
     match found {
         Ok(()) => CheckOutcome::Done(BTreeMap::new()),

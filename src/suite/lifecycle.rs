@@ -1,5 +1,6 @@
 //! The `lifecycle` named check: a volume's whole life driven the way an orchestrator drives it
-//! (Nomad's order), on one node or two, with what the host sees verified after every node step.
+//! (Nomad's order), on one node or two, with what the node sees (in its mount namespace)
+//! verified after every node step.
 //!
 //! NodeGetInfo → CreateVolume (the capability, parameters, secrets, the nodes' topology as
 //! requisite) → ValidateVolumeCapabilities → per node: ControllerPublishVolume (node id from
@@ -28,7 +29,7 @@ use tonic::Code;
 use super::{
     assert,
     checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
-    inspect::{Inspector, PathKind, WriteProbe, probe_write},
+    inspect::{Inspector, MountTableError, PathKind, WriteProbe},
     model::SecretsMode,
     run::{ScenarioCtx, call_finding},
     vars::Val,
@@ -386,17 +387,36 @@ impl Lifecycle<'_> {
         CheckOutcome::Stop
     }
 
+    /// A mount-table answer, or (when the node's table cannot be read) an error finding.
+    fn mount_table<T>(&mut self, answer: Result<Option<T>, MountTableError>) -> Result<Option<T>, CheckOutcome> {
+        answer.map_err(|e| {
+            self.ctx.push(Finding::new(Severity::Error, "mount-table", e.to_string()));
+            CheckOutcome::Stop
+        })
+    }
+
+    /// Where node endpoint `index`'s paths are, found again (after a restart).
+    async fn inspector(&self, index: usize) -> Inspector {
+        self.ctx.identify_node(index).await.unwrap_or_else(|| Inspector::unavailable("no such node".into()))
+    }
+
     async fn go(&mut self) -> Result<(), CheckOutcome> {
         let mut nodes = Vec::new();
         for index in 0..self.plan.nodes {
             nodes.push(self.node_info(index).await?);
         }
         for node in &nodes {
-            if let Inspector::Unavailable(why) = &node.inspector {
+            if let Some(why) = node.inspector.unreachable() {
                 self.ctx.push(Finding::new(
                     Severity::Skip,
                     "path-check-skipped",
                     format!("host checks of the staging and target paths skipped: {why}"),
+                ));
+            } else if let Some(why) = node.inspector.mounts_skipped() {
+                self.ctx.push(Finding::new(
+                    Severity::Skip,
+                    "mount-check-skipped",
+                    format!("mount checks of node {}'s staging and target paths skipped: {why}", node.index),
                 ));
             }
         }
@@ -411,6 +431,8 @@ impl Lifecycle<'_> {
             self.stage(&node).await?;
             if self.plan.restart && node.index == 0 {
                 self.restart(&node).await?;
+                // A new process may live in a new mount namespace.
+                node.inspector = self.inspector(node.index).await;
             }
             self.publish(&node, &node.target, self.plan.times).await?;
             used.push(node);
@@ -462,7 +484,7 @@ impl Lifecycle<'_> {
             index,
             topology: info.accessible_topology.map(|t| t.segments.into_iter().collect()).unwrap_or_default(),
             node_id: info.node_id,
-            inspector: self.ctx.inspector(index).unwrap_or_else(|| Inspector::Unavailable("no such node".into())),
+            inspector: self.ctx.inspector(index).unwrap_or_else(|| Inspector::unavailable("no such node".into())),
             staging,
             target,
             publish_context: HashMap::new(),
@@ -726,7 +748,7 @@ impl Lifecycle<'_> {
                     node.target.display()
                 );
                 self.expect_refusal(&what, &sent, answer, code)?;
-                if node.inspector.sees_mounts() && mounts::is_mount_point(&target) {
+                if self.mount_table(node.inspector.mount_entry(&target))?.flatten().is_some() {
                     return Err(self.fail(
                         "path-state",
                         format!("NodePublishVolume was refused, yet {} is a mount point", target.display()),
@@ -762,7 +784,7 @@ impl Lifecycle<'_> {
             target_path: target.display().to_string(),
         };
         self.call("NodeUnpublishVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
-        if node.inspector.sees_mounts() && mounts::is_mount_point(target) {
+        if self.mount_table(node.inspector.mount_entry(target))?.flatten().is_some() {
             return Err(self.fail(
                 "path-state",
                 format!("after NodeUnpublishVolume, {} is still a mount point", target.display()),
@@ -782,18 +804,16 @@ impl Lifecycle<'_> {
             staging_target_path: node.staging.display().to_string(),
         };
         self.call("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
-        if node.inspector.sees_mounts() {
-            let left = mounts::mounts_under(&node.staging);
-            if let Some(m) = left.first() {
-                return Err(self.fail(
-                    "path-state",
-                    format!(
-                        "after NodeUnstageVolume, {} is still mounted at {}",
-                        if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
-                        m.mount_point.display()
-                    ),
-                ));
-            }
+        let left = self.mount_table(node.inspector.mounts_under(&node.staging))?.unwrap_or_default();
+        if let Some(m) = left.first() {
+            return Err(self.fail(
+                "path-state",
+                format!(
+                    "after NodeUnstageVolume, {} is still mounted at {}",
+                    if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
+                    m.mount_point.display()
+                ),
+            ));
         }
         Ok(())
     }
@@ -839,15 +859,11 @@ impl Lifecycle<'_> {
     async fn check_published(&mut self, node: &NodeUse, target: &Path) -> Result<(), CheckOutcome> {
         let want = if self.plan.block { PathKind::File } else { PathKind::Directory };
         self.expect_kind(node, target, want, "NodePublishVolume").await?;
-        if !node.inspector.sees_mounts() {
+        let Some(stacked) = self.mount_table(node.inspector.mounts_at(target))? else {
             return Ok(());
-        }
+        };
         let shown = target.display().to_string();
-        let stacked = mounts::mounts_at(target);
-        let device = std::fs::metadata(target).is_ok_and(|m| {
-            use std::os::unix::fs::FileTypeExt;
-            m.file_type().is_block_device()
-        });
+        let device = node.inspector.is_device(target);
         let Some(top) = stacked.last().cloned() else {
             if self.plan.block && device {
                 return Ok(());
@@ -886,7 +902,7 @@ impl Lifecycle<'_> {
                 ),
             ));
         }
-        let probe = probe_write(target, self.plan.block);
+        let probe = node.inspector.probe_write(target, self.plan.block).unwrap_or(WriteProbe::NotProbed);
         let problem = match (read_only, &probe) {
             (_, WriteProbe::NotProbed) | (true, WriteProbe::ReadOnly) | (false, WriteProbe::Writable) => None,
             (true, WriteProbe::Writable) => Some(format!("{shown} is published read-only, yet a write to it succeeded")),

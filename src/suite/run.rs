@@ -25,7 +25,7 @@ use super::{
     assert::{self, AssertError},
     builtin_vars::{self, AccessType, ScenarioPaths},
     checks::{CheckArgs, CheckOutcome},
-    inspect::{Inspector, PathCommand},
+    inspect::{Inspector, MountCheck, PathCommand},
     paths::{PathError, PathSettings, RunPaths},
     profile::Profile,
     load::{OPTIONS, secret_key},
@@ -121,6 +121,9 @@ pub struct RunConfig {
     /// `--check-path-cmd`: how the paths of remote node endpoints are inspected (none: they
     /// are not, and the checks say so).
     pub check_path_cmd: Option<PathCommand>,
+    /// `--mount-check`: whether node mounts are verified (where the node plugin's mount
+    /// namespace can be found) or never.
+    pub mount_check: MountCheck,
     /// `--allow-restart-cmd`: the shell command that restarts a node plugin (enables the
     /// `restart` opt-in).
     pub restart_cmd: Option<String>,
@@ -193,6 +196,7 @@ impl Default for RunConfig {
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             observer: None,
             check_path_cmd: None,
+            mount_check: MountCheck::Auto,
             restart_cmd: None,
             progress: None,
         }
@@ -254,6 +258,7 @@ impl fmt::Debug for RunConfig {
             .field("tool_version", &self.tool_version)
             .field("observer", &self.observer.is_some())
             .field("check_path_cmd", &self.check_path_cmd)
+            .field("mount_check", &self.mount_check)
             .field("restart_cmd", &self.restart_cmd)
             .field("progress", &self.progress.is_some())
             .finish()
@@ -268,6 +273,9 @@ pub(crate) struct Shared {
     run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
     paths: Result<RunPaths, PathError>,
+    /// Where each node endpoint's paths and mounts are, found at the start (and again after
+    /// a node plugin restart).
+    inspectors: Mutex<Vec<Inspector>>,
     serial_lock: RwLock<()>,
     stopping: AtomicBool,
     stop_reason: Mutex<Option<String>>,
@@ -356,11 +364,16 @@ pub async fn run_until(
     let run_id = builtin_vars::run_id(config.seed);
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
+    let mut inspectors = Vec::new();
+    for (index, conn) in plugin.nodes.iter().enumerate() {
+        inspectors.push(node_inspector(index, conn, config).await);
+    }
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
         suites: suites.to_vec(),
         paths,
+        inspectors: Mutex::new(inspectors),
         run_id,
         serial_lock: RwLock::new(()),
         stopping: AtomicBool::new(false),
@@ -534,7 +547,13 @@ pub async fn run_until(
         suites: suite_results,
         rpc_latency: latency(plugin),
         interrupted,
+        mounts: shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|i| i.site().clone()).collect(),
     }
+}
+
+/// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
+async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
+    Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
 }
 
 fn latency(plugin: &Plugin) -> BTreeMap<String, RpcLatency> {
@@ -817,8 +836,19 @@ impl ScenarioCtx {
 
     /// How the paths of node endpoint `node` can be inspected (`None`: no such endpoint).
     pub fn inspector(&self, node: usize) -> Option<Inspector> {
+        self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get(node).cloned()
+    }
+
+    /// Finds again where node endpoint `node`'s paths are (a restarted node plugin is a new
+    /// process, perhaps in a new mount namespace), for the rest of the run; `None`: no such
+    /// endpoint.
+    pub async fn identify_node(&self, node: usize) -> Option<Inspector> {
         let conn = self.shared.plugin.nodes.get(node)?;
-        Some(Inspector::for_node(node, conn.endpoint(), self.shared.config.check_path_cmd.as_ref()))
+        let found = node_inspector(node, conn, &self.shared.config).await;
+        if let Some(slot) = self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(node) {
+            *slot = found.clone();
+        }
+        Some(found)
     }
 
     /// Paths inside the scenario's directory to remove after teardown (in this order, before

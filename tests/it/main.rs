@@ -14,6 +14,7 @@ mod interrupt;
 mod leaks;
 mod loaders;
 mod misbehaving;
+mod mount_namespace;
 mod mounts;
 mod proto;
 mod quirks;

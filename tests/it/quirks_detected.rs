@@ -117,6 +117,16 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             "mount-flags",
             Severity::Fail,
         ),
+        Quirk::IgnoreReadonly => on(
+            &[
+                "extras.publish.readonly",
+                "lifecycle.block.read-only",
+                "lifecycle.mount.read-only",
+                "lifecycle.mount.read-only.mount-flags",
+            ],
+            "path-state",
+            Severity::Fail,
+        ),
     }
 }
 
@@ -340,6 +350,17 @@ async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
     let report = caught(Quirk::IgnoreMountFlags).await;
     let f = the_finding(&report, "lifecycle.mount.read-write.mount-flags");
     assert!(f.message.contains("nosuid") || f.message.contains("noexec") || f.message.contains("flag"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn ignore_readonly_fails_every_read_only_publication() {
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        eprintln!("SKIPPED: ignore_readonly_fails_every_read_only_publication: no CAP_SYS_ADMIN, the mount table cannot show read-only");
+        return;
+    }
+    let report = caught(Quirk::IgnoreReadonly).await;
+    let f = the_finding(&report, "lifecycle.mount.read-only");
+    assert!(f.message.contains("mounted read-write"), "{}", f.message);
 }
 
 #[tokio::test]
