@@ -85,10 +85,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// The store's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
     /// The file-system directory.
     pub fn fs(&self) -> PathBuf {
         self.dir.join(FS)

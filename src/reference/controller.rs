@@ -335,6 +335,7 @@ impl Plugin {
                 has_block,
                 publications: Default::default(),
                 static_volume: false,
+                static_path: None,
             };
             let response = v1::CreateVolumeResponse {
                 volume: Some(self.volume_proto(&volume)),

@@ -55,6 +55,8 @@ pub enum Quirk {
     AllowSecondWriter,
     /// NodeStageVolume / NodePublishVolume mount without the capability's mount flags.
     IgnoreMountFlags,
+    /// NodeUnstageVolume answers OK when staging_target_path is missing.
+    UnstageIgnoresPath,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -65,7 +67,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 12] = [
+    pub const ALL: [Quirk; 13] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -78,6 +80,7 @@ impl Quirk {
         Quirk::InternalOnOddCaps,
         Quirk::AllowSecondWriter,
         Quirk::IgnoreMountFlags,
+        Quirk::UnstageIgnoresPath,
     ];
 
     /// The name `--quirk` takes.
@@ -95,6 +98,7 @@ impl Quirk {
             Quirk::InternalOnOddCaps => "internal-on-odd-caps",
             Quirk::AllowSecondWriter => "allow-second-writer",
             Quirk::IgnoreMountFlags => "ignore-mount-flags",
+            Quirk::UnstageIgnoresPath => "unstage-ignores-path",
         }
     }
 
@@ -136,6 +140,9 @@ impl Quirk {
             }
             Quirk::IgnoreMountFlags => {
                 "NodeStageVolume and NodePublishVolume mount without the capability's mount_flags (plugins that mount with fixed options of their own)"
+            }
+            Quirk::UnstageIgnoresPath => {
+                "NodeUnstageVolume answers OK without a staging_target_path instead of INVALID_ARGUMENT (node-only plugins that unstage by volume id alone)"
             }
         }
     }

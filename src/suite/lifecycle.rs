@@ -153,6 +153,12 @@ struct Plan {
     second_node: Second,
     second_target: Second,
     restart: bool,
+    /// The volume is an existing one (no CreateVolume, ValidateVolumeCapabilities or
+    /// DeleteVolume; never expanded or changed).
+    existing: bool,
+    /// Whether the run may write to the volume (always for its own volumes; for an existing
+    /// one only with `--existing-volume-writable`).
+    writes: bool,
 }
 
 fn str_arg(args: &CheckArgs, name: &str) -> Option<String> {
@@ -254,6 +260,8 @@ impl Plan {
             second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
             second_target: second(str_arg(args, "second_target")),
             restart: bool_arg(args, "restart")?,
+            existing: false,
+            writes: true,
         })
     }
 
@@ -364,6 +372,114 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
     }
 }
 
+/// The arguments of `existing-volume`.
+pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
+    ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false },
+    ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false },
+    ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works"]), required: false },
+    ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
+];
+
+/// The RPCs `existing-volume` may call: none that creates, changes or deletes a volume.
+pub(crate) const EXISTING_RPCS: &[&str] = &[
+    "NodeGetInfo",
+    "ControllerPublishVolume",
+    "NodeStageVolume",
+    "NodePublishVolume",
+    "NodeGetVolumeStats",
+    "NodeUnpublishVolume",
+    "NodeUnstageVolume",
+    "ControllerUnpublishVolume",
+];
+
+/// Why an `existing-volume` scenario is skipped when the run names no existing volume.
+pub const NO_EXISTING_VOLUME: &str =
+    "no existing volume was given (--existing-volume ID, or existing-volumes in the --config file)";
+
+impl Plan {
+    /// This plan on `volume`: its capability's fields replace the run's defaults and the
+    /// arguments (a `mode` argument applies only when the volume names none). Err: why it
+    /// does not apply.
+    fn for_existing(&self, ctx: &ScenarioCtx, volume: &super::ExistingVolume) -> Result<Plan, String> {
+        let cap = &volume.capability;
+        let mut plan = self.clone();
+        plan.existing = true;
+        plan.writes = ctx.config().existing_writable;
+        plan.block = cap.block.unwrap_or(self.block);
+        plan.request_mount = MountOptions { fs_type: cap.fs_type.clone(), mount_flags: cap.mount_flags.clone() };
+        if let Some(mode) = cap.mode {
+            plan.mode = mode;
+        }
+        let id = &volume.id;
+        if plan.second_target == Second::Works && !allows_several_targets(plan.mode) {
+            return Err(format!("existing volume {id}: access mode {} allows one target path per node", plan.mode));
+        }
+        if !self.readonly && plan.mode.is_read_only() {
+            return Err(format!(
+                "existing volume {id} has the read-only access mode {}; the read-only scenario covers it",
+                plan.mode
+            ));
+        }
+        Ok(plan)
+    }
+}
+
+/// Whether a mode lets a node publish the volume at several target paths at once (the spec's
+/// NodePublishVolume: every MULTI_NODE mode and SINGLE_NODE_MULTI_WRITER).
+fn allows_several_targets(mode: AccessMode) -> bool {
+    mode.is_multi_node() || mode == AccessMode::SingleNodeMultiWriter
+}
+
+/// Runs the `existing-volume` check: the node lifecycle (ControllerPublishVolume with
+/// PUBLISH_UNPUBLISH_VOLUME, NodeStageVolume with STAGE_UNSTAGE_VOLUME, NodePublishVolume,
+/// the host's mounts, NodeGetVolumeStats, and back) on each existing volume in turn, with its
+/// volume_context and each publish_context passed on as a CO does. Only the attachments are
+/// tracked (and journaled), never the volume; it is not written to without
+/// `--existing-volume-writable`.
+pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let volumes = ctx.config().existing_volumes.clone();
+    if volumes.is_empty() {
+        return CheckOutcome::Skip(NO_EXISTING_VOLUME.into());
+    }
+    let base = match Plan::from_args(ctx, &args) {
+        Ok(p) => p,
+        Err(e) => {
+            ctx.push(Finding::new(Severity::Error, "suite", format!("check existing-volume: {e}")));
+            return CheckOutcome::Stop;
+        }
+    };
+    let mut skipped = Vec::new();
+    for (i, volume) in volumes.iter().enumerate() {
+        let plan = match base.for_existing(ctx, volume) {
+            Ok(plan) => plan,
+            Err(why) => {
+                skipped.push(why);
+                continue;
+            }
+        };
+        if let Some(why) = plan.skip_reason(ctx) {
+            return CheckOutcome::Skip(why);
+        }
+        if i > 0 {
+            // The last volume's unstaging may have removed the staging directory, which is
+            // the CO's to make.
+            let _ = std::fs::create_dir_all(&ctx.paths.staging);
+        }
+        let context = volume.context.clone().into_iter().collect();
+        let mut lifecycle = Lifecycle { ctx, plan, volume_id: volume.id.clone(), context };
+        if let Err(outcome) = lifecycle.go().await {
+            return outcome;
+        }
+    }
+    if skipped.len() == volumes.len() {
+        return CheckOutcome::Skip(skipped.join("; "));
+    }
+    for why in skipped {
+        ctx.push(Finding::new(Severity::Skip, "existing-volume-skipped", why));
+    }
+    CheckOutcome::Done(BTreeMap::new())
+}
+
 fn typed<M: prost::Message + Default>(message: &DynamicMessage) -> M {
     message.transcode_to::<M>().unwrap_or_default()
 }
@@ -400,8 +516,10 @@ impl Lifecycle<'_> {
                 ));
             }
         }
-        self.create_volume(&nodes).await?;
-        self.validate().await?;
+        if !self.plan.existing {
+            self.create_volume(&nodes).await?;
+            self.validate().await?;
+        }
         let mut used: Vec<NodeUse> = Vec::new();
         for mut node in nodes {
             let second = node.index > 0;
@@ -429,6 +547,9 @@ impl Lifecycle<'_> {
             self.unpublish(node, &node.target).await?;
             self.unstage(node).await?;
             self.controller_unpublish(node).await?;
+        }
+        if self.plan.existing {
+            return Ok(());
         }
         let request = v1::DeleteVolumeRequest { volume_id: self.volume_id.clone(), ..Default::default() };
         self.call("DeleteVolume", proto::to_dynamic(&request), None, self.plan.times).await?;
@@ -881,6 +1002,13 @@ impl Lifecycle<'_> {
                     missing.join(", ")
                 ),
             ));
+        }
+        // Nothing is written to a volume the run may not write to (an existing volume without
+        // --existing-volume-writable): the mount table's read-only flag is all it sees. The
+        // data-path checks (markers written and read back) belong here too, behind the same
+        // `self.plan.writes`.
+        if !self.plan.writes {
+            return Ok(());
         }
         let probe = probe_write(target, self.plan.block);
         let problem = match (read_only, &probe) {

@@ -123,6 +123,13 @@ pub struct RunConfig {
     pub restart_cmd: Option<String>,
     /// Hears of scenarios starting and finishing (the console's progress display).
     pub progress: Option<Arc<dyn Progress>>,
+    /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
+    /// not create. The `existing` suite stages and publishes them; no RPC that deletes,
+    /// resizes, modifies or snapshots one is ever sent.
+    pub existing_volumes: Vec<super::ExistingVolume>,
+    /// `--existing-volume-writable`: the run may write to the existing volumes (without it,
+    /// nothing is ever written to them, not even a write probe).
+    pub existing_writable: bool,
 }
 
 /// Hears of scenarios as they start and finish, for a live display. Calls come from the
@@ -191,6 +198,8 @@ impl Default for RunConfig {
             check_path_cmd: None,
             restart_cmd: None,
             progress: None,
+            existing_volumes: Vec::new(),
+            existing_writable: false,
         }
     }
 }
@@ -1178,6 +1187,17 @@ impl ScenarioCtx {
             let e = RpcError {
                 rpc: method.name().to_owned(),
                 code: Code::Unavailable,
+                message: why,
+                elapsed: Duration::ZERO,
+                origin: ErrorOrigin::Transport,
+            };
+            return (request, Err(e));
+        }
+        if let Some(why) = super::existing::refusal(method.name(), &request, &self.shared.config.existing_volumes) {
+            self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
+            let e = RpcError {
+                rpc: method.name().to_owned(),
+                code: Code::Aborted,
                 message: why,
                 elapsed: Duration::ZERO,
                 origin: ErrorOrigin::Transport,

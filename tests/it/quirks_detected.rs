@@ -117,6 +117,7 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             "mount-flags",
             Severity::Fail,
         ),
+        Quirk::UnstageIgnoresPath => on(&["node.unstage.no-staging-path"], "unexpected-code", Severity::Fail),
     }
 }
 
