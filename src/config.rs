@@ -435,7 +435,7 @@ mod tests {
         assert_eq!(volumes[1].capability.block, Some(true));
         assert_eq!(volumes[1].capability.mode, Some(AccessMode::MultiNodeMultiWriter));
         let err = |t: &str| parse_existing_volumes(t, file).unwrap_err().to_string();
-        assert_eq!(err("existing-volumes: pv-1\n"), "run.yaml:1:19: existing-volumes must be a list of maps (id, context, capability), found text");
+        assert_eq!(err("existing-volumes: pv-1\n"), "run.yaml:1:19: existing-volumes must be a list of maps (id, context, capability), found a string");
         assert_eq!(err("existing-volumes:\n  - context: {a: b}\n"), "run.yaml:2:5: an existing volume needs an id");
         assert_eq!(err("existing-volumes:\n  - id: a\n    contxt: {}\n"), "run.yaml:3:5: unknown key \"contxt\" in an existing volume; did you mean context?");
         assert_eq!(err("existing-volumes:\n  - id: a\n    context: {size: [1]}\n"), "run.yaml:3:20: the context value of \"size\" must be text, found a list");

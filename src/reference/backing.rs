@@ -385,6 +385,6 @@ mod tests {
         assert!(bytes > 0 && inodes >= 4, "{bytes} {inodes}");
         clone.remove().unwrap();
         clone.remove().unwrap();
-        assert!(!clone.dir().exists());
+        assert!(!clone.dir.exists());
     }
 }

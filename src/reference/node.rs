@@ -132,8 +132,9 @@ impl PreProvisioned {
 impl Plugin {
     /// The volume a node RPC is about. An id this plugin never created is a pre-provisioned
     /// volume when its volume_context says what it is (`path: DIR` or `size: BYTES`); on a
-    /// standalone node plugin any unknown id is one (a 1 GiB backing made on demand), unless
-    /// `--require-context` insists on the context (FAILED_PRECONDITION). Otherwise NOT_FOUND.
+    /// standalone node plugin any unknown id is one (a 1 GiB backing made on demand).
+    /// Without that context, a node-only plugin with `--require-context` answers
+    /// FAILED_PRECONDITION; otherwise an unknown id is NOT_FOUND.
     fn node_volume(
         &self,
         state: &mut State,
@@ -145,14 +146,14 @@ impl Plugin {
         }
         let what = PreProvisioned::from_context(volume_id, context)?;
         if matches!(what, PreProvisioned::Unspecified) {
-            if !self.standalone_node() {
-                return Err(Status::not_found(format!("volume {volume_id} does not exist")));
-            }
-            if self.config.require_context {
+            if self.config.mode == super::Mode::NodeOnly && self.config.require_context {
                 return Err(Status::failed_precondition(format!(
                     "volume_context is missing: pre-provisioned volume {volume_id} needs {CONTEXT_PATH} or \
                      {CONTEXT_SIZE} in its volume_context"
                 )));
+            }
+            if !self.standalone_node() {
+                return Err(Status::not_found(format!("volume {volume_id} does not exist")));
             }
         }
         let (capacity, static_path) = match what {

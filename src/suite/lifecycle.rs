@@ -159,6 +159,9 @@ struct Plan {
     /// Whether the run may write to the volume (always for its own volumes; for an existing
     /// one only with `--existing-volume-writable`).
     writes: bool,
+    /// After staging, NodeUnstageVolume without a staging_target_path must be refused with
+    /// INVALID_ARGUMENT (and leave the staging in place).
+    unstage_without_path: bool,
 }
 
 fn str_arg(args: &CheckArgs, name: &str) -> Option<String> {
@@ -262,6 +265,7 @@ impl Plan {
             restart: bool_arg(args, "restart")?,
             existing: false,
             writes: true,
+            unstage_without_path: bool_arg(args, "unstage_without_path")?,
         })
     }
 
@@ -378,6 +382,7 @@ pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
     ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works"]), required: false },
     ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
+    ArgSpec { name: "unstage_without_path", kind: ArgKind::Bool, required: false },
 ];
 
 /// The RPCs `existing-volume` may call: none that creates, changes or deletes a volume.
@@ -527,6 +532,9 @@ impl Lifecycle<'_> {
                 break;
             }
             self.stage(&node).await?;
+            if self.plan.unstage_without_path && node.stage {
+                self.unstage_without_path(&node).await?;
+            }
             if self.plan.restart && node.index == 0 {
                 self.restart(&node).await?;
             }
@@ -738,6 +746,16 @@ impl Lifecycle<'_> {
         self.call("NodeStageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
         // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
         self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
+    }
+
+    /// NodeUnstageVolume of the staged volume with no staging_target_path: the spec makes
+    /// the field required (INVALID_ARGUMENT), and a plugin that unstages by volume id alone
+    /// would tear the staging from under a CO that staged it elsewhere.
+    async fn unstage_without_path(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        let request = v1::NodeUnstageVolumeRequest { volume_id: self.volume_id.clone(), staging_target_path: String::new() };
+        let (sent, answer) = self.send("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index)).await;
+        let what = format!("NodeUnstageVolume of volume {} without a staging_target_path", self.volume_id);
+        self.expect_refusal(&what, &sent, answer, Code::InvalidArgument)
     }
 
     /// Runs `--allow-restart-cmd` for `node` and waits until the node plugin answers again.
