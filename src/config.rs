@@ -438,7 +438,7 @@ mod tests {
         assert_eq!(err("existing-volumes: pv-1\n"), "run.yaml:1:19: existing-volumes must be a list of maps (id, context, capability), found a string");
         assert_eq!(err("existing-volumes:\n  - context: {a: b}\n"), "run.yaml:2:5: an existing volume needs an id");
         assert_eq!(err("existing-volumes:\n  - id: a\n    contxt: {}\n"), "run.yaml:3:5: unknown key \"contxt\" in an existing volume; did you mean context?");
-        assert_eq!(err("existing-volumes:\n  - id: a\n    context: {size: [1]}\n"), "run.yaml:3:20: the context value of \"size\" must be text, found a list");
+        assert_eq!(err("existing-volumes:\n  - id: a\n    context: {size: [1]}\n"), "run.yaml:3:21: the context value of \"size\" must be text, found a list");
         assert_eq!(
             err("existing-volumes:\n  - id: a\n    capability: {mode: WRITER}\n").split(';').next().unwrap(),
             "run.yaml:3:24: unknown access mode \"WRITER\""
