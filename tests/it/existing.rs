@@ -249,3 +249,44 @@ async fn cleanup_after_sigkill_unpublishes_and_unstages_and_leaves_the_existing_
     let (files, _) = contents(&dir);
     assert_eq!(files, before.0, "the existing volume is still there and holds what it held");
 }
+
+/// A suite of the operator's own that asks for every RPC that would harm a volume.
+const HARMFUL: &str = r#"
+suite: harmful
+title: RPCs that would harm the volume named KEPT
+scenarios:
+  - id: delete
+    title: DeleteVolume of it
+    steps:
+      - call: DeleteVolume
+        request: { volume_id: KEPT }
+  - id: expand
+    title: ControllerExpandVolume of it
+    steps:
+      - call: ControllerExpandVolume
+        request: { volume_id: KEPT, capacity_range: { required_bytes: 2097152 } }
+  - id: snapshot
+    title: CreateSnapshot of it
+    steps:
+      - call: CreateSnapshot
+        request: { name: "${name}", source_volume_id: KEPT }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_rpc_that_would_harm_an_existing_volume_is_ever_sent() {
+    let plugin = ReferenceProcess::start(&[]).await;
+    let kept = plugin.create_volume("made-before-the-run").await;
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("harmful.yaml"), HARMFUL.replace("KEPT", &format!("{kept:?}"))).unwrap();
+    let out = run(&plugin, cwd.path(), r"^harmful\.", &["--no-builtin", "--suite", "harmful.yaml", "--existing-volume", &kept]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report = read_report(cwd.path());
+    for id in ["harmful.delete", "harmful.expand", "harmful.snapshot"] {
+        let s = scenario(&report, id);
+        let f = s.findings.iter().find(|f| f.kind == "protected-volume").unwrap_or_else(|| panic!("{id}: {}", findings(s)));
+        assert_eq!(f.severity, Severity::Error, "the run's own refusal is not the plugin's failure");
+        assert!(f.message.contains(&format!("of existing volume {kept} (--existing-volume) was not sent")), "{}", f.message);
+    }
+    assert_eq!(report.rpc_latency.get("DeleteVolume").map_or(0, |r| r.calls), 0, "never sent");
+    assert_eq!(plugin.volume_ids().await, [kept], "the volume is still there");
+}

@@ -328,6 +328,13 @@ async fn allow_second_writer_fails_the_single_writer_scenarios() {
 }
 
 #[tokio::test]
+async fn unstage_ignores_path_fails_the_unstage_without_a_staging_path() {
+    let report = caught(Quirk::UnstageIgnoresPath).await;
+    let f = the_finding(&report, "node.unstage.no-staging-path");
+    assert_eq!((f.got.as_deref(), f.expected.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
+}
+
+#[tokio::test]
 async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
     if !csi_conform::mounts::has_cap_sys_admin() {
         eprintln!("SKIPPED: ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags: no CAP_SYS_ADMIN, the mount table cannot show the flags");
