@@ -53,18 +53,22 @@ const MODES: &[&str] = &[
     "SINGLE_NODE_MULTI_WRITER",
 ];
 
+const MODE_ARG: ArgSpec = ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false };
+const READONLY_ARG: ArgSpec = ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false };
+const REPEAT_ARG: ArgSpec = ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false };
+
 /// The arguments of `lifecycle`.
 pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
-    ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false },
-    ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false },
+    MODE_ARG,
+    READONLY_ARG,
     ArgSpec { name: "fs_type", kind: ArgKind::Str, required: false },
     ArgSpec { name: "mount_flags", kind: ArgKind::StrList, required: false },
     ArgSpec { name: "volume_fs_type", kind: ArgKind::Str, required: false },
     ArgSpec { name: "volume_mount_flags", kind: ArgKind::StrList, required: false },
     ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
     ArgSpec { name: "secrets", kind: ArgKind::Choice(&["auto", "none", "required"]), required: false },
-    ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
+    REPEAT_ARG,
     ArgSpec { name: "nodes", kind: ArgKind::Int, required: false },
     ArgSpec { name: "second_node", kind: ArgKind::Choice(&["works", "refused"]), required: false },
     ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works", "refused"]), required: false },
@@ -378,10 +382,10 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
 
 /// The arguments of `existing-volume`.
 pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
-    ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false },
-    ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false },
+    MODE_ARG,
+    READONLY_ARG,
     ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works"]), required: false },
-    ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
+    REPEAT_ARG,
     ArgSpec { name: "unstage_without_path", kind: ArgKind::Bool, required: false },
 ];
 

@@ -1183,26 +1183,20 @@ impl ScenarioCtx {
             Err(e) => return (request, Err(e)),
         };
         let endpoint = conn.endpoint().to_string();
+        // A call that is not sent: the harness's own error, never the plugin's answer.
+        let not_sent = |code: Code, message: String| RpcError {
+            rpc: method.name().to_owned(),
+            code,
+            message,
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Transport,
+        };
         if let Some(why) = self.shared.gone(&endpoint) {
-            let e = RpcError {
-                rpc: method.name().to_owned(),
-                code: Code::Unavailable,
-                message: why,
-                elapsed: Duration::ZERO,
-                origin: ErrorOrigin::Transport,
-            };
-            return (request, Err(e));
+            return (request, Err(not_sent(Code::Unavailable, why)));
         }
         if let Some(why) = super::existing::refusal(method.name(), &request, &self.shared.config.existing_volumes) {
             self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
-            let e = RpcError {
-                rpc: method.name().to_owned(),
-                code: Code::Aborted,
-                message: why,
-                elapsed: Duration::ZERO,
-                origin: ErrorOrigin::Transport,
-            };
-            return (request, Err(e));
+            return (request, Err(not_sent(Code::Aborted, why)));
         }
         let scrubber = &self.shared.config.scrubber;
         scrubber.add(proto::sensitive_values(&request));
