@@ -134,8 +134,9 @@ impl Plugin {
     /// volume when its volume_context says what it is (`path: DIR` or `size: BYTES`); on a
     /// standalone node plugin any unknown id is one (a 1 GiB backing made on demand).
     /// Without that context, a node-only plugin with `--require-context` answers
-    /// FAILED_PRECONDITION; otherwise an unknown id is NOT_FOUND.
-    fn node_volume(
+    /// FAILED_PRECONDITION; otherwise an unknown id is NOT_FOUND. ControllerPublishVolume
+    /// takes pre-provisioned volumes the same way (a static volume on a controller plugin).
+    pub(super) fn node_volume(
         &self,
         state: &mut State,
         volume_id: &str,
@@ -220,11 +221,13 @@ impl Plugin {
                 volume.id, self.config.node_id
             )));
         }
+        // A pre-provisioned volume need not be controller-published, but once it is, its
+        // publish_context is owed like any other's.
         checks::publish_context(
             rpc,
             publication.map(|p| &p.publish_context),
             given,
-            self.config.require_context && required,
+            self.config.require_context && (required || publication.is_some()),
         )
     }
 

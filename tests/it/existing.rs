@@ -290,3 +290,28 @@ async fn no_rpc_that_would_harm_an_existing_volume_is_ever_sent() {
     assert_eq!(report.rpc_latency.get("DeleteVolume").map_or(0, |r| r.calls), 0, "never sent");
     assert_eq!(plugin.volume_ids().await, [kept], "the volume is still there");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_volume_on_a_controller_plugin_is_controller_published_first_with_its_publish_context() {
+    // The reference plugin with both services: ControllerPublishVolume hands out a
+    // publish_context that NodeStageVolume and NodePublishVolume must be given back.
+    let plugin = ReferenceProcess::start(&["--require-context"]).await;
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("context.yaml"), "size: 1Mi\n").unwrap();
+    let out = run(&plugin, cwd.path(), r"^existing\.", &["--existing-volume", "pv-static", "--existing-volume-context", "context.yaml"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report = read_report(cwd.path());
+    for id in EXISTING {
+        let s = scenario(&report, id);
+        assert_eq!(s.outcome, Severity::Pass, "{id}: {:?} {}", s.skip_reason, findings(s));
+    }
+    for rpc in ["ControllerPublishVolume", "ControllerUnpublishVolume", "NodeStageVolume", "NodePublishVolume"] {
+        assert!(report.rpc_latency.get(rpc).is_some_and(|r| r.calls > 0 && r.errors == 0), "{rpc}: {:?}", report.rpc_latency.get(rpc));
+    }
+    for never in ["CreateVolume", "DeleteVolume", "ValidateVolumeCapabilities"] {
+        assert!(!report.rpc_latency.contains_key(never), "{never} was called");
+    }
+    let journal = std::fs::read_to_string(cwd.path().join("reports/journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""kind":"controller-publication""#), "{journal}");
+    assert!(journal::outstanding(&cwd.path().join("reports/journal.jsonl")).unwrap().is_empty());
+}

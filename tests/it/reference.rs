@@ -2,6 +2,7 @@
 //! RPC, idempotency, paging, snapshots, group snapshots, snapshot metadata, modes, disabled
 //! capabilities, secrets, contexts, and several instances sharing one state directory.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -2262,6 +2263,30 @@ async fn node_only_plugins_take_pre_provisioned_volumes_from_their_context() {
     // A sized one gets a fresh backing, block access included.
     let sized = v1::NodeStageVolumeRequest { volume_id: "pv-2".into(), ..with(&[("size", "1Mi")], block_cap(Mode::SingleNodeWriter)) };
     ok(node.node_stage_volume(sized).await);
+}
+
+#[tokio::test]
+async fn a_controller_plugin_publishes_a_pre_provisioned_volume_and_wants_its_publish_context_back() {
+    let p = TestPlugin::start(Config { require_context: true, ..Config::default() }).await;
+    let context = map(&[("size", "1Mi")]);
+    let node_id = ok(p.node().node_get_info(v1::NodeGetInfoRequest {}).await).node_id;
+    let publish = |context: HashMap<String, String>| v1::ControllerPublishVolumeRequest {
+        volume_id: "pv-ctrl".into(),
+        node_id: node_id.clone(),
+        volume_capability: Some(snw()),
+        volume_context: context,
+        ..Default::default()
+    };
+    expect_code(p.controller().controller_publish_volume(publish(HashMap::new())).await, Code::NotFound);
+    let published = ok(p.controller().controller_publish_volume(publish(context.clone())).await);
+    assert!(!published.publish_context.is_empty());
+    let stage = |publish_context: HashMap<String, String>| v1::NodeStageVolumeRequest {
+        volume_context: context.clone(),
+        publish_context,
+        ..stage_req(&p, "pv-ctrl", snw())
+    };
+    expect_code(p.node().node_stage_volume(stage(HashMap::new())).await, Code::FailedPrecondition);
+    ok(p.node().node_stage_volume(stage(published.publish_context.clone())).await);
 }
 
 #[tokio::test]
