@@ -76,11 +76,14 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
 ];
 
-/// The RPCs `lifecycle` may call.
+/// The RPCs `lifecycle` may call: the four that only a volume of its own gets, then those
+/// `existing-volume` calls too ([`EXISTING_RPCS`]).
 pub(crate) const RPCS: &[&str] = &[
-    "NodeGetInfo",
     "CreateVolume",
     "ValidateVolumeCapabilities",
+    "DeleteVolume",
+    "Probe",
+    "NodeGetInfo",
     "ControllerPublishVolume",
     "NodeStageVolume",
     "NodePublishVolume",
@@ -88,8 +91,6 @@ pub(crate) const RPCS: &[&str] = &[
     "NodeUnpublishVolume",
     "NodeUnstageVolume",
     "ControllerUnpublishVolume",
-    "DeleteVolume",
-    "Probe",
 ];
 
 /// How long `--allow-restart-cmd` may take, and then how long the node plugin has to answer
@@ -390,16 +391,7 @@ pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
 ];
 
 /// The RPCs `existing-volume` may call: none that creates, changes or deletes a volume.
-pub(crate) const EXISTING_RPCS: &[&str] = &[
-    "NodeGetInfo",
-    "ControllerPublishVolume",
-    "NodeStageVolume",
-    "NodePublishVolume",
-    "NodeGetVolumeStats",
-    "NodeUnpublishVolume",
-    "NodeUnstageVolume",
-    "ControllerUnpublishVolume",
-];
+pub(crate) const EXISTING_RPCS: &[&str] = RPCS.split_at(4).1;
 
 /// Why an `existing-volume` scenario is skipped when the run names no existing volume.
 pub const NO_EXISTING_VOLUME: &str =
@@ -1151,6 +1143,14 @@ mod tests {
         assert_eq!(MountOptions::default().over(&volume), volume);
         let no_flags = MountOptions { fs_type: None, mount_flags: Some(Vec::new()) };
         assert_eq!(no_flags.over(&volume).mount_flags, Some(Vec::new()), "an empty list given replaces too");
+    }
+
+    #[test]
+    fn an_existing_volume_is_never_created_validated_or_deleted() {
+        assert_eq!(EXISTING_RPCS.len(), RPCS.len() - 4);
+        for rpc in ["CreateVolume", "ValidateVolumeCapabilities", "DeleteVolume"] {
+            assert!(RPCS.contains(&rpc) && !EXISTING_RPCS.contains(&rpc), "{rpc}");
+        }
     }
 
     #[test]
