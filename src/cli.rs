@@ -359,6 +359,69 @@ pub struct RunArgs {
     /// Where target and staging paths go, and how they are made.
     #[command(flatten)]
     pub paths: PathArgs,
+
+    /// Volumes the run did not create (the `existing` suite).
+    #[command(flatten)]
+    pub existing: ExistingArgs,
+}
+
+/// `--existing-volume` and its companions.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Existing (pre-provisioned) volumes")]
+pub struct ExistingArgs {
+    /// A volume the run did not create, by id: the `existing` suite stages and publishes it
+    /// as a CO does (never deletes, expands, modifies or snapshots it). More go in the
+    /// --config file's `existing-volumes:` list.
+    #[arg(long, value_name = "ID")]
+    pub existing_volume: Option<String>,
+
+    /// YAML map: the volume_context a CO passes with --existing-volume.
+    #[arg(long, value_name = "FILE", requires = "existing_volume")]
+    pub existing_volume_context: Option<PathBuf>,
+
+    /// How --existing-volume is used: `mount` or `block`, `fs_type=T`, `mount_flags=a+b`,
+    /// `mode=MODE` (comma-separated; e.g. `mount,fs_type=ext4,mode=SINGLE_NODE_WRITER`).
+    /// Default: the run's (--access-type, SINGLE_NODE_WRITER).
+    #[arg(long, value_name = "SPEC", requires = "existing_volume")]
+    pub existing_volume_capability: Option<String>,
+
+    /// The run may write to the existing volumes (write probes, data checks). Without it
+    /// nothing is ever written to them.
+    #[arg(long)]
+    pub existing_volume_writable: bool,
+}
+
+impl ExistingArgs {
+    /// The existing volumes of the command line and of the settings file `config`.
+    fn volumes(&self, config: Option<&Path>) -> Result<Vec<suite::ExistingVolume>, CliError> {
+        let mut volumes = Vec::new();
+        if let Some(id) = &self.existing_volume {
+            if id.is_empty() {
+                return Err(CliError::usage("--existing-volume is empty; give the volume's id"));
+            }
+            let mut volume = suite::ExistingVolume { id: id.clone(), origin: "--existing-volume".into(), ..Default::default() };
+            if let Some(file) = &self.existing_volume_context {
+                volume.context = crate::config::load_string_map(file).map_err(CliError::usage)?;
+            }
+            if let Some(spec) = &self.existing_volume_capability {
+                volume.capability = suite::ExistingCapability::parse(spec)
+                    .map_err(|e| CliError::usage(format!("--existing-volume-capability {spec:?}: {e}")))?;
+            }
+            volumes.push(volume);
+        }
+        if let Some(file) = config {
+            for volume in crate::config::load_existing_volumes(file).map_err(CliError::usage)? {
+                if volumes.iter().any(|v| v.id == volume.id) {
+                    return Err(CliError::usage(format!(
+                        "{}: volume {:?} is also given with --existing-volume",
+                        volume.origin, volume.id
+                    )));
+                }
+                volumes.push(volume);
+            }
+        }
+        Ok(volumes)
+    }
 }
 
 const RUN_HELP: &str = "\
@@ -893,6 +956,8 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         config.property_bounds = crate::config::load_bounds(file).map_err(CliError::usage)?;
     }
     config.paths = args.paths.settings();
+    config.existing_volumes = args.existing.volumes(args.config.as_deref())?;
+    config.existing_writable = args.existing.existing_volume_writable;
     Ok(config)
 }
 

@@ -85,10 +85,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// The store's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
     /// The file-system directory.
     pub fn fs(&self) -> PathBuf {
         self.dir.join(FS)
@@ -389,6 +385,6 @@ mod tests {
         assert!(bytes > 0 && inodes >= 4, "{bytes} {inodes}");
         clone.remove().unwrap();
         clone.remove().unwrap();
-        assert!(!clone.dir().exists());
+        assert!(!clone.dir.exists());
     }
 }

@@ -335,6 +335,7 @@ impl Plugin {
                 has_block,
                 publications: Default::default(),
                 static_volume: false,
+                static_path: None,
             };
             let response = v1::CreateVolumeResponse {
                 volume: Some(self.volume_proto(&volume)),
@@ -384,6 +385,8 @@ impl Plugin {
         let node = req.node_id.clone();
         self.store.transact(|state| {
             let known = self.known_nodes(state);
+            // A volume it made, or a pre-provisioned one its volume_context describes.
+            self.node_volume(state, &req.volume_id, &req.volume_context)?;
             let volume = state
                 .volumes
                 .get(&req.volume_id)

@@ -57,6 +57,8 @@ pub enum Quirk {
     IgnoreMountFlags,
     /// NodePublishVolume mounts read-write although the publication is read-only.
     IgnoreReadonly,
+    /// NodeUnstageVolume answers OK when staging_target_path is missing.
+    UnstageIgnoresPath,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -67,7 +69,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 13] = [
+    pub const ALL: [Quirk; 14] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -81,6 +83,7 @@ impl Quirk {
         Quirk::AllowSecondWriter,
         Quirk::IgnoreMountFlags,
         Quirk::IgnoreReadonly,
+        Quirk::UnstageIgnoresPath,
     ];
 
     /// The name `--quirk` takes.
@@ -99,6 +102,7 @@ impl Quirk {
             Quirk::AllowSecondWriter => "allow-second-writer",
             Quirk::IgnoreMountFlags => "ignore-mount-flags",
             Quirk::IgnoreReadonly => "ignore-readonly",
+            Quirk::UnstageIgnoresPath => "unstage-ignores-path",
         }
     }
 
@@ -143,6 +147,9 @@ impl Quirk {
             }
             Quirk::IgnoreReadonly => {
                 "NodePublishVolume mounts read-write although readonly is set or the access mode is reader-only (plugins that never pass the read-only flag to mount)"
+            }
+            Quirk::UnstageIgnoresPath => {
+                "NodeUnstageVolume answers OK without a staging_target_path instead of INVALID_ARGUMENT (node-only plugins that unstage by volume id alone)"
             }
         }
     }

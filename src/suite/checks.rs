@@ -99,7 +99,7 @@ pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
     ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
 ];
 
-static REGISTRY: [CheckDef; 7] = [
+static REGISTRY: [CheckDef; 8] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -155,6 +155,14 @@ static REGISTRY: [CheckDef; 7] = [
         outputs: Vec::new,
         rpcs: super::lifecycle::RPCS,
         run: |ctx, args| Box::pin(super::lifecycle::run(ctx, args)),
+    },
+    CheckDef {
+        name: "existing-volume",
+        description: "drives each existing volume (--existing-volume) through the node lifecycle as a CO does (controller publish, stage, publish, stats, and back) with its volume_context, verifying the host's mounts; never creates, changes or deletes a volume",
+        args: super::lifecycle::EXISTING_ARGS,
+        outputs: Vec::new,
+        rpcs: super::lifecycle::EXISTING_RPCS,
+        run: |ctx, args| Box::pin(super::lifecycle::run_existing(ctx, args)),
     },
     CheckDef {
         name: "vvc-reconcile",

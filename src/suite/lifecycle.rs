@@ -54,18 +54,22 @@ const MODES: &[&str] = &[
     "SINGLE_NODE_MULTI_WRITER",
 ];
 
+const MODE_ARG: ArgSpec = ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false };
+const READONLY_ARG: ArgSpec = ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false };
+const REPEAT_ARG: ArgSpec = ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false };
+
 /// The arguments of `lifecycle`.
 pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
-    ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false },
-    ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false },
+    MODE_ARG,
+    READONLY_ARG,
     ArgSpec { name: "fs_type", kind: ArgKind::Str, required: false },
     ArgSpec { name: "mount_flags", kind: ArgKind::StrList, required: false },
     ArgSpec { name: "volume_fs_type", kind: ArgKind::Str, required: false },
     ArgSpec { name: "volume_mount_flags", kind: ArgKind::StrList, required: false },
     ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
     ArgSpec { name: "secrets", kind: ArgKind::Choice(&["auto", "none", "required"]), required: false },
-    ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
+    REPEAT_ARG,
     ArgSpec { name: "nodes", kind: ArgKind::Int, required: false },
     ArgSpec { name: "second_node", kind: ArgKind::Choice(&["works", "refused"]), required: false },
     ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works", "refused"]), required: false },
@@ -73,11 +77,14 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
 ];
 
-/// The RPCs `lifecycle` may call.
+/// The RPCs `lifecycle` may call: the four that only a volume of its own gets, then those
+/// `existing-volume` calls too ([`EXISTING_RPCS`]).
 pub(crate) const RPCS: &[&str] = &[
-    "NodeGetInfo",
     "CreateVolume",
     "ValidateVolumeCapabilities",
+    "DeleteVolume",
+    "Probe",
+    "NodeGetInfo",
     "ControllerPublishVolume",
     "NodeStageVolume",
     "NodePublishVolume",
@@ -85,8 +92,6 @@ pub(crate) const RPCS: &[&str] = &[
     "NodeUnpublishVolume",
     "NodeUnstageVolume",
     "ControllerUnpublishVolume",
-    "DeleteVolume",
-    "Probe",
 ];
 
 /// How long `--allow-restart-cmd` may take, and then how long the node plugin has to answer
@@ -154,6 +159,15 @@ struct Plan {
     second_node: Second,
     second_target: Second,
     restart: bool,
+    /// The volume is an existing one (no CreateVolume, ValidateVolumeCapabilities or
+    /// DeleteVolume; never expanded or changed).
+    existing: bool,
+    /// Whether the run may write to the volume (always for its own volumes; for an existing
+    /// one only with `--existing-volume-writable`).
+    writes: bool,
+    /// After staging, NodeUnstageVolume without a staging_target_path must be refused with
+    /// INVALID_ARGUMENT (and leave the staging in place).
+    unstage_without_path: bool,
 }
 
 fn str_arg(args: &CheckArgs, name: &str) -> Option<String> {
@@ -255,6 +269,9 @@ impl Plan {
             second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
             second_target: second(str_arg(args, "second_target")),
             restart: bool_arg(args, "restart")?,
+            existing: false,
+            writes: true,
+            unstage_without_path: bool_arg(args, "unstage_without_path")?,
         })
     }
 
@@ -365,6 +382,106 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
     }
 }
 
+/// The arguments of `existing-volume`.
+pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
+    MODE_ARG,
+    READONLY_ARG,
+    ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works"]), required: false },
+    REPEAT_ARG,
+    ArgSpec { name: "unstage_without_path", kind: ArgKind::Bool, required: false },
+];
+
+/// The RPCs `existing-volume` may call: none that creates, changes or deletes a volume.
+pub(crate) const EXISTING_RPCS: &[&str] = RPCS.split_at(4).1;
+
+/// Why an `existing-volume` scenario is skipped when the run names no existing volume.
+pub const NO_EXISTING_VOLUME: &str =
+    "no existing volume was given (--existing-volume ID, or existing-volumes in the --config file)";
+
+impl Plan {
+    /// This plan on `volume`: its capability's fields replace the run's defaults and the
+    /// arguments (a `mode` argument applies only when the volume names none). Err: why it
+    /// does not apply.
+    fn for_existing(&self, ctx: &ScenarioCtx, volume: &super::ExistingVolume) -> Result<Plan, String> {
+        let cap = &volume.capability;
+        let mut plan = self.clone();
+        plan.existing = true;
+        plan.writes = ctx.config().existing_writable;
+        plan.block = cap.block.unwrap_or(self.block);
+        plan.request_mount = MountOptions { fs_type: cap.fs_type.clone(), mount_flags: cap.mount_flags.clone() };
+        if let Some(mode) = cap.mode {
+            plan.mode = mode;
+        }
+        let id = &volume.id;
+        if plan.second_target == Second::Works && !allows_several_targets(plan.mode) {
+            return Err(format!("existing volume {id}: access mode {} allows one target path per node", plan.mode));
+        }
+        if !self.readonly && plan.mode.is_read_only() {
+            return Err(format!(
+                "existing volume {id} has the read-only access mode {}; the read-only scenario covers it",
+                plan.mode
+            ));
+        }
+        Ok(plan)
+    }
+}
+
+/// Whether a mode lets a node publish the volume at several target paths at once (the spec's
+/// NodePublishVolume: every MULTI_NODE mode and SINGLE_NODE_MULTI_WRITER).
+fn allows_several_targets(mode: AccessMode) -> bool {
+    mode.is_multi_node() || mode == AccessMode::SingleNodeMultiWriter
+}
+
+/// Runs the `existing-volume` check: the node lifecycle (ControllerPublishVolume with
+/// PUBLISH_UNPUBLISH_VOLUME, NodeStageVolume with STAGE_UNSTAGE_VOLUME, NodePublishVolume,
+/// the host's mounts, NodeGetVolumeStats, and back) on each existing volume in turn, with its
+/// volume_context and each publish_context passed on as a CO does. Only the attachments are
+/// tracked (and journaled), never the volume; it is not written to without
+/// `--existing-volume-writable`.
+pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let volumes = ctx.config().existing_volumes.clone();
+    if volumes.is_empty() {
+        return CheckOutcome::Skip(NO_EXISTING_VOLUME.into());
+    }
+    let base = match Plan::from_args(ctx, &args) {
+        Ok(p) => p,
+        Err(e) => {
+            ctx.push(Finding::new(Severity::Error, "suite", format!("check existing-volume: {e}")));
+            return CheckOutcome::Stop;
+        }
+    };
+    let mut skipped = Vec::new();
+    for (i, volume) in volumes.iter().enumerate() {
+        let plan = match base.for_existing(ctx, volume) {
+            Ok(plan) => plan,
+            Err(why) => {
+                skipped.push(why);
+                continue;
+            }
+        };
+        if let Some(why) = plan.skip_reason(ctx) {
+            return CheckOutcome::Skip(why);
+        }
+        if i > 0 {
+            // The last volume's unstaging may have removed the staging directory, which is
+            // the CO's to make.
+            let _ = std::fs::create_dir_all(&ctx.paths.staging);
+        }
+        let context = volume.context.clone().into_iter().collect();
+        let mut lifecycle = Lifecycle { ctx, plan, volume_id: volume.id.clone(), context };
+        if let Err(outcome) = lifecycle.go().await {
+            return outcome;
+        }
+    }
+    if skipped.len() == volumes.len() {
+        return CheckOutcome::Skip(skipped.join("; "));
+    }
+    for why in skipped {
+        ctx.push(Finding::new(Severity::Skip, "existing-volume-skipped", why));
+    }
+    CheckOutcome::Done(BTreeMap::new())
+}
+
 fn typed<M: prost::Message + Default>(message: &DynamicMessage) -> M {
     message.transcode_to::<M>().unwrap_or_default()
 }
@@ -420,8 +537,10 @@ impl Lifecycle<'_> {
                 ));
             }
         }
-        self.create_volume(&nodes).await?;
-        self.validate().await?;
+        if !self.plan.existing {
+            self.create_volume(&nodes).await?;
+            self.validate().await?;
+        }
         let mut used: Vec<NodeUse> = Vec::new();
         for mut node in nodes {
             let second = node.index > 0;
@@ -429,6 +548,9 @@ impl Lifecycle<'_> {
                 break;
             }
             self.stage(&node).await?;
+            if self.plan.unstage_without_path && node.stage {
+                self.unstage_without_path(&node).await?;
+            }
             if self.plan.restart && node.index == 0 {
                 self.restart(&node).await?;
                 // A new process may live in a new mount namespace.
@@ -451,6 +573,9 @@ impl Lifecycle<'_> {
             self.unpublish(node, &node.target).await?;
             self.unstage(node).await?;
             self.controller_unpublish(node).await?;
+        }
+        if self.plan.existing {
+            return Ok(());
         }
         let request = v1::DeleteVolumeRequest { volume_id: self.volume_id.clone(), ..Default::default() };
         self.call("DeleteVolume", proto::to_dynamic(&request), None, self.plan.times).await?;
@@ -643,6 +768,16 @@ impl Lifecycle<'_> {
         self.call("NodeStageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
         // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
         self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
+    }
+
+    /// NodeUnstageVolume of the staged volume with no staging_target_path: the spec makes
+    /// the field required (INVALID_ARGUMENT), and a plugin that unstages by volume id alone
+    /// would tear the staging from under a CO that staged it elsewhere.
+    async fn unstage_without_path(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        let request = v1::NodeUnstageVolumeRequest { volume_id: self.volume_id.clone(), staging_target_path: String::new() };
+        let (sent, answer) = self.send("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index)).await;
+        let what = format!("NodeUnstageVolume of volume {} without a staging_target_path", self.volume_id);
+        self.expect_refusal(&what, &sent, answer, Code::InvalidArgument)
     }
 
     /// Runs `--allow-restart-cmd` for `node` and waits until the node plugin answers again.
@@ -902,6 +1037,13 @@ impl Lifecycle<'_> {
                 ),
             ));
         }
+        // Nothing is written to a volume the run may not write to (an existing volume without
+        // --existing-volume-writable): the mount table's read-only flag is all it sees. The
+        // data-path checks (markers written and read back) belong here too, behind the same
+        // `self.plan.writes`.
+        if !self.plan.writes {
+            return Ok(());
+        }
         let probe = node.inspector.probe_write(target, self.plan.block).unwrap_or(WriteProbe::NotProbed);
         let problem = match (read_only, &probe) {
             (_, WriteProbe::NotProbed) | (true, WriteProbe::ReadOnly) | (false, WriteProbe::Writable) => None,
@@ -1021,6 +1163,14 @@ mod tests {
         assert_eq!(MountOptions::default().over(&volume), volume);
         let no_flags = MountOptions { fs_type: None, mount_flags: Some(Vec::new()) };
         assert_eq!(no_flags.over(&volume).mount_flags, Some(Vec::new()), "an empty list given replaces too");
+    }
+
+    #[test]
+    fn an_existing_volume_is_never_created_validated_or_deleted() {
+        assert_eq!(EXISTING_RPCS.len(), RPCS.len() - 4);
+        for rpc in ["CreateVolume", "ValidateVolumeCapabilities", "DeleteVolume"] {
+            assert!(RPCS.contains(&rpc) && !EXISTING_RPCS.contains(&rpc), "{rpc}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod assert;
 mod builtin;
 mod builtin_vars;
 mod checks;
+mod existing;
 mod inspect;
 mod lifecycle;
 mod confirm;
@@ -23,10 +24,11 @@ mod vars;
 pub use builtin::{BUILTIN, builtin};
 pub use builtin_vars::{AccessType, NAME_MAX};
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
+pub use existing::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume, PROTECTED_RPCS, parse_mode};
 pub use inspect::{
     DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, PathCommand, PathCommandError, PathKind, socket_peer,
 };
-pub use lifecycle::{MountOptions, RESTART_TIMEOUT, forwarded_context};
+pub use lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
 pub use load::{
     LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };

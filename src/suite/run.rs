@@ -129,6 +129,13 @@ pub struct RunConfig {
     pub restart_cmd: Option<String>,
     /// Hears of scenarios starting and finishing (the console's progress display).
     pub progress: Option<Arc<dyn Progress>>,
+    /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
+    /// not create. The `existing` suite stages and publishes them; no RPC that deletes,
+    /// resizes, modifies or snapshots one is ever sent.
+    pub existing_volumes: Vec<super::ExistingVolume>,
+    /// `--existing-volume-writable`: the run may write to the existing volumes (without it,
+    /// nothing is ever written to them, not even a write probe).
+    pub existing_writable: bool,
 }
 
 /// Hears of scenarios as they start and finish, for a live display. Calls come from the
@@ -199,6 +206,8 @@ impl Default for RunConfig {
             mount_check: MountCheck::Auto,
             restart_cmd: None,
             progress: None,
+            existing_volumes: Vec::new(),
+            existing_writable: false,
         }
     }
 }
@@ -1215,15 +1224,20 @@ impl ScenarioCtx {
             Err(e) => return (request, Err(e)),
         };
         let endpoint = conn.endpoint().to_string();
+        // A call that is not sent: the harness's own error, never the plugin's answer.
+        let not_sent = |code: Code, message: String| RpcError {
+            rpc: method.name().to_owned(),
+            code,
+            message,
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Transport,
+        };
         if let Some(why) = self.shared.gone(&endpoint) {
-            let e = RpcError {
-                rpc: method.name().to_owned(),
-                code: Code::Unavailable,
-                message: why,
-                elapsed: Duration::ZERO,
-                origin: ErrorOrigin::Transport,
-            };
-            return (request, Err(e));
+            return (request, Err(not_sent(Code::Unavailable, why)));
+        }
+        if let Some(why) = super::existing::refusal(method.name(), &request, &self.shared.config.existing_volumes) {
+            self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
+            return (request, Err(not_sent(Code::Aborted, why)));
         }
         let scrubber = &self.shared.config.scrubber;
         scrubber.add(proto::sensitive_values(&request));

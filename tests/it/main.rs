@@ -5,6 +5,7 @@ mod cleanup;
 mod client;
 mod compare;
 mod compat;
+mod existing;
 mod console;
 mod docs;
 mod fingerprint;

@@ -127,6 +127,7 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             "path-state",
             Severity::Fail,
         ),
+        Quirk::UnstageIgnoresPath => on(&["node.unstage.no-staging-path"], "unexpected-code", Severity::Fail),
     }
 }
 
@@ -339,6 +340,13 @@ async fn allow_second_writer_fails_the_single_writer_scenarios() {
     let f = the_finding(&report, "node.publish.single-writer-second-target");
     assert_eq!(f.got.as_deref(), Some("OK"));
     assert!(f.message.ends_with("expected FAILED_PRECONDITION; it returned an empty message"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn unstage_ignores_path_fails_the_unstage_without_a_staging_path() {
+    let report = caught(Quirk::UnstageIgnoresPath).await;
+    let f = the_finding(&report, "node.unstage.no-staging-path");
+    assert_eq!((f.got.as_deref(), f.expected.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
 }
 
 #[tokio::test]

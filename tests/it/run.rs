@@ -60,6 +60,10 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     let skipped = not_passed(&report);
     let expected_skips = [
         "controller.publish.attach-limit",
+        "existing.read-only",
+        "existing.read-write",
+        "existing.second-target",
+        "existing.unstage-without-path",
         "extras.node.distinct-ids",
         "extras.secrets.create-volume-without-secrets",
         "lifecycle.restart.between-stage-and-publish",
@@ -75,6 +79,7 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     assert!(skipped["lifecycle.two-nodes.multi-node-reader-only"].1.contains("requires 2 node endpoints"));
     assert!(skipped["lifecycle.restart.between-stage-and-publish"].1.contains("--allow-restart-cmd"));
     assert!(skipped["lifecycle.secrets"].1.contains("--secrets"));
+    assert_eq!(skipped["existing.read-write"].1, csi_conform::suite::NO_EXISTING_VOLUME);
     assert!(skipped["extras.secrets.create-volume-without-secrets"].1.contains("CreateVolumeSecret"));
     assert!(!report.failed());
     assert!(report.counts().pass >= 125, "{:?}", report.counts());
