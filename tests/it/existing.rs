@@ -103,9 +103,9 @@ async fn the_existing_scenarios_run_verify_the_mounts_and_leave_the_volume_as_it
     }
     assert_eq!(contents(&dir), before, "nothing was written to the volume, not even a write probe");
     assert!(mounts::mounts_under(cwd.path()).is_empty(), "everything was unmounted");
-    let journal = std::fs::read_to_string(cwd.path().join("reports/journal.jsonl")).unwrap();
-    assert!(journal.contains(r#""kind":"node-stage""#) && journal.contains(r#""kind":"node-publication""#), "{journal}");
-    assert!(!journal.contains(r#""kind":"volume""#), "the journal never records the existing volume itself: {journal}");
+    // A finished run compacts its journal to what is outstanding: nothing. What it records
+    // while it runs (stagings and publications, never the volume) is seen by the SIGKILL test.
+    assert!(journal::outstanding(&cwd.path().join("reports/journal.jsonl")).unwrap().is_empty());
 
     // The mount checks are real: a plugin that drops the capability's mount flags fails.
     let quirky = ReferenceProcess::start(&["--node-only", "--quirk", "ignore-mount-flags"]).await;
@@ -311,7 +311,5 @@ async fn a_static_volume_on_a_controller_plugin_is_controller_published_first_wi
     for never in ["CreateVolume", "DeleteVolume", "ValidateVolumeCapabilities"] {
         assert!(!report.rpc_latency.contains_key(never), "{never} was called");
     }
-    let journal = std::fs::read_to_string(cwd.path().join("reports/journal.jsonl")).unwrap();
-    assert!(journal.contains(r#""kind":"controller-publication""#), "{journal}");
     assert!(journal::outstanding(&cwd.path().join("reports/journal.jsonl")).unwrap().is_empty());
 }
