@@ -55,6 +55,14 @@ pub enum Quirk {
     AllowSecondWriter,
     /// NodeStageVolume / NodePublishVolume mount without the capability's mount flags.
     IgnoreMountFlags,
+    /// A volume created from a snapshot is blank: the snapshot's content is not restored.
+    SnapshotEmpty,
+    /// A clone is the same storage as its source: writes to either show in both.
+    CloneSharesData,
+    /// ControllerExpandVolume / NodeExpandVolume report the new size, the storage stays as it was.
+    ExpandNoGrow,
+    /// NodeUnstageVolume discards the volume's content.
+    LoseDataOnUnstage,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -65,7 +73,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 12] = [
+    pub const ALL: [Quirk; 16] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -78,6 +86,10 @@ impl Quirk {
         Quirk::InternalOnOddCaps,
         Quirk::AllowSecondWriter,
         Quirk::IgnoreMountFlags,
+        Quirk::SnapshotEmpty,
+        Quirk::CloneSharesData,
+        Quirk::ExpandNoGrow,
+        Quirk::LoseDataOnUnstage,
     ];
 
     /// The name `--quirk` takes.
@@ -95,6 +107,10 @@ impl Quirk {
             Quirk::InternalOnOddCaps => "internal-on-odd-caps",
             Quirk::AllowSecondWriter => "allow-second-writer",
             Quirk::IgnoreMountFlags => "ignore-mount-flags",
+            Quirk::SnapshotEmpty => "snapshot-empty",
+            Quirk::CloneSharesData => "clone-shares-data",
+            Quirk::ExpandNoGrow => "expand-no-grow",
+            Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
         }
     }
 
@@ -136,6 +152,18 @@ impl Quirk {
             }
             Quirk::IgnoreMountFlags => {
                 "NodeStageVolume and NodePublishVolume mount without the capability's mount_flags (plugins that mount with fixed options of their own)"
+            }
+            Quirk::SnapshotEmpty => {
+                "a volume created from a snapshot is blank (plugins that provision the new volume but never copy or restore the snapshot's data)"
+            }
+            Quirk::CloneSharesData => {
+                "a volume cloned from another is the same storage as its source, so writes to one show in the other (plugins that clone by reference)"
+            }
+            Quirk::ExpandNoGrow => {
+                "ControllerExpandVolume and NodeExpandVolume report the new capacity but the volume keeps its old size (plugins that update their records, not the storage)"
+            }
+            Quirk::LoseDataOnUnstage => {
+                "NodeUnstageVolume discards the volume's content (plugins that format or recreate scratch storage on every stage)"
             }
         }
     }

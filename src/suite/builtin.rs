@@ -14,6 +14,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("group-controller.yaml", include_str!("../../suites/group-controller.yaml")),
     ("extras.yaml", include_str!("../../suites/extras.yaml")),
     ("lifecycle.yaml", include_str!("../../suites/lifecycle.yaml")),
+    ("data.yaml", include_str!("../../suites/data.yaml")),
     ("capabilities.yaml", include_str!("../../suites/capabilities.yaml")),
     ("properties.yaml", include_str!("../../suites/properties.yaml")),
 ];

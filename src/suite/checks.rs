@@ -99,7 +99,7 @@ pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
     ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
 ];
 
-static REGISTRY: [CheckDef; 7] = [
+static REGISTRY: [CheckDef; 8] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -155,6 +155,14 @@ static REGISTRY: [CheckDef; 7] = [
         outputs: Vec::new,
         rpcs: super::lifecycle::RPCS,
         run: |ctx, args| Box::pin(super::lifecycle::run(ctx, args)),
+    },
+    CheckDef {
+        name: "data",
+        description: "writes seeded markers into its own published volumes and verifies them by digest after republishing, moving between nodes, sharing, a read-only publish, a snapshot restore, a clone or an expansion",
+        args: super::data::ARGS,
+        outputs: Vec::new,
+        rpcs: super::data::RPCS,
+        run: |ctx, args| Box::pin(super::data::run(ctx, args)),
     },
     CheckDef {
         name: "vvc-reconcile",

@@ -175,6 +175,15 @@ impl Inspector {
         matches!(self, Inspector::Host)
     }
 
+    /// `path` on the node, as this process can open it (`/proc/PID/root/...` for a plugin in
+    /// another mount namespace), or `None` when the node's files cannot be reached from here.
+    pub fn local_path(&self, path: &Path) -> Option<PathBuf> {
+        match self {
+            Inspector::Host => Some(path.to_owned()),
+            Inspector::Command(_) | Inspector::Unavailable(_) => None,
+        }
+    }
+
     /// What `path` is; `Ok(None)` when it cannot be inspected.
     pub async fn kind(&self, path: &Path) -> Result<Option<PathKind>, PathCommandError> {
         match self {
