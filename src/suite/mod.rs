@@ -26,6 +26,7 @@ pub use builtin_vars::{AccessType, NAME_MAX};
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
 pub use inspect::{DEFAULT_CHECK_PATH_TIMEOUT, Inspector, PathCommand, PathCommandError, PathKind};
 pub use lifecycle::{MountOptions, RESTART_TIMEOUT, forwarded_context};
+pub use marker::MARKER_FILE;
 pub use load::{
     LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };

@@ -6,6 +6,7 @@ mod client;
 mod compare;
 mod compat;
 mod console;
+mod data;
 mod docs;
 mod fingerprint;
 mod lifecycle;
