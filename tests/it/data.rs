@@ -154,3 +154,75 @@ async fn a_node_whose_files_cannot_be_reached_skips_the_data_scenarios_with_the_
     handle.shutdown().await.unwrap();
     cluster.assert_clean().await;
 }
+
+/// A suite that writes and verifies markers with `marker` steps around its own calls.
+const MARKER_SUITE: &str = r#"
+suite: marker-steps
+title: Markers from steps
+scenarios:
+  - id: block
+    title: a marker written by a step survives unpublish and publish
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}", volume_capabilities: ["${block_capability}"], capacity_range: { required_bytes: 1048576 } }
+        save: { vol: volume }
+      - call: ControllerPublishVolume
+        request: { volume_id: "${vol.volume_id}", node_id: "${node.id}", volume_capability: "${block_capability}" }
+        save: { pc: publish_context }
+      - call: NodeStageVolume
+        request:
+          volume_id: "${vol.volume_id}"
+          staging_target_path: "${paths.staging}"
+          volume_capability: "${block_capability}"
+          publish_context: "${pc}"
+          volume_context: "${vol.volume_context}"
+      - call: NodePublishVolume
+        request: &publish
+          volume_id: "${vol.volume_id}"
+          staging_target_path: "${paths.staging}"
+          target_path: "${paths.target}"
+          volume_capability: "${block_capability}"
+          publish_context: "${pc}"
+          volume_context: "${vol.volume_context}"
+      - check: marker
+        args: { action: write, volume_id: "${vol.volume_id}", path: "${paths.target}", access: block }
+        save: { tail: tail }
+      - call: NodeUnpublishVolume
+        request: { volume_id: "${vol.volume_id}", target_path: "${paths.target}" }
+      - call: NodePublishVolume
+        request: *publish
+      - check: marker
+        args: { action: verify, volume_id: "${vol.volume_id}", path: "${paths.target}", access: block, tail: "${tail}" }
+      - check: marker
+        args: { action: remove, volume_id: "${vol.volume_id}", path: "${paths.target}", access: block, tail: "${tail}" }
+      - check: marker
+        args: { action: verify, volume_id: "${vol.volume_id}", path: "${paths.target}", access: block, tail: "${tail}" }
+  - id: foreign
+    title: a volume the scenario did not create is never written to
+    steps:
+      - check: marker
+        args: { action: write, volume_id: "not-ours", path: "${paths.target}" }
+"#;
+
+#[tokio::test]
+async fn marker_steps_write_verify_and_remove_and_refuse_volumes_the_run_did_not_create() {
+    if !can_mount("marker_steps_write_verify_and_remove_and_refuse_volumes_the_run_did_not_create") {
+        return;
+    }
+    let cluster = Cluster::start(Config::default(), 1).await;
+    let engine = cluster.engine().await;
+    let work = tempfile::tempdir().unwrap();
+    let suite = suite::load_str("test:marker.yaml", MARKER_SUITE).expect("the marker suite loads");
+    let config = config(work.path(), "");
+    let report = suite::run(&engine, &[suite], &config).await;
+    let block = report.scenario("marker-steps.block").unwrap();
+    let failed: Vec<_> = block.findings.iter().filter(|f| f.severity >= Severity::Warn).collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].kind, "data-lost");
+    assert_eq!(failed[0].step, Some(9), "only the verify after the removal fails: {:#?}", failed[0]);
+    assert!(failed[0].message.contains("byte 0 is blank (all zero bytes) instead of marker A"), "{}", failed[0].message);
+    let foreign = report.scenario("marker-steps.foreign").unwrap();
+    assert_eq!(foreign.outcome, Severity::Error, "{:#?}", foreign.findings);
+    assert!(foreign.findings.iter().any(|f| f.message.contains("\"not-ours\" is not one of them")), "{:#?}", foreign.findings);
+    cluster.assert_clean().await;
+}
