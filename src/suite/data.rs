@@ -30,7 +30,8 @@ use crate::{
 };
 
 /// The scenarios of the `data` check.
-pub(crate) const SCENARIOS: &[&str] = &["republish", "move", "shared", "read-only", "snapshot", "clone", "expand"];
+pub(crate) const SCENARIOS: &[&str] =
+    &["republish", "move", "shared", "read-only", "snapshot", "group-snapshot", "clone", "expand"];
 
 /// The arguments of `data`.
 pub(crate) const ARGS: &[ArgSpec] = &[
@@ -52,6 +53,8 @@ pub(crate) const RPCS: &[&str] = &[
     "DeleteVolume",
     "CreateSnapshot",
     "DeleteSnapshot",
+    "CreateVolumeGroupSnapshot",
+    "DeleteVolumeGroupSnapshot",
     "ControllerExpandVolume",
     "NodeExpandVolume",
 ];
@@ -135,6 +138,7 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
         "shared" => data.shared().await,
         "read-only" => data.read_only().await,
         "snapshot" => data.snapshot().await,
+        "group-snapshot" => data.group_snapshot().await,
         "clone" => data.clone_volume().await,
         "expand" => data.expand(online).await,
         other => {
@@ -611,6 +615,70 @@ impl Data<'_> {
         self.verify(&published, &at, &b, &[&a], "data-lost", &context)?;
         self.remove(&restored_at, &at)?;
         self.remove(&published, &at)
+    }
+
+    /// Two volumes written (A1, A2) → one group snapshot → overwritten (B1, B2) → each
+    /// member snapshot restored: it holds what its own source held when the group was cut.
+    async fn group_snapshot(&mut self) -> Step<()> {
+        let mut sources = Vec::new();
+        for i in 1..=2 {
+            let volume = self.create(&format!("data{i}"), SINGLE_NODE_WRITER, None, &[0]).await?;
+            let published = self.publish(&volume, 0, i - 1, false).await?;
+            let (a, b) = (self.marker(&format!("A{i}")), self.marker(&format!("B{i}")));
+            let at = self.write(&volume, &published, &a, None).await?;
+            sources.push((volume, published, a, b, at));
+        }
+        let request = v1::CreateVolumeGroupSnapshotRequest {
+            name: format!("{}-group", self.ctx.name()),
+            source_volume_ids: sources.iter().map(|s| s.0.id.clone()).collect(),
+            parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
+            ..Default::default()
+        };
+        let deadline = Instant::now() + SNAPSHOT_READY_TIMEOUT;
+        let group = loop {
+            let response = self.call("CreateVolumeGroupSnapshot", &request, None).await?;
+            let group = typed::<v1::CreateVolumeGroupSnapshotResponse>(&response).group_snapshot.unwrap_or_default();
+            if group.ready_to_use {
+                break group;
+            }
+            if Instant::now() >= deadline {
+                return Err(CheckOutcome::Skip(format!(
+                    "group snapshot {} was not ready to use within {}",
+                    group.group_snapshot_id,
+                    crate::client::human_duration(SNAPSHOT_READY_TIMEOUT)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        for (volume, published, _, b, at) in &sources {
+            self.write(volume, published, b, Some(at)).await?;
+        }
+        for (i, (source, published, a, _, at)) in sources.iter().enumerate() {
+            let Some(member) = group.snapshots.iter().find(|s| s.source_volume_id == source.id) else {
+                return Err(self.fail(
+                    "assertion",
+                    format!("group snapshot {} has no member snapshot of volume {}", group.group_snapshot_id, source.id),
+                ));
+            };
+            let from = v1::VolumeContentSource {
+                r#type: Some(v1::volume_content_source::Type::Snapshot(
+                    v1::volume_content_source::SnapshotSource { snapshot_id: member.snapshot_id.clone() },
+                )),
+            };
+            let restored = self.create(&format!("restored{}", i + 1), SINGLE_NODE_WRITER, Some(from), &[0]).await?;
+            let restored_at = self.publish(&restored, 0, 2 + i, false).await?;
+            let context = format!(
+                "volume {} restored from snapshot {} (member of group snapshot {}) does not hold what its source {} held \
+                 when the group was cut",
+                restored.id, member.snapshot_id, group.group_snapshot_id, source.id
+            );
+            let others: Vec<&Marker> = sources.iter().flat_map(|s| [&s.2, &s.3]).filter(|m| *m != a).collect();
+            self.verify(&restored_at, at, a, &others, "snapshot-content", &context)?;
+            self.remove(&restored_at, at)?;
+            self.unpublish(&restored, &restored_at).await?;
+            self.remove(published, at)?;
+        }
+        Ok(())
     }
 
     /// write A → clone: the clone holds A; a write of B to the clone leaves the source A.

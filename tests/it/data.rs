@@ -20,12 +20,13 @@ use crate::{
 };
 
 /// Every data scenario.
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "republish",
     "move",
     "shared",
     "read-only",
     "snapshot",
+    "group-snapshot",
     "clone",
     "expand.online",
     "expand.offline",

@@ -126,7 +126,11 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             "mount-flags",
             Severity::Fail,
         ),
-        Quirk::SnapshotEmpty => on(&["data.block.snapshot", "data.mount.snapshot"], "snapshot-content", Severity::Fail),
+        Quirk::SnapshotEmpty => on(
+            &["data.block.group-snapshot", "data.block.snapshot", "data.mount.group-snapshot", "data.mount.snapshot"],
+            "snapshot-content",
+            Severity::Fail,
+        ),
         Quirk::CloneSharesData => on(&["data.block.clone", "data.mount.clone"], "clone-shares-data", Severity::Fail),
         Quirk::ExpandNoGrow => {
             on(&["data.block.expand.offline", "data.block.expand.online"], "volume-size", Severity::Fail)
