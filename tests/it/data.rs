@@ -227,3 +227,26 @@ async fn marker_steps_write_verify_and_remove_and_refuse_volumes_the_run_did_not
     assert!(foreign.findings.iter().any(|f| f.message.contains("\"not-ours\" is not one of them")), "{:#?}", foreign.findings);
     cluster.assert_clean().await;
 }
+
+#[tokio::test]
+async fn scenarios_that_need_more_publications_than_the_node_allows_skip_with_the_reason() {
+    if !can_mount("scenarios_that_need_more_publications_than_the_node_allows_skip_with_the_reason") {
+        return;
+    }
+    let cluster = Cluster::start(Config { max_volumes_per_node: 1, ..Config::default() }, 1).await;
+    let engine = cluster.engine().await;
+    let work = tempfile::tempdir().unwrap();
+    // One scenario at a time: sharing the node's budget between scenarios is the scheduler's job.
+    let config = RunConfig { jobs: 1, ..config(work.path(), r"^data\.block\.") };
+    let report = run(&engine, &config).await;
+    for id in ["data.block.snapshot", "data.block.group-snapshot", "data.block.clone"] {
+        let s = report.scenario(id).unwrap();
+        assert_eq!(s.outcome, Severity::Skip, "{id}: {:#?}", s.findings);
+        let why = s.skip_reason.as_deref().unwrap_or_default();
+        assert!(why.contains("publishes 2 volumes on node 0 at once") && why.contains("max_volumes_per_node 1"), "{why}");
+    }
+    for id in ["data.block.republish", "data.block.read-only", "data.block.expand.online", "data.block.expand.offline"] {
+        assert_eq!(report.scenario(id).map(|s| s.outcome), Some(Severity::Pass), "{id}");
+    }
+    cluster.assert_clean().await;
+}

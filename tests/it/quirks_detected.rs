@@ -399,7 +399,7 @@ async fn expand_no_grow_fails_the_block_expansions_with_both_sizes() {
     };
     let m = &the_finding(&report, "data.block.expand.online").message;
     let (old, new) = (10u64 << 30, 11u64 << 30);
-    assert!(m.contains(&format!("is {old} bytes, less than the {new} bytes")), "{m}");
+    assert!(m.contains("the block volume at") && m.contains(&format!("is {old} bytes, less than the {new} bytes it was expanded to")), "{m}");
 }
 
 #[tokio::test]
