@@ -3,8 +3,10 @@
 //! `lifecycle` check does, writes seeded markers (see `marker`) through the node's files as
 //! this process reaches them (`Inspector::local_path`), and verifies them by digest after
 //! republishing, moving to another node, sharing between nodes, a read-only publish, a
-//! snapshot and restore, a clone, or an expansion. Everything is created through the
-//! scenario's context, so whatever a failure leaves is torn down with the scenario.
+//! snapshot and restore, a group snapshot, a clone, or an expansion. Everything is created
+//! through the scenario's context, so whatever a failure leaves is torn down with the
+//! scenario. Also the `marker` check: one marker written, verified or removed as a suite
+//! step, in a volume the scenario created.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -499,15 +501,29 @@ impl Data<'_> {
         })
     }
 
-    /// write → NodeUnpublish → NodeUnstage → ControllerUnpublish → ControllerPublish →
-    /// NodeStage → NodePublish → verify, on one node.
-    async fn republish(&mut self) -> Step<()> {
-        let volume = self.create("data", SINGLE_NODE_WRITER, None, &[0]).await?;
+    /// The common start of `republish`, `move` and `read-only`: a SINGLE_NODE_WRITER volume
+    /// published on node 0 gets marker A, is taken down to the controller (the RPCs called are
+    /// returned for messages) and published again on node `node` at `slot`.
+    async fn written_then_republished(
+        &mut self,
+        node: usize,
+        slot: usize,
+        readonly: bool,
+    ) -> Step<(Published, Published, Marker, Placement, String)> {
+        let nodes: Vec<usize> = (0..=node).collect();
+        let volume = self.create("data", SINGLE_NODE_WRITER, None, &nodes).await?;
         let first = self.publish(&volume, 0, 0, false).await?;
         let a = self.marker("A");
         let at = self.write(&volume, &first, &a, None).await?;
         let down = self.unpublish(&volume, &first).await?;
-        let again = self.publish(&volume, 0, 0, false).await?;
+        let again = self.publish(&volume, node, slot, readonly).await?;
+        Ok((first, again, a, at, down))
+    }
+
+    /// write → NodeUnpublish → NodeUnstage → ControllerUnpublish → ControllerPublish →
+    /// NodeStage → NodePublish → verify, on one node.
+    async fn republish(&mut self) -> Step<()> {
+        let (first, again, a, at, down) = self.written_then_republished(0, 0, false).await?;
         let context = format!(
             "the marker written on node {} before {down} is not intact after the volume was published there again",
             first.node_id
@@ -518,12 +534,7 @@ impl Data<'_> {
 
     /// A SINGLE_NODE_WRITER volume written on node 0 holds the marker on node 1 after moving.
     async fn moved(&mut self) -> Step<()> {
-        let volume = self.create("data", SINGLE_NODE_WRITER, None, &[0, 1]).await?;
-        let first = self.publish(&volume, 0, 0, false).await?;
-        let a = self.marker("A");
-        let at = self.write(&volume, &first, &a, None).await?;
-        let down = self.unpublish(&volume, &first).await?;
-        let second = self.publish(&volume, 1, 1, false).await?;
+        let (first, second, a, at, down) = self.written_then_republished(1, 1, false).await?;
         let context = format!(
             "the marker written on node {} before {down} is not intact after the volume was published on node {}",
             first.node_id, second.node_id
@@ -551,12 +562,7 @@ impl Data<'_> {
     /// Written read-write, published again read-only: the marker reads back, a write fails
     /// with EROFS.
     async fn read_only(&mut self) -> Step<()> {
-        let volume = self.create("data", SINGLE_NODE_WRITER, None, &[0]).await?;
-        let writable = self.publish(&volume, 0, 0, false).await?;
-        let a = self.marker("A");
-        let at = self.write(&volume, &writable, &a, None).await?;
-        let down = self.unpublish(&volume, &writable).await?;
-        let read_only = self.publish(&volume, 0, 0, true).await?;
+        let (writable, read_only, a, at, down) = self.written_then_republished(0, 0, true).await?;
         let context = format!(
             "the marker written on node {} before {down} cannot be read back from the read-only publication",
             writable.node_id

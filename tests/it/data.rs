@@ -15,7 +15,7 @@ use csi_conform::{
 };
 
 use crate::{
-    lifecycle::{Cluster, can_mount, engine},
+    lifecycle::{Cluster, assert_work_dir_clean, can_mount, engine},
     run::not_passed,
 };
 
@@ -50,11 +50,7 @@ fn config(work: &Path, focus: &str) -> RunConfig {
 /// Runs the data suite; asserts nothing is left mounted or on disk under the work directory.
 async fn run(plugin: &suite::Plugin, config: &RunConfig) -> RunReport {
     let report = suite::run(plugin, &data_suite(), config).await;
-    let left = csi_conform::mounts::mounts_under(&config.work_dir);
-    assert!(left.is_empty(), "mounts left under the work directory: {left:?}");
-    let dirs: Vec<_> =
-        std::fs::read_dir(&config.work_dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
-    assert!(dirs.is_empty(), "scenario directories left behind: {dirs:?}");
+    assert_work_dir_clean(config);
     report
 }
 

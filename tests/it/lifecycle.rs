@@ -110,11 +110,16 @@ fn config(work: &TempDir, focus: &str) -> RunConfig {
 
 async fn run(plugin: &suite::Plugin, config: &RunConfig) -> RunReport {
     let report = suite::run(plugin, &lifecycle_suite(), config).await;
+    assert_work_dir_clean(config);
+    report
+}
+
+/// Asserts a run left nothing mounted and no scenario directory in its work directory.
+pub(crate) fn assert_work_dir_clean(config: &RunConfig) {
     let left = mounts::mounts_under(&config.work_dir);
     assert!(left.is_empty(), "mounts left under the work directory: {left:?}");
     let dirs: Vec<_> = std::fs::read_dir(&config.work_dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     assert!(dirs.is_empty(), "scenario directories left behind: {dirs:?}");
-    report
 }
 
 fn scenario<'a>(report: &'a RunReport, id: &str) -> &'a csi_conform::report::ScenarioResult {
