@@ -97,7 +97,8 @@ pub fn block_size(path: &Path) -> io::Result<u64> {
 /// The total size of the file system mounted at `path` (statvfs: blocks × fragment size).
 pub fn fs_size(path: &Path) -> io::Result<u64> {
     let vfs = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
-    Ok(u64::from(vfs.blocks()).saturating_mul(vfs.fragment_size() as u64))
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)] // c_ulong and fsblkcnt_t vary by target
+    Ok((vfs.blocks() as u64).saturating_mul(vfs.fragment_size() as u64))
 }
 
 fn marker_file(target: &Path) -> PathBuf {
