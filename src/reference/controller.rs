@@ -307,13 +307,18 @@ impl Plugin {
             let has_mount = caps.iter().any(|c| !c.is_block());
             let has_block = caps.iter().any(Capability::is_block);
             let store = self.data.volume(&id);
-            let filled =
-                store
+            let filled = match (&source_store, &source) {
+                (Some((src, _)), Some(Source::Volume(_))) if self.quirk(super::Quirk::CloneSharesData) => {
+                    store.share(src)
+                }
+                (Some(_), Some(Source::Snapshot(_))) if self.quirk(super::Quirk::SnapshotEmpty) => {
+                    store.create(has_mount, has_block, capacity)
+                }
+                (Some((src, _)), _) => store
                     .create(has_mount, has_block, capacity)
-                    .and_then(|()| match &source_store {
-                        Some((src, _)) => store.fill_from(src, capacity),
-                        None => Ok(()),
-                    });
+                    .and_then(|()| store.fill_from(src, capacity)),
+                (None, _) => store.create(has_mount, has_block, capacity),
+            };
             if let Err(e) = filled {
                 let _ = store.remove();
                 return Err(Status::internal(format!(
@@ -692,10 +697,12 @@ impl Plugin {
                     "{growth} more bytes requested, {available} bytes left in the pool"
                 )));
             }
-            self.data
-                .volume(&volume.id)
-                .grow_block(required)
-                .map_err(|e| Status::internal(format!("could not grow the block file: {e}")))?;
+            if !self.quirk(super::Quirk::ExpandNoGrow) {
+                self.data
+                    .volume(&volume.id)
+                    .grow_block(required)
+                    .map_err(|e| Status::internal(format!("could not grow the block file: {e}")))?;
+            }
             volume.capacity = required;
             Ok(v1::ControllerExpandVolumeResponse { capacity_bytes: required, node_expansion_required })
         })

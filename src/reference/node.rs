@@ -321,6 +321,9 @@ impl Plugin {
                     .map_err(|e| internal("unmount staging_target_path", e))?;
             }
             remove_path(&staging)?;
+            if self.quirk(super::Quirk::LoseDataOnUnstage) {
+                self.data.volume(&req.volume_id).wipe().map_err(|e| internal("discard the volume's content", e))?;
+            }
             node.stagings.remove(&key);
             Ok(v1::NodeUnstageVolumeResponse {})
         })
@@ -639,10 +642,12 @@ impl Plugin {
                         self.config.max_volume_size
                     )));
                 }
-                self.data
-                    .volume(&volume.id)
-                    .grow_block(required)
-                    .map_err(|e| internal("grow the block file", e))?;
+                if !self.quirk(super::Quirk::ExpandNoGrow) {
+                    self.data
+                        .volume(&volume.id)
+                        .grow_block(required)
+                        .map_err(|e| internal("grow the block file", e))?;
+                }
                 volume.capacity = required;
             }
             Ok(v1::NodeExpandVolumeResponse { capacity_bytes: volume.capacity })

@@ -59,6 +59,14 @@ pub enum Quirk {
     IgnoreReadonly,
     /// NodeUnstageVolume answers OK when staging_target_path is missing.
     UnstageIgnoresPath,
+    /// A volume created from a snapshot is blank: the snapshot's content is not restored.
+    SnapshotEmpty,
+    /// A clone is the same storage as its source: writes to either show in both.
+    CloneSharesData,
+    /// ControllerExpandVolume / NodeExpandVolume report the new size, the storage stays as it was.
+    ExpandNoGrow,
+    /// NodeUnstageVolume discards the volume's content.
+    LoseDataOnUnstage,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -69,7 +77,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 14] = [
+    pub const ALL: [Quirk; 18] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -84,6 +92,10 @@ impl Quirk {
         Quirk::IgnoreMountFlags,
         Quirk::IgnoreReadonly,
         Quirk::UnstageIgnoresPath,
+        Quirk::SnapshotEmpty,
+        Quirk::CloneSharesData,
+        Quirk::ExpandNoGrow,
+        Quirk::LoseDataOnUnstage,
     ];
 
     /// The name `--quirk` takes.
@@ -103,6 +115,10 @@ impl Quirk {
             Quirk::IgnoreMountFlags => "ignore-mount-flags",
             Quirk::IgnoreReadonly => "ignore-readonly",
             Quirk::UnstageIgnoresPath => "unstage-ignores-path",
+            Quirk::SnapshotEmpty => "snapshot-empty",
+            Quirk::CloneSharesData => "clone-shares-data",
+            Quirk::ExpandNoGrow => "expand-no-grow",
+            Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
         }
     }
 
@@ -150,6 +166,18 @@ impl Quirk {
             }
             Quirk::UnstageIgnoresPath => {
                 "NodeUnstageVolume answers OK without a staging_target_path instead of INVALID_ARGUMENT (node-only plugins that unstage by volume id alone)"
+            }
+            Quirk::SnapshotEmpty => {
+                "a volume created from a snapshot is blank (plugins that provision the new volume but never copy or restore the snapshot's data)"
+            }
+            Quirk::CloneSharesData => {
+                "a volume cloned from another is the same storage as its source, so writes to one show in the other (plugins that clone by reference)"
+            }
+            Quirk::ExpandNoGrow => {
+                "ControllerExpandVolume and NodeExpandVolume report the new capacity but the volume keeps its old size (plugins that update their records, not the storage)"
+            }
+            Quirk::LoseDataOnUnstage => {
+                "NodeUnstageVolume discards the volume's content (plugins that format or recreate scratch storage on every stage)"
             }
         }
     }

@@ -99,7 +99,7 @@ pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
     ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
 ];
 
-static REGISTRY: [CheckDef; 8] = [
+static REGISTRY: [CheckDef; 10] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -163,6 +163,22 @@ static REGISTRY: [CheckDef; 8] = [
         outputs: Vec::new,
         rpcs: super::lifecycle::EXISTING_RPCS,
         run: |ctx, args| Box::pin(super::lifecycle::run_existing(ctx, args)),
+    },
+    CheckDef {
+        name: "data",
+        description: "writes seeded markers into its own published volumes and verifies them by digest after republishing, moving between nodes, sharing, a read-only publish, a snapshot restore, a clone or an expansion",
+        args: super::data::ARGS,
+        outputs: Vec::new,
+        rpcs: super::data::RPCS,
+        run: |ctx, args| Box::pin(super::data::run(ctx, args)),
+    },
+    CheckDef {
+        name: "marker",
+        description: "writes, verifies (by digest) or removes a seeded data marker in a published volume the scenario created; saves digest, tail",
+        args: super::data::MARKER_ARGS,
+        outputs: super::data::marker_outputs,
+        rpcs: &[],
+        run: |ctx, args| Box::pin(super::data::marker_step(ctx, args)),
     },
     CheckDef {
         name: "vvc-reconcile",

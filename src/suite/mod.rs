@@ -7,9 +7,11 @@ mod assert;
 mod builtin;
 mod builtin_vars;
 mod checks;
+mod data;
 mod existing;
 mod inspect;
 mod lifecycle;
+mod marker;
 mod confirm;
 mod load;
 mod model;
@@ -29,6 +31,7 @@ pub use inspect::{
     DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, PathCommand, PathCommandError, PathKind, socket_peer,
 };
 pub use lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
+pub use marker::MARKER_FILE;
 pub use load::{
     LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };

@@ -7,6 +7,7 @@ mod compare;
 mod compat;
 mod existing;
 mod console;
+mod data;
 mod docs;
 mod fingerprint;
 mod lifecycle;

@@ -48,6 +48,15 @@ const LIFECYCLE_FLAGS: [&str; 4] = [
     "lifecycle.mount.request-mount-flags-replace-the-volumes",
     "lifecycle.mount.volume-mount-flags",
 ];
+/// The data scenarios that unpublish and unstage a volume before verifying its marker.
+const DATA_AFTER_UNSTAGE: [&str; 6] = [
+    "data.block.expand.offline",
+    "data.block.read-only",
+    "data.block.republish",
+    "data.mount.expand.offline",
+    "data.mount.read-only",
+    "data.mount.republish",
+];
 /// The property scenarios that fail when a confirmation or a creation goes wrong.
 const PROPERTIES: [&str; 2] = ["properties.validate-never-fails", "properties.create-then-validate"];
 
@@ -128,6 +137,16 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             Severity::Fail,
         ),
         Quirk::UnstageIgnoresPath => on(&["node.unstage.no-staging-path"], "unexpected-code", Severity::Fail),
+        Quirk::SnapshotEmpty => on(
+            &["data.block.group-snapshot", "data.block.snapshot", "data.mount.group-snapshot", "data.mount.snapshot"],
+            "snapshot-content",
+            Severity::Fail,
+        ),
+        Quirk::CloneSharesData => on(&["data.block.clone", "data.mount.clone"], "clone-shares-data", Severity::Fail),
+        Quirk::ExpandNoGrow => {
+            on(&["data.block.expand.offline", "data.block.expand.online"], "volume-size", Severity::Fail)
+        }
+        Quirk::LoseDataOnUnstage => on(&DATA_AFTER_UNSTAGE, "data-lost", Severity::Fail),
     }
 }
 
@@ -358,6 +377,64 @@ async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
     let report = caught(Quirk::IgnoreMountFlags).await;
     let f = the_finding(&report, "lifecycle.mount.read-write.mount-flags");
     assert!(f.message.contains("nosuid") || f.message.contains("noexec") || f.message.contains("flag"), "{}", f.message);
+}
+
+/// A default run against a data quirk, when the reference plugin can mount (the data
+/// scenarios skip otherwise, and say so).
+async fn data_caught(quirk: Quirk, test: &str) -> Option<RunReport> {
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        eprintln!("SKIPPED: {test}: no CAP_SYS_ADMIN, the reference plugin cannot mount, so no data is written");
+        return None;
+    }
+    Some(caught(quirk).await)
+}
+
+#[tokio::test]
+async fn snapshot_empty_fails_the_restores_naming_the_blank_volume() {
+    let Some(report) = data_caught(Quirk::SnapshotEmpty, "snapshot_empty_fails_the_restores_naming_the_blank_volume").await
+    else {
+        return;
+    };
+    let block = &the_finding(&report, "data.block.snapshot").message;
+    assert!(block.contains("restored from snapshot") && block.contains("byte 0 is blank"), "{block}");
+    let mount = &the_finding(&report, "data.mount.snapshot").message;
+    assert!(mount.contains("marker A is missing"), "{mount}");
+}
+
+#[tokio::test]
+async fn clone_shares_data_fails_the_clones_naming_the_overwritten_source() {
+    let Some(report) =
+        data_caught(Quirk::CloneSharesData, "clone_shares_data_fails_the_clones_naming_the_overwritten_source").await
+    else {
+        return;
+    };
+    for id in ["data.block.clone", "data.mount.clone"] {
+        let m = &the_finding(&report, id).message;
+        assert!(m.contains("a write into clone") && m.contains("holds marker B instead of marker A"), "{m}");
+    }
+}
+
+#[tokio::test]
+async fn expand_no_grow_fails_the_block_expansions_with_both_sizes() {
+    let Some(report) = data_caught(Quirk::ExpandNoGrow, "expand_no_grow_fails_the_block_expansions_with_both_sizes").await
+    else {
+        return;
+    };
+    let m = &the_finding(&report, "data.block.expand.online").message;
+    let (old, new) = (10u64 << 30, 11u64 << 30);
+    assert!(m.contains("the block volume at") && m.contains(&format!("is {old} bytes, less than the {new} bytes it was expanded to")), "{m}");
+}
+
+#[tokio::test]
+async fn lose_data_on_unstage_fails_every_scenario_that_unstages_before_reading() {
+    let Some(report) =
+        data_caught(Quirk::LoseDataOnUnstage, "lose_data_on_unstage_fails_every_scenario_that_unstages_before_reading")
+            .await
+    else {
+        return;
+    };
+    let m = &the_finding(&report, "data.mount.republish").message;
+    assert!(m.contains("NodeUnstageVolume") && m.contains("marker A is missing"), "{m}");
 }
 
 #[tokio::test]

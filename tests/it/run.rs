@@ -64,6 +64,10 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
         "existing.read-write",
         "existing.second-target",
         "existing.unstage-without-path",
+        "data.block.move",
+        "data.block.shared",
+        "data.mount.move",
+        "data.mount.shared",
         "extras.node.distinct-ids",
         "extras.secrets.create-volume-without-secrets",
         "lifecycle.restart.between-stage-and-publish",
@@ -76,6 +80,7 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     assert!(skipped.values().all(|(o, _)| *o == Severity::Skip));
     assert!(skipped["controller.publish.attach-limit"].1.contains("--test-node-volume-attach-limit"));
     assert!(skipped["extras.node.distinct-ids"].1.contains("requires 2 node endpoints"));
+    assert!(skipped["data.mount.move"].1.contains("requires 2 node endpoints"));
     assert!(skipped["lifecycle.two-nodes.multi-node-reader-only"].1.contains("requires 2 node endpoints"));
     assert!(skipped["lifecycle.restart.between-stage-and-publish"].1.contains("--allow-restart-cmd"));
     assert!(skipped["lifecycle.secrets"].1.contains("--secrets"));
