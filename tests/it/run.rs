@@ -60,14 +60,14 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     let skipped = not_passed(&report);
     let expected_skips = [
         "controller.publish.attach-limit",
-        "existing.read-only",
-        "existing.read-write",
-        "existing.second-target",
-        "existing.unstage-without-path",
         "data.block.move",
         "data.block.shared",
         "data.mount.move",
         "data.mount.shared",
+        "existing.read-only",
+        "existing.read-write",
+        "existing.second-target",
+        "existing.unstage-without-path",
         "extras.node.distinct-ids",
         "extras.secrets.create-volume-without-secrets",
         "lifecycle.restart.between-stage-and-publish",
