@@ -401,6 +401,8 @@ pub struct Budget {
     limits: Limits,
     held: Mutex<Held>,
     released: tokio::sync::Notify,
+    /// Releases so far (a call that overlapped one is worth trying again).
+    releases: std::sync::atomic::AtomicU64,
     contention_timeout: Duration,
 }
 
@@ -470,6 +472,7 @@ impl Budget {
             limits,
             held: Mutex::new(Held { publish: vec![0; groups], ..Held::default() }),
             released: tokio::sync::Notify::new(),
+            releases: std::sync::atomic::AtomicU64::new(0),
             contention_timeout,
         })
     }
@@ -535,6 +538,7 @@ impl Budget {
                 }
             }
         }
+        self.releases.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.released.notify_waiters();
     }
 
@@ -573,8 +577,9 @@ impl Budget {
     }
 
     /// Calls `call` and, while it answers with contention (see [`is_contention`]) and other
-    /// leases than `me` hold resources, calls it again after one of them is released (or a
-    /// short backoff), for at most the contention timeout. Returns the last answer and, when
+    /// leases than `me` hold resources (or one was released while it was calling), calls it
+    /// again after one of them is released (or a short backoff), for at most the contention
+    /// timeout. Returns the last answer and, when
     /// it was retried, how (for the finding when it still fails).
     pub async fn retry_contention<T, F, Fut>(&self, me: u64, mut call: F) -> (Result<T, RpcError>, Option<Retried>)
     where
@@ -588,12 +593,21 @@ impl Budget {
             let released = self.released.notified();
             let mut released = std::pin::pin!(released);
             released.as_mut().enable();
+            let releases = self.releases.load(std::sync::atomic::Ordering::SeqCst);
             let answer = call().await;
             let contended = answer.as_ref().err().filter(|e| is_contention(e.code, &e.message)).map(|e| e.code);
             let retried = (retries > 0).then(|| Retried { times: retries, over: started.elapsed(), code: contended });
             let Some(_) = contended else { return (answer, retried) };
             let left = self.contention_timeout.saturating_sub(started.elapsed());
-            if left.is_zero() || !self.others_hold(me) {
+            if left.is_zero() {
+                return (answer, retried);
+            }
+            if self.releases.load(std::sync::atomic::Ordering::SeqCst) != releases {
+                // Something was let go while the plugin answered: try again at once.
+                retries += 1;
+                continue;
+            }
+            if !self.others_hold(me) {
                 return (answer, retried);
             }
             retries += 1;
@@ -630,4 +644,226 @@ impl Retried {
 /// saying an operation is pending (the spec's "operation pending for volume" rows).
 pub fn is_contention(code: Code, message: &str) -> bool {
     code == Code::ResourceExhausted || code == Code::Aborted && message.to_ascii_lowercase().contains("pending")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::{client::ErrorOrigin, suite::run::tests_support::fingerprint};
+
+    fn limits(per_node: &[i64], volumes: Option<u32>, bytes: Option<i64>, jobs: usize) -> Limits {
+        let mut fp = fingerprint(per_node.len());
+        for (node, max) in fp.nodes.iter_mut().zip(per_node) {
+            node.max_volumes_per_node = *max;
+        }
+        let config = BudgetConfig { max_live_volumes: volumes, ..BudgetConfig::default() };
+        Limits::new(&fp, &config, jobs, bytes)
+    }
+
+    fn publishing(per_node: &[u32], volumes: u32) -> Demand {
+        Demand { publish: per_node.to_vec(), volumes, bytes: i64::from(volumes) * 10, ..Demand::default() }
+    }
+
+    const SIZING: Sizing = Sizing { volume_size: 100, expand_size: 300, idempotency_count: 3, property_cases: 16, jobs: 4 };
+
+    fn scenario(steps: &str) -> Scenario {
+        let text = format!("suite: t\ntitle: t\nscenarios:\n  - id: s\n    title: t\n    steps:\n{steps}");
+        let suite = crate::suite::load_str("test", &text).unwrap_or_else(|e| panic!("{e}"));
+        suite.scenarios.into_iter().next().expect("one scenario")
+    }
+
+    #[test]
+    fn demand_comes_from_the_steps_and_named_checks() {
+        let fp = fingerprint(2);
+        let s = scenario(
+            "      - call: CreateVolume\n        request: { name: a, capacity_range: { required_bytes: 1000 } }\n\
+             \x20     - call: CreateVolume\n        request: { name: b, capacity_range: { required_bytes: \"${volume_size}\" } }\n\
+             \x20     - call: CreateVolume\n        request: { name: c }\n        expect: { code: INVALID_ARGUMENT }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: a, node_id: n }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: b, node_id: n }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: b, node_id: n }\n\
+             \x20     - check: lifecycle\n        args: { nodes: 2 }\n",
+        );
+        let d = demand(&s, &fp, &SIZING);
+        // Two created volumes (the refused CreateVolume makes none) plus the lifecycle's;
+        // three publish calls on node 0 but only two volumes to publish, plus the
+        // lifecycle's one on each node.
+        assert_eq!(d.volumes, 3);
+        assert_eq!(d.publish, [3, 1]);
+        assert_eq!(d.bytes, 1000 + 100 + 100);
+        assert!(!d.alone && !d.plugin_sized);
+
+        let unsized_create = scenario("      - call: CreateVolume\n        request: { name: a }\n");
+        assert!(demand(&unsized_create, &fp, &SIZING).plugin_sized);
+        let expanding = scenario(
+            "      - call: CreateVolume\n        request: { name: a, capacity_range: { required_bytes: \"${volume_size}\" } }\n\
+             \x20     - call: ControllerExpandVolume\n        request: { volume_id: a, capacity_range: { required_bytes: \"${expand_size}\" } }\n",
+        );
+        assert_eq!(demand(&expanding, &fp, &SIZING).bytes, 300);
+    }
+
+    #[test]
+    fn a_scenario_over_a_limit_is_queued_holding_nothing_with_the_reason() {
+        let l = limits(&[2, 0], Some(5), Some(1 << 20), 8);
+        assert_eq!(l.too_big(&publishing(&[2, 9], 2)), None, "node 1 reports no limit");
+        let reason = l.too_big(&publishing(&[3, 0], 3)).expect("over node 0's limit");
+        assert!(reason.contains("3 volumes published on node node-0") && reason.contains("max_volumes_per_node of 2"), "{reason}");
+        let reason = l.too_big(&publishing(&[0], 6)).expect("over --max-live-volumes");
+        assert!(reason.contains("6 live volumes") && reason.contains("--max-live-volumes 5"), "{reason}");
+        let big = Demand { volumes: 1, bytes: 2 << 20, ..Demand::default() };
+        let reason = l.too_big(&big).expect("over the capacity");
+        assert_eq!(reason, "needs up to 2 MiB at once for its volumes, more than the 1 MiB the plugin reports available (GetCapacity)");
+        let queue = Queue::new(&l, [(0, big), (1, publishing(&[1], 1))]);
+        assert_eq!(queue.pending[0].1, Demand::default());
+        assert!(queue.pending[0].2.is_some() && queue.pending[1].2.is_none());
+    }
+
+    #[test]
+    fn the_smaller_of_the_flag_and_get_capacity_holds_and_shared_nodes_share_a_limit() {
+        let mut fp = fingerprint(2);
+        fp.nodes[1].node_id = fp.nodes[0].node_id.clone();
+        fp.nodes[0].max_volumes_per_node = 3;
+        let config = BudgetConfig { max_live_bytes: Some(100), ..BudgetConfig::default() };
+        let l = Limits::new(&fp, &config, 4, Some(1000));
+        assert!(l.too_big(&Demand { bytes: 101, ..Demand::default() }).unwrap().contains("--max-live-bytes"));
+        // Two endpoints of one node: their publications add up against its one limit.
+        assert!(l.too_big(&publishing(&[2, 2], 2)).unwrap().contains("4 volumes published"));
+        assert_eq!(l.too_big(&publishing(&[2, 1], 2)), None);
+    }
+
+    /// Many scenarios with random demands run through the scheduler at once: at no time do
+    /// the running ones together exceed a limit, and every one runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_scenarios_never_exceed_a_budget() {
+        let budget = Budget::new(limits(&[2, 3], Some(4), Some(60), 8), DEFAULT_CONTENTION_TIMEOUT);
+        let mut rng = 7u64;
+        let mut random = |n: u32| {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((rng >> 33) % u64::from(n)) as u32
+        };
+        let demands: Vec<Demand> = (0..60)
+            .map(|_| {
+                let mut d = publishing(&[random(4), random(5)], random(6));
+                d.alone = random(10) == 0;
+                d
+            })
+            .collect();
+        let mut queue = Queue::new(budget.limits(), demands.iter().cloned().enumerate());
+        let oversize = queue.pending.iter().filter(|p| p.2.is_some()).count();
+        let use_ = Arc::new([(); 5].map(|()| AtomicU32::new(0)));
+        let peak = Arc::new([(); 5].map(|()| AtomicU32::new(0)));
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut started = 0;
+        while let Some(ticket) = budget.next(&mut queue).await {
+            started += 1;
+            let d = if ticket.too_big.is_some() { Demand::default() } else { demands[ticket.index].clone() };
+            let amounts = [
+                d.publish.first().copied().unwrap_or(0),
+                d.publish.get(1).copied().unwrap_or(0),
+                d.volumes,
+                u32::try_from(d.bytes).unwrap(),
+                1 + 100 * u32::from(d.alone),
+            ];
+            let (use_, peak) = (use_.clone(), peak.clone());
+            tasks.spawn(async move {
+                for (i, n) in amounts.iter().enumerate() {
+                    let now = use_[i].fetch_add(*n, Ordering::SeqCst) + n;
+                    peak[i].fetch_max(now, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(u64::from(amounts[2]) + 1)).await;
+                for (i, n) in amounts.iter().enumerate() {
+                    use_[i].fetch_sub(*n, Ordering::SeqCst);
+                }
+                drop(ticket);
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        assert_eq!(started, 60);
+        assert!(oversize > 0, "the random demands include some over a limit");
+        let peaks: Vec<u32> = peak.iter().map(|p| p.load(Ordering::SeqCst)).collect();
+        assert!(peaks[0] <= 2 && peaks[1] <= 3 && peaks[2] <= 4 && peaks[3] <= 60, "{peaks:?}");
+        // Jobs: at most 8 at once, and an alone scenario (101) never beside another.
+        assert!(peaks[4] <= 8 || peaks[4] == 101, "{peaks:?}");
+        assert!(peaks[0] == 2 && peaks[2] == 4, "the budget is used up to its limit: {peaks:?}");
+    }
+
+    #[tokio::test]
+    async fn extra_leases_take_what_is_left_and_give_it_back() {
+        let budget = Budget::new(limits(&[], Some(2), None, 8), DEFAULT_CONTENTION_TIMEOUT);
+        let a = budget.try_extra(Demand::volume(1)).expect("room for one");
+        let b = budget.try_extra(Demand::volume(1)).expect("room for two");
+        assert!(budget.try_extra(Demand::volume(1)).is_none());
+        assert!(budget.others_hold(a.id()));
+        drop(b);
+        assert!(!budget.others_hold(a.id()));
+        assert!(budget.try_extra(Demand::volume(1)).is_some());
+    }
+
+    fn exhausted(rpc: &str, message: &str, code: Code) -> RpcError {
+        RpcError {
+            rpc: rpc.to_owned(),
+            code,
+            message: message.to_owned(),
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Plugin,
+        }
+    }
+
+    /// RESOURCE_EXHAUSTED while another lease holds something is retried once it is
+    /// released; with nothing else held it is returned at once (judged as it is).
+    #[tokio::test]
+    async fn contention_is_retried_after_a_release() {
+        let budget = Budget::new(limits(&[], None, None, 8), DEFAULT_CONTENTION_TIMEOUT);
+        let me = budget.try_extra(Demand::volume(1)).unwrap();
+        let other = budget.try_extra(Demand::volume(1)).unwrap();
+        let calls = AtomicU32::new(0);
+        let holder = std::sync::Mutex::new(Some(other));
+        let (answer, retried) = budget
+            .retry_contention(me.id(), || async {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                if n < 2 {
+                    // The other holder lets go while we are answered RESOURCE_EXHAUSTED.
+                    if n == 1 {
+                        holder.lock().unwrap().take();
+                    }
+                    Err(exhausted("CreateVolume", "no room", Code::ResourceExhausted))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        assert!(answer.is_ok());
+        assert_eq!(retried.map(|r| (r.times, r.code)), Some((2, None)));
+
+        // Nothing else held: no retry, the answer as it came.
+        let calls = AtomicU32::new(0);
+        let (answer, retried) = budget
+            .retry_contention(me.id(), || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(exhausted("CreateVolume", "no room", Code::ResourceExhausted))
+            })
+            .await;
+        assert_eq!(answer.unwrap_err().code, Code::ResourceExhausted);
+        assert_eq!((calls.load(Ordering::SeqCst), retried), (1, None));
+    }
+
+    #[tokio::test]
+    async fn contention_that_outlasts_the_timeout_says_how_it_was_retried() {
+        let budget = Budget::new(limits(&[], None, None, 8), Duration::from_millis(250));
+        let me = budget.try_extra(Demand::volume(1)).unwrap();
+        let _other = budget.try_extra(Demand::volume(1)).unwrap();
+        let (answer, retried) = budget
+            .retry_contention(me.id(), || async {
+                Err::<(), _>(exhausted("NodeStageVolume", "operation pending for volume", Code::Aborted))
+            })
+            .await;
+        assert_eq!(answer.unwrap_err().code, Code::Aborted);
+        let retried = retried.expect("retried");
+        assert!(retried.times >= 2 && retried.over >= Duration::from_millis(250), "{retried:?}");
+        assert_eq!(retried.code, Some(Code::Aborted));
+        assert!(retried.note().starts_with(&format!("retried {} time(s) over", retried.times)));
+        assert!(!is_contention(Code::Aborted, "invalid starting token"));
+    }
 }
