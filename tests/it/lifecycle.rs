@@ -31,7 +31,7 @@ use crate::{
     support::{TestPlugin, csi_conform, netns::NetNs, ok},
 };
 
-fn can_mount(test: &str) -> bool {
+pub(crate) fn can_mount(test: &str) -> bool {
     if mounts::has_cap_sys_admin() {
         return true;
     }
@@ -41,15 +41,15 @@ fn can_mount(test: &str) -> bool {
 
 /// The reference plugin as a cluster: `plugin` serves the controller and node 0; `extra`
 /// are further node-only instances; all share `state`.
-struct Cluster {
-    plugin: TestPlugin,
+pub(crate) struct Cluster {
+    pub(crate) plugin: TestPlugin,
     extra: Vec<ReferenceHandle>,
     nodes: Vec<Endpoint>,
     _state: TempDir,
 }
 
 impl Cluster {
-    async fn start(config: Config, nodes: usize) -> Cluster {
+    pub(crate) async fn start(config: Config, nodes: usize) -> Cluster {
         let state = tempfile::tempdir().unwrap();
         let shared = Config { state_dir: Some(state.path().to_path_buf()), ..config };
         let plugin = TestPlugin::start(Config { node_id: "node-0".into(), ..shared.clone() }).await;
@@ -64,12 +64,12 @@ impl Cluster {
         cluster
     }
 
-    async fn engine(&self) -> suite::Plugin {
+    pub(crate) async fn engine(&self) -> suite::Plugin {
         engine(&self.plugin.socket, &self.nodes).await
     }
 
     /// Asserts the plugin holds no volume and nothing is mounted in its directory.
-    async fn assert_clean(&self) {
+    pub(crate) async fn assert_clean(&self) {
         let volumes = ok(self.plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);
         assert!(volumes.entries.is_empty(), "volumes left behind: {:?}", volumes.entries);
         let left = mounts::mounts_under(self.plugin.dir.path());
