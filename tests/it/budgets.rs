@@ -172,3 +172,30 @@ async fn contention_the_budgets_cannot_foresee_is_retried_not_judged() {
     assert!(create.errors > 0, "no CreateVolume was refused: {create:?}");
     assert!(report.counts().pass >= 8, "{:?}", report.counts());
 }
+
+/// A property step whose cases create volumes stops at --property-time, however many cases
+/// were asked for, says how many ran, and leaves nothing behind.
+#[tokio::test]
+async fn property_steps_that_create_volumes_stop_at_the_property_time_and_say_how_many_ran() {
+    let plugin = crate::support::TestPlugin::start(Config { latency: Duration::from_millis(2), ..Config::default() }).await;
+    let engine = crate::support::engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = config(&work, 4);
+    config.property_cases = 100_000;
+    config.property_time = Duration::from_millis(400);
+    config.focus = vec![regex::Regex::new(r"^properties\.create-then-validate$").unwrap()];
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let result = report.scenario("properties.create-then-validate").expect("it ran");
+    assert_eq!(result.outcome, Severity::Pass, "{:#?}", result.findings);
+    let notes: Vec<&str> = result.findings.iter().filter(|f| f.kind == "property-cases").map(|f| f.message.as_str()).collect();
+    assert_eq!(notes.len(), 1, "{:#?}", result.findings);
+    let ran: u32 = notes[0]
+        .split_once("property create-then-validate: ")
+        .and_then(|(_, rest)| rest.split_once(" of 100000 cases ran, in "))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", notes[0]));
+    assert!((1..100_000).contains(&ran), "{}", notes[0]);
+    assert!(result.duration < Duration::from_secs(30), "{:?}", result.duration);
+    let volumes = crate::support::ok(plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);
+    assert!(volumes.entries.is_empty(), "{:?}", volumes.entries);
+}
