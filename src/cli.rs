@@ -1306,4 +1306,33 @@ mod tests {
         );
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
+
+    /// The budget flags, from the command line and from a settings file, reach the engine.
+    #[test]
+    fn budget_flags_and_their_settings_reach_the_run_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("nightly.yaml");
+        std::fs::write(&file, "max-live-volumes: 10\nmax-live-bytes: 50Gi\nproperty-time: 2m\ncontention-timeout: 10m\n").unwrap();
+        let args: Vec<String> = ["csi-conform", "run", "--config", file.to_str().unwrap(), "--property-time", "0"]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let Ok((cli, _)) = parse(&args) else { panic!("the settings parse") };
+        let Command::Run(run) = cli.command else { panic!("a run") };
+        let config = run_config(&run, &Scrubber::new()).unwrap();
+        assert_eq!(config.budgets.max_live_volumes, Some(10));
+        assert_eq!(config.budgets.max_live_bytes, Some(50 << 30));
+        assert_eq!(config.budgets.contention_timeout, Duration::from_secs(600));
+        assert_eq!(config.property_time, Duration::ZERO, "the command line wins");
+        let Ok((Cli { command: Command::Run(plain), .. }, _)) = parse(&["csi-conform".to_owned(), "run".to_owned()]) else {
+            panic!("a plain run parses")
+        };
+        let defaults = run_config(&plain, &Scrubber::new()).unwrap();
+        assert_eq!(defaults.budgets, suite::BudgetConfig::default());
+        assert_eq!(defaults.property_time, suite::DEFAULT_PROPERTY_TIME);
+        for bad in [["--max-live-bytes", "0"], ["--max-live-volumes", "0"]] {
+            let args: Vec<String> = ["csi-conform", "run", bad[0], bad[1]].iter().map(ToString::to_string).collect();
+            assert!(matches!(parse(&args), Err(Parsed::Clap(_))), "{bad:?}");
+        }
+    }
 }
