@@ -579,9 +579,9 @@ impl Budget {
     /// Calls `call` and, while it answers with contention (see [`is_contention`]) and other
     /// leases than `me` hold resources (or one was released while it was calling), calls it
     /// again after one of them is released (or a short backoff), for at most the contention
-    /// timeout. Returns the last answer and, when
-    /// it was retried, how (for the finding when it still fails).
-    pub async fn retry_contention<T, F, Fut>(&self, me: u64, mut call: F) -> (Result<T, RpcError>, Option<Retried>)
+    /// timeout (`me` none: never, the caller expects contention codes). Returns the last
+    /// answer and, when it was retried, how (for the finding when it still fails).
+    pub async fn retry_contention<T, F, Fut>(&self, me: Option<u64>, mut call: F) -> (Result<T, RpcError>, Option<Retried>)
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, RpcError>>,
@@ -597,7 +597,7 @@ impl Budget {
             let answer = call().await;
             let contended = answer.as_ref().err().filter(|e| is_contention(e.code, &e.message)).map(|e| e.code);
             let retried = (retries > 0).then(|| Retried { times: retries, over: started.elapsed(), code: contended });
-            let Some(_) = contended else { return (answer, retried) };
+            let (Some(_), Some(me)) = (contended, me) else { return (answer, retried) };
             let left = self.contention_timeout.saturating_sub(started.elapsed());
             if left.is_zero() {
                 return (answer, retried);
@@ -821,7 +821,7 @@ mod tests {
         let calls = AtomicU32::new(0);
         let holder = std::sync::Mutex::new(Some(other));
         let (answer, retried) = budget
-            .retry_contention(me.id(), || async {
+            .retry_contention(Some(me.id()), || async {
                 let n = calls.fetch_add(1, Ordering::SeqCst);
                 if n < 2 {
                     // The other holder lets go while we are answered RESOURCE_EXHAUSTED.
@@ -840,7 +840,7 @@ mod tests {
         // Nothing else held: no retry, the answer as it came.
         let calls = AtomicU32::new(0);
         let (answer, retried) = budget
-            .retry_contention(me.id(), || async {
+            .retry_contention(Some(me.id()), || async {
                 calls.fetch_add(1, Ordering::SeqCst);
                 Err::<(), _>(exhausted("CreateVolume", "no room", Code::ResourceExhausted))
             })
@@ -855,7 +855,7 @@ mod tests {
         let me = budget.try_extra(Demand::volume(1)).unwrap();
         let _other = budget.try_extra(Demand::volume(1)).unwrap();
         let (answer, retried) = budget
-            .retry_contention(me.id(), || async {
+            .retry_contention(Some(me.id()), || async {
                 Err::<(), _>(exhausted("NodeStageVolume", "operation pending for volume", Code::Aborted))
             })
             .await;

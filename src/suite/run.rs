@@ -784,6 +784,8 @@ pub struct ScenarioCtx {
     /// The last call retried for contention that still failed: its RPC and the note its
     /// findings carry.
     contention: Option<(String, String)>,
+    /// The call step being sent expects a contention code itself: it is not retried.
+    contention_expected: bool,
 }
 
 impl ScenarioCtx {
@@ -804,6 +806,7 @@ impl ScenarioCtx {
             step_name: None,
             holder,
             contention: None,
+            contention_expected: false,
         }
     }
 
@@ -824,6 +827,7 @@ impl ScenarioCtx {
             step_name: self.step_name.clone(),
             holder: self.holder,
             contention: None,
+            contention_expected: false,
         }
     }
 
@@ -1045,7 +1049,10 @@ impl ScenarioCtx {
                 self.push(call_finding(Severity::Error, "interrupted", message, rpc, &request));
                 return Flow::Stop;
             }
+            self.contention_expected =
+                [Code::ResourceExhausted, Code::Aborted].iter().any(|c| call.expect.codes.names(*c));
             let (sent, answer) = self.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
+            self.contention_expected = false;
             let root = match self.judge(call, &sent, answer) {
                 Judged::Response(r) => r.to_val(),
                 Judged::Accepted if attempt >= times => return Flow::Continue,
@@ -1243,10 +1250,11 @@ impl ScenarioCtx {
         let sending = if track { self.tracker.sending(method.name(), &request, node_index, key.as_deref()) } else { None };
         // Contention while this run holds other resources on the plugin is retried after a
         // release (bounded by --contention-timeout), not judged.
+        let holder = if self.contention_expected { None } else { Some(self.holder) };
         let (answer, retried) = self
             .shared
             .budget
-            .retry_contention(self.holder, || async {
+            .retry_contention(holder, || async {
                 if method.is_server_streaming() {
                     conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
                 } else {
