@@ -18,7 +18,6 @@ use std::{
 
 use prost_reflect::{DynamicMessage, MethodDescriptor, ReflectMessage};
 use regex::Regex;
-
 use tonic::Code;
 
 use super::{
