@@ -324,6 +324,27 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub property_cases: u32,
 
+    /// The longest a property step whose cases create volumes keeps starting new cases
+    /// (whichever of this and --property-cases comes first; 0: no time limit).
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = crate::units::parse_duration)]
+    pub property_time: Duration,
+
+    /// Test volumes that may exist at once across all running scenarios and property cases
+    /// (cloud volume quotas; default: no limit of ours).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_live_volumes: Option<u32>,
+
+    /// Bytes of test volumes that may exist at once (default: the plugin's GetCapacity
+    /// available_capacity at the start, when it advertises GET_CAPACITY).
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_bytes)]
+    pub max_live_bytes: Option<i64>,
+
+    /// How long a call the plugin answers RESOURCE_EXHAUSTED (or ABORTED "operation
+    /// pending") is retried, after a release, while other scenarios of the run hold resources
+    /// on it.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
+    pub contention_timeout: Duration,
+
     /// YAML bounds of the capabilities property steps generate (access_types, access_modes,
     /// fs_types, mount_flags, volume_mount_groups, max_capabilities; see suites/README.md).
     #[arg(long, value_name = "FILE")]
@@ -528,6 +549,12 @@ pub struct ConnectArgs {
 }
 
 /// A duration above zero (`--rpc-timeout 0` would fail every call).
+/// A byte count above zero.
+fn parse_positive_bytes(text: &str) -> Result<i64, String> {
+    let n = crate::units::parse_bytes(text)?;
+    if n > 0 { Ok(n) } else { Err("must be more than 0 bytes".to_owned()) }
+}
+
 fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     let d = crate::units::parse_duration(text)?;
     if d.is_zero() { Err("must be more than 0".to_owned()) } else { Ok(d) }
@@ -898,6 +925,12 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         strict: args.strict,
         seed: args.seed.unwrap_or_else(random_seed),
         property_cases: args.property_cases,
+        property_time: args.property_time,
+        budgets: suite::BudgetConfig {
+            max_live_volumes: args.max_live_volumes,
+            max_live_bytes: args.max_live_bytes,
+            contention_timeout: args.contention_timeout,
+        },
         replay_command: Some(replay_command(std::env::args())),
         timeout: args.run_timeout,
         cleanup_timeout: args.cleanup_timeout,
@@ -1367,5 +1400,34 @@ mod tests {
             "csi-conform run --endpoint /run/csi.sock --suite 'my suite.yaml'"
         );
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    /// The budget flags, from the command line and from a settings file, reach the engine.
+    #[test]
+    fn budget_flags_and_their_settings_reach_the_run_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("nightly.yaml");
+        std::fs::write(&file, "max-live-volumes: 10\nmax-live-bytes: 50Gi\nproperty-time: 2m\ncontention-timeout: 10m\n").unwrap();
+        let args: Vec<String> = ["csi-conform", "run", "--config", file.to_str().unwrap(), "--property-time", "0"]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let Ok((cli, _)) = parse(&args) else { panic!("the settings parse") };
+        let Command::Run(run) = cli.command else { panic!("a run") };
+        let config = run_config(&run, &Scrubber::new()).unwrap();
+        assert_eq!(config.budgets.max_live_volumes, Some(10));
+        assert_eq!(config.budgets.max_live_bytes, Some(50 << 30));
+        assert_eq!(config.budgets.contention_timeout, Duration::from_secs(600));
+        assert_eq!(config.property_time, Duration::ZERO, "the command line wins");
+        let Ok((Cli { command: Command::Run(plain), .. }, _)) = parse(&["csi-conform".to_owned(), "run".to_owned()]) else {
+            panic!("a plain run parses")
+        };
+        let defaults = run_config(&plain, &Scrubber::new()).unwrap();
+        assert_eq!(defaults.budgets, suite::BudgetConfig::default());
+        assert_eq!(defaults.property_time, suite::DEFAULT_PROPERTY_TIME);
+        for bad in [["--max-live-bytes", "0"], ["--max-live-volumes", "0"]] {
+            let args: Vec<String> = ["csi-conform", "run", bad[0], bad[1]].iter().map(ToString::to_string).collect();
+            assert!(matches!(parse(&args), Err(Parsed::Clap(_))), "{bad:?}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! [`RunReport`](crate::report::RunReport).
 
 mod assert;
+mod budget;
 mod builtin;
 mod builtin_vars;
 mod checks;
@@ -23,6 +24,7 @@ mod profile;
 mod run;
 mod vars;
 
+pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
 pub use builtin::{BUILTIN, builtin};
 pub use builtin_vars::{AccessType, NAME_MAX};
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
@@ -45,7 +47,7 @@ pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
 pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use run::{
-    DEFAULT_CLEANUP_TIMEOUT, GIB, Plugin, Progress, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until,
+    DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until,
 };
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

@@ -18,11 +18,11 @@ use std::{
 
 use prost_reflect::{DynamicMessage, MethodDescriptor, ReflectMessage};
 use regex::Regex;
-use tokio::sync::{RwLock, Semaphore};
 use tonic::Code;
 
 use super::{
     assert::{self, AssertError},
+    budget::{self, Budget, BudgetConfig, Queue, Retried, Ticket},
     builtin_vars::{self, AccessType, ScenarioPaths},
     checks::{CheckArgs, CheckOutcome},
     inspect::{Inspector, MountCheck, PathCommand},
@@ -99,6 +99,11 @@ pub struct RunConfig {
     /// `--property-bounds`: what generated capabilities may contain (a step's `bounds:`
     /// replaces parts of it).
     pub property_bounds: Bounds,
+    /// `--property-time`: how long a property step whose cases create volumes may generate
+    /// new cases (zero: no limit but `property_cases`).
+    pub property_time: Duration,
+    /// `--max-live-volumes`, `--max-live-bytes`, `--contention-timeout`.
+    pub budgets: BudgetConfig,
     /// The command that started this run, without `--seed`, `--focus` and `--skip`: the
     /// start of the replay command a property failure prints (`csi-conform run` if unset).
     pub replay_command: Option<String>,
@@ -153,6 +158,9 @@ pub trait Progress: Send + Sync {
 /// One GiB.
 pub const GIB: i64 = 1 << 30;
 
+/// The default [`RunConfig::property_time`].
+pub const DEFAULT_PROPERTY_TIME: Duration = Duration::from_secs(20);
+
 /// The default [`RunConfig::cleanup_timeout`].
 pub const DEFAULT_CLEANUP_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -195,6 +203,8 @@ impl Default for RunConfig {
             seed: 0,
             property_cases: 256,
             property_bounds: Bounds::default(),
+            property_time: DEFAULT_PROPERTY_TIME,
+            budgets: BudgetConfig::default(),
             replay_command: None,
             timeout: None,
             cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
@@ -216,6 +226,17 @@ impl RunConfig {
     /// The expansion target: `expand_size`, or volume_size + 1 GiB.
     pub fn expand_size(&self) -> i64 {
         self.expand_size.unwrap_or(self.volume_size.saturating_add(GIB))
+    }
+
+    /// The sizes scenario budgets depend on.
+    pub(crate) fn sizing(&self) -> budget::Sizing {
+        budget::Sizing {
+            volume_size: self.volume_size,
+            expand_size: self.expand_size(),
+            idempotency_count: self.idempotency_count,
+            property_cases: self.property_cases,
+            jobs: self.jobs,
+        }
     }
 
     /// Whether a scenario is in the profile and passes the focus and skip filters, which match
@@ -259,6 +280,8 @@ impl fmt::Debug for RunConfig {
             .field("seed", &self.seed)
             .field("property_cases", &self.property_cases)
             .field("property_bounds", &self.property_bounds)
+            .field("property_time", &self.property_time)
+            .field("budgets", &self.budgets)
             .field("replay_command", &self.replay_command)
             .field("timeout", &self.timeout)
             .field("cleanup_timeout", &self.cleanup_timeout)
@@ -285,7 +308,8 @@ pub(crate) struct Shared {
     /// Where each node endpoint's paths and mounts are, found at the start (and again after
     /// a node plugin restart).
     inspectors: Mutex<Vec<Inspector>>,
-    serial_lock: RwLock<()>,
+    /// The scheduler keeping the run's budgets.
+    pub(crate) budget: Arc<Budget>,
     stopping: AtomicBool,
     stop_reason: Mutex<Option<String>>,
     /// Endpoints that stopped answering, with why: nothing more is sent to them.
@@ -377,6 +401,16 @@ pub async fn run_until(
     for (index, conn) in plugin.nodes.iter().enumerate() {
         inspectors.push(node_inspector(index, conn, config).await);
     }
+    let default_capability = builtin_vars::wire_capability(config.access_type == AccessType::Block);
+    let limits = budget::Limits::read(
+        plugin.controller.as_ref(),
+        &plugin.fingerprint,
+        &config.budgets,
+        config.jobs,
+        &config.parameters,
+        default_capability,
+    )
+    .await;
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
@@ -384,7 +418,7 @@ pub async fn run_until(
         paths,
         inspectors: Mutex::new(inspectors),
         run_id,
-        serial_lock: RwLock::new(()),
+        budget: Budget::new(limits, config.budgets.contention_timeout),
         stopping: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
         dead: Mutex::new(HashMap::new()),
@@ -421,36 +455,28 @@ pub async fn run_until(
     });
     let mut stop_fired = false;
 
-    let semaphore = Arc::new(Semaphore::new(config.jobs.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     let mut task_index: HashMap<tokio::task::Id, usize> = HashMap::new();
-    // Serial scenarios run alone: each one waits for every other scenario to finish, so with
-    // more than one job they start after all the others (rather than where they stand in
-    // their suite), which keeps them from draining the pool again and again. With one job
-    // everything runs in suite order. Results keep suite order regardless.
-    let mut order: Vec<usize> = (0..selected.len()).collect();
-    if config.jobs > 1 {
-        order.sort_by_key(|&i| suites[selected[i].0].scenarios[selected[i].1].serial);
-    }
-    for index in order {
-        let (si, ci) = selected[index];
-        let permit = tokio::select! {
-            permit = semaphore.clone().acquire_owned() => permit,
+    let mut queue = start_order(&shared, &selected);
+    loop {
+        let ticket = tokio::select! {
+            ticket = shared.budget.next(&mut queue) => ticket,
             reason = &mut stop, if !stop_fired => {
                 stop_fired = true;
                 shared.stop(reason);
                 break;
             }
         };
-        let Ok(permit) = permit else { break };
+        let Some(ticket) = ticket else { break };
+        let index = ticket.index;
+        let (si, ci) = selected[index];
         let shared = shared.clone();
         let handle = tasks.spawn(async move {
             let progress = shared.config.progress.clone();
             if let Some(p) = &progress {
                 p.started(&shared.suites[si].scenarios[ci].id);
             }
-            let result = run_scenario(&shared, si, ci, index).await;
-            drop(permit);
+            let result = run_scenario(&shared, si, ci, ticket).await;
             if let Some(p) = &progress {
                 p.finished(&result);
             }
@@ -607,6 +633,27 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
     }
 }
 
+/// The selected scenarios in the order they start, each with what it holds (see
+/// [`budget::demand`]). With one job: suite order. With more: scenarios that run alone last
+/// (each waits for every other to finish, so they would drain the pool again and again),
+/// the others longest first (by [`budget::cost`]), so that the run does not end on one long
+/// scenario. A scenario the gate skips holds nothing. Results keep suite order regardless.
+fn start_order(shared: &Shared, selected: &[(usize, usize)]) -> Queue {
+    let config = &shared.config;
+    let fp = &shared.plugin.fingerprint;
+    let sizing = config.sizing();
+    let scenario = |i: usize| &shared.suites[selected[i].0].scenarios[selected[i].1];
+    let demands: Vec<budget::Demand> = (0..selected.len())
+        .map(|i| if gate(shared, scenario(i)).is_some() { budget::Demand::default() } else { budget::demand(scenario(i), fp, &sizing) })
+        .collect();
+    let mut order: Vec<usize> = (0..selected.len()).collect();
+    if config.jobs > 1 {
+        let costs: Vec<u64> = (0..selected.len()).map(|i| budget::cost(scenario(i), fp, &sizing)).collect();
+        order.sort_by_key(|&i| (demands[i].alone, std::cmp::Reverse(costs[i])));
+    }
+    Queue::new(shared.budget.limits(), order.into_iter().map(|i| (i, demands[i].clone())))
+}
+
 /// Why a scenario cannot run here, if it cannot.
 fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
     let plugin = &shared.plugin;
@@ -677,20 +724,16 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
     None
 }
 
-async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) -> ScenarioResult {
+async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket) -> ScenarioResult {
     let scenario = &shared.suites[si].scenarios[ci];
+    let index = ticket.index;
     let started = Instant::now();
     let mut result = blank_result(scenario);
-    if let Some(reason) = gate(shared, scenario) {
+    if let Some(reason) = gate(shared, scenario).or(ticket.too_big) {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(reason);
         return result;
     }
-    let _guard = if scenario.serial {
-        Guard::Write(shared.serial_lock.write().await)
-    } else {
-        Guard::Read(shared.serial_lock.read().await)
-    };
     if let Some(reason) = shared.stopped() {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(format!("not run: {reason}"));
@@ -709,7 +752,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) 
             return result;
         }
     };
-    let mut ctx = ScenarioCtx::new(shared.clone(), scenario, paths);
+    let mut ctx = ScenarioCtx::new(shared.clone(), scenario, paths, ticket.lease.id());
     let flow = ctx.run_steps(&scenario.steps).await;
     ctx.teardown().await;
     if let Ok(run_paths) = &shared.paths {
@@ -724,11 +767,6 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) 
     result.duration = started.elapsed();
     tracing::info!(scenario = %result.id, outcome = %result.outcome, "scenario done");
     result
-}
-
-enum Guard<'a> {
-    Read(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
-    Write(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
 }
 
 fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
@@ -776,10 +814,17 @@ pub struct ScenarioCtx {
     /// The step being run (for findings).
     pub(crate) step: Option<usize>,
     step_name: Option<String>,
+    /// The budget lease this context works under (its scenario's, or a property case's).
+    pub(crate) holder: u64,
+    /// The last call retried for contention that still failed: its RPC and the note its
+    /// findings carry.
+    contention: Option<(String, String)>,
+    /// The call step being sent expects a contention code itself: it is not retried.
+    contention_expected: bool,
 }
 
 impl ScenarioCtx {
-    fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths) -> Self {
+    fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths, holder: u64) -> Self {
         let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
         let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
         let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
@@ -794,6 +839,9 @@ impl ScenarioCtx {
             scenario_id: scenario.id.clone(),
             step: None,
             step_name: None,
+            holder,
+            contention: None,
+            contention_expected: false,
         }
     }
 
@@ -812,6 +860,9 @@ impl ScenarioCtx {
             scenario_id: self.scenario_id.clone(),
             step: self.step,
             step_name: self.step_name.clone(),
+            holder: self.holder,
+            contention: None,
+            contention_expected: false,
         }
     }
 
@@ -874,6 +925,11 @@ impl ScenarioCtx {
     /// Records a finding at the current step.
     pub fn push(&mut self, mut finding: Finding) {
         finding.step = finding.step.or(self.step);
+        if let Some((rpc, note)) = &self.contention
+            && finding.rpc.as_deref() == Some(rpc)
+        {
+            finding.message = format!("{} ({note})", finding.message);
+        }
         if let Some(name) = &self.step_name {
             finding.message = format!("{name}: {}", finding.message);
         }
@@ -1039,7 +1095,10 @@ impl ScenarioCtx {
                 self.push(call_finding(Severity::Error, "interrupted", message, rpc, &request));
                 return Flow::Stop;
             }
+            self.contention_expected =
+                [Code::ResourceExhausted, Code::Aborted].iter().any(|c| call.expect.codes.names(*c));
             let (sent, answer) = self.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
+            self.contention_expected = false;
             let root = match self.judge(call, &sent, answer) {
                 Judged::Response(r) => r.to_val(),
                 Judged::Accepted if attempt >= times => return Flow::Continue,
@@ -1243,10 +1302,23 @@ impl ScenarioCtx {
         scrubber.add(proto::sensitive_values(&request));
         tracing::debug!(rpc = method.name(), request = %self.shared.scrub(&proto::to_redacted_json(&request)), "call");
         let sending = if track { self.tracker.sending(method.name(), &request, node_index, key.as_deref()) } else { None };
-        let answer = if method.is_server_streaming() {
-            conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
-        } else {
-            conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
+        // Contention while this run holds other resources on the plugin is retried after a
+        // release (bounded by --contention-timeout), not judged.
+        let holder = if self.contention_expected { None } else { Some(self.holder) };
+        let (answer, retried) = self
+            .shared
+            .budget
+            .retry_contention(holder, || async {
+                if method.is_server_streaming() {
+                    conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
+                } else {
+                    conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
+                }
+            })
+            .await;
+        self.contention = match retried {
+            Some(r @ Retried { code: Some(_), .. }) => Some((method.name().to_owned(), r.note())),
+            _ => None,
         };
         match &answer {
             Ok(response) => response.messages().iter().for_each(|m| scrubber.add(proto::sensitive_values(m))),

@@ -1,6 +1,7 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
 mod bad_input;
+mod budgets;
 mod cleanup;
 mod client;
 mod compare;
