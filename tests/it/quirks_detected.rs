@@ -117,6 +117,18 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             "mount-flags",
             Severity::Fail,
         ),
+        // A plugin may refuse mount flags its volume was not created with, once it said so in
+        // ValidateVolumeCapabilities: a warning, never a failure (ember-csi does this).
+        Quirk::CreatedMountFlagsOnly => on(
+            &[
+                "extras.validate.mount-flags",
+                "lifecycle.mount.read-only.mount-flags",
+                "lifecycle.mount.read-write.mount-flags",
+                "lifecycle.mount.request-mount-flags-replace-the-volumes",
+            ],
+            "unconfirmed",
+            Severity::Warn,
+        ),
     }
 }
 
@@ -335,6 +347,22 @@ async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
     let report = caught(Quirk::IgnoreMountFlags).await;
     let f = the_finding(&report, "lifecycle.mount.read-write.mount-flags");
     assert!(f.message.contains("nosuid") || f.message.contains("noexec") || f.message.contains("flag"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn created_mount_flags_only_warns_and_the_refused_publish_is_no_failure() {
+    let report = caught(Quirk::CreatedMountFlagsOnly).await;
+    let scenario = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .find(|s| s.id == "lifecycle.mount.read-write.mount-flags")
+        .expect("the scenario ran");
+    assert_eq!(scenario.outcome, Severity::Warn);
+    let why = scenario.skip_reason.as_deref().unwrap_or_default();
+    assert!(why.contains("ControllerPublishVolume refused it (INVALID_ARGUMENT"), "{why}");
+    let same_flags = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "lifecycle.mount.volume-mount-flags");
+    assert_eq!(same_flags.map(|s| s.outcome), Some(Severity::Pass), "the flags the volume was created with still publish");
 }
 
 #[tokio::test]
