@@ -224,6 +224,31 @@ async fn malformed_enormous_and_impossible_answers_are_findings_not_crashes() {
     );
 }
 
+/// A plugin that cannot stage at all (ember-csi on its fake Cinder backend answers UNKNOWN):
+/// the built-in scenario about a missing volume_context fails on its control step, and does
+/// not blame the missing context with a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_cannot_stage_is_not_warned_about_the_volume_context() {
+    let fake = FakePlugin::start(FakeOptions {
+        misbehave: rules([("NodeStageVolume", Misbehaviour::Refuse(tonic::Code::Unknown, "cannot attach"))]),
+        ..FakeOptions::default()
+    })
+    .await;
+    let plugin = fake.engine_plugin(options(Duration::from_secs(5))).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        focus: vec![regex::Regex::new("^extras\\.node\\.stage-without-volume-context$").unwrap()],
+        ..config(&work)
+    };
+    let report = suite::run(&plugin, &suite::builtin(), &config).await;
+    let s = scenario(&report, "extras.node.stage-without-volume-context");
+    assert_eq!(s.outcome, Severity::Fail, "{:?}", findings(s));
+    let (kind, message) = &findings(s)[0];
+    assert_eq!(kind, "unexpected-code");
+    assert!(message.starts_with("NodeStageVolume with the volume_context: NodeStageVolume answered UNKNOWN"), "{message}");
+    assert!(s.findings.iter().all(|f| f.kind != "requires-volume-context"), "{:?}", findings(s));
+}
+
 const ABANDON_SUITE: &str = r#"
 suite: abandon
 title: Teardown that cannot finish
