@@ -403,6 +403,9 @@ impl Plugin {
             if let Some(why) = checks::volume_support_problem(volume, &cap) {
                 return Err(checks::unsupported_capability("ControllerPublishVolume", why));
             }
+            if let Some(why) = self.quirk_mount_flags_problem(volume, &cap) {
+                return Err(Status::invalid_argument(why));
+            }
             if let Some(existing) = volume.publications.get(&node) {
                 if existing.capability == cap && existing.readonly == req.readonly {
                     return Ok(v1::ControllerPublishVolumeResponse {
@@ -502,7 +505,8 @@ impl Plugin {
         }
         for (i, cap) in caps.iter().enumerate() {
             let problem = checks::controller_mode_problem(&self.caps, cap)
-                .or_else(|| checks::volume_support_problem(volume, cap));
+                .or_else(|| checks::volume_support_problem(volume, cap))
+                .or_else(|| self.quirk_mount_flags_problem(volume, cap));
             if let Some(why) = problem {
                 return unconfirmed(format!(
                     "volume_capabilities[{i}] ({}) is not supported: {why}",

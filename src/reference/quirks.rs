@@ -24,7 +24,7 @@ use crate::proto::v1::{
 use crate::secrets::Secrets;
 
 use super::Plugin;
-use super::state::{Capability, Source};
+use super::state::{Capability, Source, VolumeRecord};
 
 /// One deliberate misbehaviour of the reference plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,6 +67,10 @@ pub enum Quirk {
     ExpandNoGrow,
     /// NodeUnstageVolume discards the volume's content.
     LoseDataOnUnstage,
+    /// A mount capability whose mount flags differ from those the volume was created with is
+    /// not confirmed by ValidateVolumeCapabilities and refused (INVALID_ARGUMENT) by
+    /// ControllerPublishVolume.
+    CreatedMountFlagsOnly,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -77,7 +81,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 18] = [
+    pub const ALL: [Quirk; 19] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -96,6 +100,7 @@ impl Quirk {
         Quirk::CloneSharesData,
         Quirk::ExpandNoGrow,
         Quirk::LoseDataOnUnstage,
+        Quirk::CreatedMountFlagsOnly,
     ];
 
     /// The name `--quirk` takes.
@@ -119,6 +124,7 @@ impl Quirk {
             Quirk::CloneSharesData => "clone-shares-data",
             Quirk::ExpandNoGrow => "expand-no-grow",
             Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
+            Quirk::CreatedMountFlagsOnly => "created-mount-flags-only",
         }
     }
 
@@ -178,6 +184,9 @@ impl Quirk {
             }
             Quirk::LoseDataOnUnstage => {
                 "NodeUnstageVolume discards the volume's content (plugins that format or recreate scratch storage on every stage)"
+            }
+            Quirk::CreatedMountFlagsOnly => {
+                "ValidateVolumeCapabilities does not confirm, and ControllerPublishVolume refuses with INVALID_ARGUMENT, mount_flags other than the volume was created with (ember-csi)"
             }
         }
     }
@@ -318,6 +327,20 @@ impl Plugin {
         } else {
             crate::mounts::vfs_flags(cap.mount_flags())
         }
+    }
+
+    /// `created-mount-flags-only`: why `cap` is not supported on `volume` when its mount
+    /// flags differ from every mount capability the volume was created with; `None` when
+    /// the quirk is off or the flags match.
+    pub(crate) fn quirk_mount_flags_problem(&self, volume: &VolumeRecord, cap: &Capability) -> Option<String> {
+        if !self.quirk(Quirk::CreatedMountFlagsOnly) || cap.is_block() {
+            return None;
+        }
+        let created = volume.capabilities.iter().filter(|c| !c.is_block());
+        let mut created = created.map(|c| c.mount_flags()).peekable();
+        created.peek()?;
+        (!created.any(|flags| flags == cap.mount_flags()))
+            .then(|| format!("volume {} was not created with these mount_flags", volume.id))
     }
 
     /// `internal-on-odd-caps`: INTERNAL when any capability is block + MULTI_NODE_MULTI_WRITER.

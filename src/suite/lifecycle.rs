@@ -35,7 +35,7 @@ use super::{
     vars::Val,
 };
 use crate::{
-    capability::{self, AccessMode},
+    capability::{self, AccessMode, Verdict},
     client::{RpcError, code_name},
     fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService},
     mounts,
@@ -361,7 +361,13 @@ struct Lifecycle<'a> {
     plan: Plan,
     volume_id: String,
     context: HashMap<String, String>,
+    /// Why the plugin declined the node capability, when ValidateVolumeCapabilities left
+    /// unconfirmed a capability that differs from the one the volume was created with.
+    declined: Option<String>,
 }
+
+/// The RPCs that carry the node capability to the plugin after ValidateVolumeCapabilities.
+const CARRY_NODE_CAPABILITY: [&str; 3] = ["ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume"];
 
 /// Runs the `lifecycle` check.
 pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
@@ -375,7 +381,7 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
     if let Some(reason) = plan.skip_reason(ctx) {
         return CheckOutcome::Skip(reason);
     }
-    let mut lifecycle = Lifecycle { ctx, plan, volume_id: String::new(), context: HashMap::new() };
+    let mut lifecycle = Lifecycle { ctx, plan, volume_id: String::new(), context: HashMap::new(), declined: None };
     match lifecycle.go().await {
         Ok(()) => CheckOutcome::Done(BTreeMap::new()),
         Err(outcome) => outcome,
@@ -468,7 +474,7 @@ pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: CheckArgs) -> Chec
             let _ = std::fs::create_dir_all(&ctx.paths.staging);
         }
         let context = volume.context.clone().into_iter().collect();
-        let mut lifecycle = Lifecycle { ctx, plan, volume_id: volume.id.clone(), context };
+        let mut lifecycle = Lifecycle { ctx, plan, volume_id: volume.id.clone(), context, declined: None };
         if let Err(outcome) = lifecycle.go().await {
             return outcome;
         }
@@ -682,6 +688,13 @@ impl Lifecycle<'_> {
             self.ctx.push(call_finding(severity, reconciliation.verdict.kind(), message, "ValidateVolumeCapabilities", &sent));
             if severity >= Severity::Fail {
                 return Err(CheckOutcome::Stop);
+            }
+            // A volume need not support capabilities it was not created with (the spec's
+            // "Exceeds capabilities" refers the CO to ValidateVolumeCapabilities), so a plugin
+            // that said so here may then refuse them.
+            let unconfirmed = matches!(reconciliation.verdict, Verdict::Unconfirmed | Verdict::UnconfirmedSilent);
+            if unconfirmed && self.plan.node_capability() != self.plan.volume_capability() {
+                self.declined = Some(reconciliation.summary());
             }
         }
         Ok(())
@@ -1098,6 +1111,19 @@ impl Lifecycle<'_> {
                      secrets does not apply",
                     super::secret_key(rpc),
                     e.code_name()
+                )))
+            }
+            Err(e)
+                if matches!(e.code, Code::InvalidArgument | Code::FailedPrecondition)
+                    && CARRY_NODE_CAPABILITY.contains(&rpc)
+                    && self.declined.is_some() =>
+            {
+                Err(CheckOutcome::Skip(format!(
+                    "the plugin does not support this capability on a volume created with other mount options: \
+                     ValidateVolumeCapabilities left it unconfirmed ({}) and {rpc} refused it ({}: {})",
+                    self.declined.as_deref().unwrap_or_default(),
+                    e.code_name(),
+                    e.message
                 )))
             }
             Err(e) => Err(self.ctx.call_failed(&e, sent, "OK")),

@@ -262,6 +262,13 @@ async fn an_ok_where_an_error_is_due_shows_what_came_back_redacted_and_short() {
     };
     let fake = FakePlugin::start(FakeOptions {
         misbehave: rules([("NodeGetVolumeStats", raw(stats)), ("ValidateVolumeCapabilities", raw(confirmed))]),
+/// A plugin that cannot stage at all (ember-csi on its fake Cinder backend answers UNKNOWN):
+/// the built-in scenario about a missing volume_context fails on its control step, and does
+/// not blame the missing context with a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_cannot_stage_is_not_warned_about_the_volume_context() {
+    let fake = FakePlugin::start(FakeOptions {
+        misbehave: rules([("NodeStageVolume", Misbehaviour::Refuse(tonic::Code::Unknown, "cannot attach"))]),
         ..FakeOptions::default()
     })
     .await;
@@ -295,6 +302,17 @@ async fn an_ok_where_an_error_is_due_shows_what_came_back_redacted_and_short() {
     assert!(f.message.chars().count() < 400, "bounded: {}", f.message);
     let json = csi_conform::report::to_json(&report);
     assert!(!json.contains("hunter2") && !json.contains(secret), "no secret in the report");
+    let config = RunConfig {
+        focus: vec![regex::Regex::new("^extras\\.node\\.stage-without-volume-context$").unwrap()],
+        ..config(&work)
+    };
+    let report = suite::run(&plugin, &suite::builtin(), &config).await;
+    let s = scenario(&report, "extras.node.stage-without-volume-context");
+    assert_eq!(s.outcome, Severity::Fail, "{:?}", findings(s));
+    let (kind, message) = &findings(s)[0];
+    assert_eq!(kind, "unexpected-code");
+    assert!(message.starts_with("NodeStageVolume with the volume_context: NodeStageVolume answered UNKNOWN"), "{message}");
+    assert!(s.findings.iter().all(|f| f.kind != "requires-volume-context"), "{:?}", findings(s));
 }
 
 const ABANDON_SUITE: &str = r#"

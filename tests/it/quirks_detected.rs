@@ -151,6 +151,18 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             on(&["data.block.expand.offline", "data.block.expand.online"], "volume-size", Severity::Fail)
         }
         Quirk::LoseDataOnUnstage => on(&DATA_AFTER_UNSTAGE, "data-lost", Severity::Fail),
+        // A plugin may refuse mount flags its volume was not created with, once it said so in
+        // ValidateVolumeCapabilities: a warning, never a failure (ember-csi does this).
+        Quirk::CreatedMountFlagsOnly => on(
+            &[
+                "extras.validate.mount-flags",
+                "lifecycle.mount.read-only.mount-flags",
+                "lifecycle.mount.read-write.mount-flags",
+                "lifecycle.mount.request-mount-flags-replace-the-volumes",
+            ],
+            "unconfirmed",
+            Severity::Warn,
+        ),
     }
 }
 
@@ -450,6 +462,22 @@ async fn ignore_readonly_fails_every_read_only_publication() {
     let report = caught(Quirk::IgnoreReadonly).await;
     let f = the_finding(&report, "lifecycle.mount.read-only");
     assert!(f.message.contains("mounted read-write"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn created_mount_flags_only_warns_and_the_refused_publish_is_no_failure() {
+    let report = caught(Quirk::CreatedMountFlagsOnly).await;
+    let scenario = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .find(|s| s.id == "lifecycle.mount.read-write.mount-flags")
+        .expect("the scenario ran");
+    assert_eq!(scenario.outcome, Severity::Warn);
+    let why = scenario.skip_reason.as_deref().unwrap_or_default();
+    assert!(why.contains("ControllerPublishVolume refused it (INVALID_ARGUMENT"), "{why}");
+    let same_flags = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "lifecycle.mount.volume-mount-flags");
+    assert_eq!(same_flags.map(|s| s.outcome), Some(Severity::Pass), "the flags the volume was created with still publish");
 }
 
 #[tokio::test]
