@@ -10,6 +10,11 @@
 //! 4. Harness overhead per RPC: the engine's calls against a bare tonic client calling the
 //!    same plugin.
 //!
+//! 5. Budgets (a two-node reference cluster, as `csi-conform run` starts one without an
+//!    endpoint): the full run with `--max-volumes-per-node 2` against the unconstrained one
+//!    (same verdicts, wall at most 2x), and at `--latency 50ms` the wall against
+//!    max(longest scenario, sum of scenario times / jobs) (at most 1.1x).
+//!
 //! Each figure is printed with its target. This is a measurement, not a test: nothing here
 //! fails a build.
 
@@ -24,6 +29,7 @@ use csi_conform::{
     client::{ClientOptions, Connection, Endpoint},
     fingerprint::Fingerprint,
     proto::v1::{self, identity_client::IdentityClient},
+    report::{RunReport, Severity},
     suite::{self, RunConfig},
 };
 use proptest::strategy::{Strategy, ValueTree};
@@ -73,9 +79,21 @@ struct RunFigures {
 }
 
 fn cli_run(plugin: &PluginProcess, work: &Path, jobs: Option<u16>) -> RunFigures {
+    cli_run_with(plugin, work, jobs, &[])
+}
+
+/// One `csi-conform run` against `plugin` with `extra` flags.
+fn cli_run_with(plugin: &PluginProcess, work: &Path, jobs: Option<u16>, extra: &[&str]) -> RunFigures {
+    let mut args: Vec<std::ffi::OsString> = vec!["--endpoint".into(), plugin.socket.clone().into()];
+    args.extend(extra.iter().map(Into::into));
+    cli_run_on(&args, work, jobs).0
+}
+
+/// One `csi-conform run` with these endpoint (and other) flags; also its report.
+fn cli_run_on(endpoints: &[std::ffi::OsString], work: &Path, jobs: Option<u16>) -> (RunFigures, RunReport) {
     let out = work.join("out");
     let mut cmd = Command::new(BIN);
-    cmd.arg("run").arg("--endpoint").arg(&plugin.socket).args(["-q", "--seed", "1"]);
+    cmd.arg("run").args(endpoints).args(["-q", "--seed", "1"]);
     cmd.arg("--json").arg(out.join("report.json"));
     cmd.arg("--junit").arg(out.join("junit.xml"));
     cmd.arg("--html").arg(out.join("report.html"));
@@ -91,7 +109,41 @@ fn cli_run(plugin: &PluginProcess, work: &Path, jobs: Option<u16>) -> RunFigures
     let wall = started.elapsed();
     let text = std::fs::read_to_string(out.join("report.json")).expect("the run wrote its JSON report");
     let report = csi_conform::report::from_json(&text).expect("a JSON report");
-    RunFigures { wall, scenarios: report.counts().total(), failed: !status.success() || report.failed(), max_rss_kib: rss }
+    let figures =
+        RunFigures { wall, scenarios: report.counts().total(), failed: !status.success() || report.failed(), max_rss_kib: rss };
+    (figures, report)
+}
+
+/// The reference plugin as `csi-conform run` starts it without an endpoint: a controller
+/// that is node 1 and a node-only node 2, sharing a state directory; `extra` flags for both.
+fn cluster(dir: &Path, name: &str, extra: &[&str]) -> [PluginProcess; 2] {
+    let state = dir.join(format!("{name}-state"));
+    let state = state.to_str().expect("a UTF-8 temporary path");
+    let node = |n: usize, more: &[&str]| {
+        let id = format!("{name}-node-{n}");
+        let mut args = vec!["--state-dir", state, "--node-id", &id];
+        args.extend(more);
+        args.extend(extra);
+        PluginProcess::start(dir, &format!("{name}-{n}"), &args)
+    };
+    [node(1, &[]), node(2, &["--node-only"])]
+}
+
+fn cluster_run(plugins: &[PluginProcess; 2], work: &Path) -> (RunFigures, RunReport) {
+    let endpoints: Vec<std::ffi::OsString> = vec![
+        "--controller-endpoint".into(),
+        plugins[0].socket.clone().into(),
+        "--node-endpoint".into(),
+        plugins[0].socket.clone().into(),
+        "--node-endpoint".into(),
+        plugins[1].socket.clone().into(),
+    ];
+    cli_run_on(&endpoints, work, None)
+}
+
+/// Every scenario's outcome.
+fn verdicts(report: &RunReport) -> Vec<(String, Severity)> {
+    report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect()
 }
 
 /// Waits for a child and reads its own peak RSS (KiB) from wait4's resource usage.
@@ -173,6 +225,9 @@ async fn main() {
     println!("  engine alone (connected)      {:>8.3} s", engine_wall.as_secs_f64());
     println!("  scenarios per second          {:>8.0}", scenarios as f64 / wall.as_secs_f64());
     println!("  peak RSS of the run process   {:>8.1} MiB target < 40 MiB  {}", rss_mib, verdict(rss_mib < 40.0));
+    // --profile csi-sanity: the parity-mapped scenarios only, next to the full run.
+    let sanity = median((0..RUNS).map(|_| cli_run_with(&plugin, work, None, &["--profile", "csi-sanity"]).wall).collect());
+    println!("  --profile csi-sanity          {:>8.3} s   (full run above: {:.3} s)", sanity.as_secs_f64(), wall.as_secs_f64());
 
     // 2. At 20 ms per RPC: serial against parallel.
     let slow = PluginProcess::start(work, "slow", &["--latency", "20ms"]);
@@ -272,4 +327,46 @@ async fn main() {
     println!("  Connection::call_dynamic      {:>8.1} us", dynamic_per_call.as_secs_f64() * 1e6);
     println!("  engine (a repeat step)        {:>8.1} us", engine_per_call.as_secs_f64() * 1e6);
     println!("  overhead ratio                {:>8.2}    target < 1.2     {}", ratio, verdict(ratio < 1.2));
+
+    // 5. Budgets, on a two-node cluster like the default run's.
+    let free = cluster(work, "free", &[]);
+    let limited = cluster(work, "limited", &["--max-volumes-per-node", "2"]);
+    let (mut free_walls, mut limited_walls) = (Vec::new(), Vec::new());
+    let (mut free_verdicts, mut limited_verdicts) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let (f, report) = cluster_run(&free, work);
+        assert!(!f.failed, "a run against the unconstrained cluster failed");
+        free_walls.push(f.wall);
+        free_verdicts = verdicts(&report);
+        let (l, report) = cluster_run(&limited, work);
+        assert!(!l.failed, "a run against the cluster with --max-volumes-per-node 2 failed");
+        limited_walls.push(l.wall);
+        limited_verdicts = verdicts(&report);
+    }
+    drop((free, limited));
+    let (free_wall, limited_wall) = (median(free_walls), median(limited_walls));
+    let ratio = limited_wall.as_secs_f64() / free_wall.as_secs_f64();
+    let same = free_verdicts == limited_verdicts;
+    println!("
+budgets, two-node reference cluster, full run (default jobs):");
+    println!("  unconstrained                 {:>8.3} s", free_wall.as_secs_f64());
+    println!("  --max-volumes-per-node 2      {:>8.3} s", limited_wall.as_secs_f64());
+    println!("  ratio                         {:>8.2}x   target <= 2x     {}", ratio, verdict(ratio <= 2.0));
+    println!("  same verdicts                 {:>8}    target yes       {}", if same { "yes" } else { "no" }, verdict(same));
+    let slow = cluster(work, "cloud", &["--latency", "50ms"]);
+    let (figures, report) = cluster_run(&slow, work);
+    assert!(!figures.failed, "a run at 50 ms latency failed");
+    drop(slow);
+    let times: Vec<Duration> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.duration).collect();
+    let longest = times.iter().copied().max().unwrap_or_default();
+    let jobs = RunConfig::default().jobs as u32;
+    let spread = times.iter().sum::<Duration>() / jobs;
+    let bound = longest.max(spread);
+    let ratio = figures.wall.as_secs_f64() / bound.as_secs_f64();
+    println!("
+budgets, two-node reference cluster --latency 50ms, full run (default jobs):");
+    println!("  wall                          {:>8.3} s", figures.wall.as_secs_f64());
+    println!("  longest scenario              {:>8.3} s", longest.as_secs_f64());
+    println!("  sum of scenario times / jobs  {:>8.3} s", spread.as_secs_f64());
+    println!("  wall / bound                  {:>8.2}x   target <= 1.1x   {}", ratio, verdict(ratio <= 1.1));
 }

@@ -219,6 +219,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub suites: SuiteArgs,
 
+    /// `csi-sanity`: only the scenarios mapped to csi-sanity cases (`list --parity`), sending
+    /// what csi-sanity sends, for its verdicts; `full`: everything (migrate in two steps).
+    #[arg(long, value_enum, default_value_t = suite::Profile::Full)]
+    pub profile: suite::Profile,
+
     /// Run only scenarios whose id, title or a tag matches this regex; repeatable (any).
     #[arg(long, value_name = "REGEX")]
     pub focus: Vec<String>,
@@ -251,7 +256,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub test_volume_parameters: Option<PathBuf>,
 
-    /// YAML map of mutable parameters (default: iops: "3000").
+    /// YAML map of mutable parameters (default: iops: "3000"; none with --profile csi-sanity).
     #[arg(long, value_name = "FILE")]
     pub test_volume_mutable_parameters: Option<PathBuf>,
 
@@ -267,15 +272,23 @@ pub struct RunArgs {
     #[arg(long)]
     pub test_node_volume_attach_limit: bool,
 
-    /// How to inspect staging and target paths of remote (tcp) node endpoints: a shell
-    /// command given the path as its argument, printing file, directory, not_found or other
-    /// (csi-sanity's --csi.checkpathcmd). Local node endpoints are inspected on this host.
+    /// How to inspect staging and target paths of node endpoints whose process cannot be
+    /// found (tcp, or a unix socket served from outside this pid namespace): a shell command
+    /// given the path as its argument, printing file, directory, not_found or other
+    /// (csi-sanity's --csi.checkpathcmd). Unix sockets are inspected where the serving
+    /// process sees its paths (its mount namespace).
     #[arg(long, value_name = "CMD")]
     pub check_path_cmd: Option<String>,
 
     /// The longest one --check-path-cmd call may take.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
     pub check_path_cmd_timeout: Duration,
+
+    /// Whether staging and target mounts are verified: `auto` in the mount namespace of the
+    /// process serving each node socket (skipped, with the reason, where it cannot be
+    /// found); `off` skips every mount check (plugins that only pretend to mount).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "off"])]
+    pub mount_check: String,
 
     /// Enables the restart scenario: this shell command restarts the node plugin (it gets
     /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
@@ -316,6 +329,27 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub property_cases: u32,
 
+    /// The longest a property step whose cases create volumes keeps starting new cases
+    /// (whichever of this and --property-cases comes first; 0: no time limit).
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = crate::units::parse_duration)]
+    pub property_time: Duration,
+
+    /// Test volumes that may exist at once across all running scenarios and property cases
+    /// (cloud volume quotas; default: no limit of ours).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_live_volumes: Option<u32>,
+
+    /// Bytes of test volumes that may exist at once (default: the plugin's GetCapacity
+    /// available_capacity at the start, when it advertises GET_CAPACITY).
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_bytes)]
+    pub max_live_bytes: Option<i64>,
+
+    /// How long a call the plugin answers RESOURCE_EXHAUSTED (or ABORTED "operation
+    /// pending") is retried, after a release, while other scenarios of the run hold resources
+    /// on it.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
+    pub contention_timeout: Duration,
+
     /// YAML bounds of the capabilities property steps generate (access_types, access_modes,
     /// fs_types, mount_flags, volume_mount_groups, max_capabilities; see suites/README.md).
     #[arg(long, value_name = "FILE")]
@@ -351,6 +385,69 @@ pub struct RunArgs {
     /// Where target and staging paths go, and how they are made.
     #[command(flatten)]
     pub paths: PathArgs,
+
+    /// Volumes the run did not create (the `existing` suite).
+    #[command(flatten)]
+    pub existing: ExistingArgs,
+}
+
+/// `--existing-volume` and its companions.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Existing (pre-provisioned) volumes")]
+pub struct ExistingArgs {
+    /// A volume the run did not create, by id: the `existing` suite stages and publishes it
+    /// as a CO does (never deletes, expands, modifies or snapshots it). More go in the
+    /// --config file's `existing-volumes:` list.
+    #[arg(long, value_name = "ID")]
+    pub existing_volume: Option<String>,
+
+    /// YAML map: the volume_context a CO passes with --existing-volume.
+    #[arg(long, value_name = "FILE", requires = "existing_volume")]
+    pub existing_volume_context: Option<PathBuf>,
+
+    /// How --existing-volume is used: `mount` or `block`, `fs_type=T`, `mount_flags=a+b`,
+    /// `mode=MODE` (comma-separated; e.g. `mount,fs_type=ext4,mode=SINGLE_NODE_WRITER`).
+    /// Default: the run's (--access-type, SINGLE_NODE_WRITER).
+    #[arg(long, value_name = "SPEC", requires = "existing_volume")]
+    pub existing_volume_capability: Option<String>,
+
+    /// The run may write to the existing volumes (write probes, data checks). Without it
+    /// nothing is ever written to them.
+    #[arg(long)]
+    pub existing_volume_writable: bool,
+}
+
+impl ExistingArgs {
+    /// The existing volumes of the command line and of the settings file `config`.
+    fn volumes(&self, config: Option<&Path>) -> Result<Vec<suite::ExistingVolume>, CliError> {
+        let mut volumes = Vec::new();
+        if let Some(id) = &self.existing_volume {
+            if id.is_empty() {
+                return Err(CliError::usage("--existing-volume is empty; give the volume's id"));
+            }
+            let mut volume = suite::ExistingVolume { id: id.clone(), origin: "--existing-volume".into(), ..Default::default() };
+            if let Some(file) = &self.existing_volume_context {
+                volume.context = crate::config::load_string_map(file).map_err(CliError::usage)?;
+            }
+            if let Some(spec) = &self.existing_volume_capability {
+                volume.capability = suite::ExistingCapability::parse(spec)
+                    .map_err(|e| CliError::usage(format!("--existing-volume-capability {spec:?}: {e}")))?;
+            }
+            volumes.push(volume);
+        }
+        if let Some(file) = config {
+            for volume in crate::config::load_existing_volumes(file).map_err(CliError::usage)? {
+                if volumes.iter().any(|v| v.id == volume.id) {
+                    return Err(CliError::usage(format!(
+                        "{}: volume {:?} is also given with --existing-volume",
+                        volume.origin, volume.id
+                    )));
+                }
+                volumes.push(volume);
+            }
+        }
+        Ok(volumes)
+    }
 }
 
 const RUN_HELP: &str = "\
@@ -471,6 +568,12 @@ pub struct ConnectArgs {
 }
 
 /// A duration above zero (`--rpc-timeout 0` would fail every call).
+/// A byte count above zero.
+fn parse_positive_bytes(text: &str) -> Result<i64, String> {
+    let n = crate::units::parse_bytes(text)?;
+    if n > 0 { Ok(n) } else { Err("must be more than 0 bytes".to_owned()) }
+}
+
 fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     let d = crate::units::parse_duration(text)?;
     if d.is_zero() { Err("must be more than 0".to_owned()) } else { Ok(d) }
@@ -561,6 +664,12 @@ pub fn main() -> ExitCode {
     // message printed from a plugin's answer goes through it.
     let scrubber = Scrubber::new();
     init_logging(cli.verbose, cli.quiet, &scrubber);
+    if let Command::ReferencePlugin(args) = &cli.command
+        && let Err(e) = crate::reference::prepare(args)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -828,11 +937,19 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         },
         volume_size: args.test_volume_size,
         expand_size: args.test_volume_expand_size,
+        profile: args.profile,
+        mutable_parameters: args.profile.default_mutable_parameters(),
         focus: regexes(&args.focus, "--focus")?,
         skip: regexes(&args.skip, "--skip")?,
         strict: args.strict,
         seed: args.seed.unwrap_or_else(random_seed),
         property_cases: args.property_cases,
+        property_time: args.property_time,
+        budgets: suite::BudgetConfig {
+            max_live_volumes: args.max_live_volumes,
+            max_live_bytes: args.max_live_bytes,
+            contention_timeout: args.contention_timeout,
+        },
         replay_command: Some(replay_command(std::env::args())),
         timeout: args.run_timeout,
         cleanup_timeout: args.cleanup_timeout,
@@ -874,6 +991,7 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         config.check_path_cmd =
             Some(suite::PathCommand { command: command.clone(), timeout: args.check_path_cmd_timeout });
     }
+    config.mount_check = args.mount_check.parse().map_err(CliError::usage)?;
     if let Some(command) = &args.allow_restart_cmd {
         if command.trim().is_empty() {
             return Err(CliError::usage("--allow-restart-cmd is empty"));
@@ -890,6 +1008,8 @@ fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::RunConfig, C
         config.property_bounds = crate::config::load_bounds(file).map_err(CliError::usage)?;
     }
     config.paths = args.paths.settings();
+    config.existing_volumes = args.existing.volumes(args.config.as_deref())?;
+    config.existing_writable = args.existing.existing_volume_writable;
     Ok(config)
 }
 
@@ -1072,11 +1192,12 @@ async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> 
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let run_id = format!("{:016x}-{}-{}", config.seed, std::process::id(), started.as_millis());
     let journal = Journal::open(&args.journal, &run_id).map_err(CliError::usage)?;
-    config.observer = Some(Arc::new(JournalObserver::new(
+    let observer = Arc::new(JournalObserver::new(
         journal,
         targets.controller.as_ref().map(ToString::to_string),
         targets.nodes.iter().map(ToString::to_string).collect(),
-    )));
+    ));
+    config.observer = Some(observer.clone());
 
     let color = progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     let console = ConsoleProgress::new(Mode::detect(quiet), color, args.strict, expected.clone());
@@ -1105,6 +1226,10 @@ async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> 
     let mut report: RunReport = suite::run_until(&plugin, &suites, &config, stop).await;
     signals.abort();
     console.finish();
+    // The run has written its last record: keep only what is outstanding.
+    if let Err(e) = observer.journal().compact() {
+        eprintln!("warning: {}", scrubber.scrub(&e.to_string()));
+    }
 
     if let Some(expected) = &expected {
         for id in expected.apply(&mut report) {
@@ -1294,6 +1419,9 @@ async fn cleanup(args: CleanupArgs, scrubber: &Scrubber) -> Result<u8, CliError>
         .await
         .map_err(CliError::usage)?;
     print!("{}", scrubber.scrub(&outcome.to_string()));
+    if let Err(e) = journal::compact(&args.journal) {
+        eprintln!("warning: {}", scrubber.scrub(&e.to_string()));
+    }
     Ok(if outcome.is_complete() { EXIT_OK } else { EXIT_FINDINGS })
 }
 
@@ -1309,5 +1437,34 @@ mod tests {
             "csi-conform run --endpoint /run/csi.sock --suite 'my suite.yaml'"
         );
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    /// The budget flags, from the command line and from a settings file, reach the engine.
+    #[test]
+    fn budget_flags_and_their_settings_reach_the_run_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("nightly.yaml");
+        std::fs::write(&file, "max-live-volumes: 10\nmax-live-bytes: 50Gi\nproperty-time: 2m\ncontention-timeout: 10m\n").unwrap();
+        let args: Vec<String> = ["csi-conform", "run", "--config", file.to_str().unwrap(), "--property-time", "0"]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let Ok((cli, _)) = parse(&args) else { panic!("the settings parse") };
+        let Command::Run(run) = cli.command else { panic!("a run") };
+        let config = run_config(&run, &Scrubber::new()).unwrap();
+        assert_eq!(config.budgets.max_live_volumes, Some(10));
+        assert_eq!(config.budgets.max_live_bytes, Some(50 << 30));
+        assert_eq!(config.budgets.contention_timeout, Duration::from_secs(600));
+        assert_eq!(config.property_time, Duration::ZERO, "the command line wins");
+        let Ok((Cli { command: Command::Run(plain), .. }, _)) = parse(&["csi-conform".to_owned(), "run".to_owned()]) else {
+            panic!("a plain run parses")
+        };
+        let defaults = run_config(&plain, &Scrubber::new()).unwrap();
+        assert_eq!(defaults.budgets, suite::BudgetConfig::default());
+        assert_eq!(defaults.property_time, suite::DEFAULT_PROPERTY_TIME);
+        for bad in [["--max-live-bytes", "0"], ["--max-live-volumes", "0"]] {
+            let args: Vec<String> = ["csi-conform", "run", bad[0], bad[1]].iter().map(ToString::to_string).collect();
+            assert!(matches!(parse(&args), Err(Parsed::Clap(_))), "{bad:?}");
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! (`--test-volume-parameters`, `--test-volume-mutable-parameters`,
 //! `--test-snapshot-parameters`), the bounds of generated capabilities (`--property-bounds`,
 //! and a suite's `property` step `bounds:`), and the settings file of `run --config` (a map
-//! of long flag names to values), with errors that name the file, line and column.
+//! of long flag names to values, and its `existing-volumes:` list), with errors that name the
+//! file, line and column.
 
 use std::{
     collections::BTreeMap,
@@ -11,6 +12,7 @@ use std::{
 
 use crate::{
     capability::{AccessMode, strategy::Bounds},
+    suite::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume},
     yaml::{self, Node, Plain, Pos},
 };
 
@@ -119,6 +121,10 @@ pub fn parse_settings(text: &str, file: &Path) -> Result<Vec<Setting>, ConfigErr
     let mut settings = Vec::new();
     for (key, node) in root.as_map().unwrap_or_default() {
         let name = key.as_str().ok_or_else(|| invalid(key.pos, format!("a key must be a name, found {}", key.describe())))?;
+        if name == EXISTING_VOLUMES_KEY {
+            // Not a flag: read by [`load_existing_volumes`].
+            continue;
+        }
         let shape_error = |node: &Node| {
             invalid(node.pos, format!("the value of {name:?} must be text, a number, true/false or a list of those, found {}", node.describe()))
         };
@@ -139,6 +145,95 @@ pub fn parse_settings(text: &str, file: &Path) -> Result<Vec<Setting>, ConfigErr
         settings.push(Setting { key: name.to_owned(), key_pos: key.pos, value, pos: node.pos });
     }
     Ok(settings)
+}
+
+/// The settings-file key listing existing volumes: a list of maps with `id`, `context` (a
+/// map of text) and `capability` (a map of [`CAPABILITY_KEYS`]).
+pub const EXISTING_VOLUMES_KEY: &str = "existing-volumes";
+
+/// The keys of one `existing-volumes:` entry.
+const EXISTING_KEYS: [&str; 3] = ["id", "context", "capability"];
+
+/// Loads the `existing-volumes:` list of a settings file (none when it has no such key).
+pub fn load_existing_volumes(file: &Path) -> Result<Vec<ExistingVolume>, ConfigError> {
+    let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Io { file: file.to_owned(), reason: e.to_string() })?;
+    parse_existing_volumes(&text, file)
+}
+
+/// Parses the `existing-volumes:` list of a settings file's text; `file` names it in errors.
+pub fn parse_existing_volumes(text: &str, file: &Path) -> Result<Vec<ExistingVolume>, ConfigError> {
+    let invalid = |(pos, reason): (Pos, String)| ConfigError::Invalid { file: file.to_owned(), pos, reason };
+    let Some(root) = parse_map(text, file)? else { return Ok(Vec::new()) };
+    let Some((_, list)) = root.as_map().unwrap_or_default().iter().find(|(k, _)| k.as_str() == Some(EXISTING_VOLUMES_KEY)) else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = list.as_seq() else {
+        return Err(invalid((list.pos, format!("{EXISTING_VOLUMES_KEY} must be a list of maps (id, context, capability), found {}", list.describe()))));
+    };
+    let mut volumes: Vec<ExistingVolume> = Vec::new();
+    for item in items {
+        let volume = existing_volume(item, file).map_err(invalid)?;
+        if let Some(first) = volumes.iter().find(|v| v.id == volume.id) {
+            return Err(invalid((item.pos, format!("volume {:?} is listed twice (first at {})", volume.id, first.origin))));
+        }
+        volumes.push(volume);
+    }
+    Ok(volumes)
+}
+
+/// One entry of `existing-volumes:`.
+fn existing_volume(item: &Node, file: &Path) -> Result<ExistingVolume, (Pos, String)> {
+    let Some(entries) = item.as_map() else {
+        return Err((item.pos, format!("an existing volume must be a map with id, context and capability, found {}", item.describe())));
+    };
+    let mut volume = ExistingVolume { origin: format!("{}:{}", file.display(), item.pos), ..ExistingVolume::default() };
+    for (key, value) in entries {
+        match key.scalar_text().unwrap_or_default() {
+            "id" => match value.plain() {
+                Some(Plain::Str(_) | Plain::Int(_)) if !value.scalar_text().unwrap_or_default().is_empty() => {
+                    volume.id = value.scalar_text().unwrap_or_default().to_owned();
+                }
+                _ => return Err((value.pos, format!("id must be the volume's id (text), found {}", value.describe()))),
+            },
+            "context" => {
+                let Some(pairs) = value.as_map() else {
+                    return Err((value.pos, format!("context must be a map of text (the volume_context), found {}", value.describe())));
+                };
+                for (k, v) in pairs {
+                    let name = scalar(k).ok_or_else(|| (k.pos, format!("a context key must be text, found {}", k.describe())))?;
+                    let text = scalar(v).filter(|_| !v.is_null()).ok_or_else(|| {
+                        (v.pos, format!("the context value of {name:?} must be text, found {}", v.describe()))
+                    })?;
+                    volume.context.insert(name, text);
+                }
+            }
+            "capability" => volume.capability = existing_capability(value)?,
+            other => {
+                let hint = crate::suite::did_you_mean(other, EXISTING_KEYS);
+                let hint = if hint.is_empty() { format!("; keys: {}", EXISTING_KEYS.join(", ")) } else { hint };
+                return Err((key.pos, format!("unknown key {other:?} in an existing volume{hint}")));
+            }
+        }
+    }
+    if volume.id.is_empty() {
+        return Err((item.pos, "an existing volume needs an id".to_owned()));
+    }
+    Ok(volume)
+}
+
+/// An existing volume's `capability:` map.
+fn existing_capability(node: &Node) -> Result<ExistingCapability, (Pos, String)> {
+    let Some(entries) = node.as_map() else {
+        return Err((node.pos, format!("capability must be a map of {}, found {}", CAPABILITY_KEYS.join(", "), node.describe())));
+    };
+    let mut cap = ExistingCapability::default();
+    for (key, value) in entries {
+        let name = key.scalar_text().unwrap_or_default();
+        let values = texts(value, name)?.into_iter().map(|(t, _)| t).collect();
+        cap.set(name, values).map_err(|e| (if CAPABILITY_KEYS.contains(&name) { value.pos } else { key.pos }, e))?;
+    }
+    cap.check().map_err(|e| (node.pos, e))?;
+    Ok(cap)
 }
 
 fn scalar(node: &Node) -> Option<String> {
@@ -326,6 +421,30 @@ mod tests {
         assert_eq!(parse("a: 1\nb:\n").unwrap_err().split(": the").next().unwrap(), "params.yaml:2:2");
         assert_eq!(parse("a: 1\na: 2\n").unwrap_err(), "params.yaml:2:1: duplicate key \"a\" (first at line 1)");
         assert!(parse("a: [\n").unwrap_err().starts_with("params.yaml:"));
+    }
+
+    #[test]
+    fn existing_volumes_are_read_with_positions() {
+        let file = Path::new("run.yaml");
+        let text = "endpoint: /x.sock\nexisting-volumes:\n  - id: pv-1\n    context: { path: /srv/data }\n  - id: pv-2\n    capability: { access: block, mode: MULTI_NODE_MULTI_WRITER }\n";
+        assert_eq!(parse_settings(text, file).unwrap().len(), 1, "existing-volumes is not a flag");
+        let volumes = parse_existing_volumes(text, file).unwrap();
+        assert_eq!(volumes.len(), 2);
+        assert_eq!((volumes[0].id.as_str(), volumes[0].origin.as_str()), ("pv-1", "run.yaml:3:5"));
+        assert_eq!(volumes[0].context["path"], "/srv/data");
+        assert_eq!(volumes[1].capability.block, Some(true));
+        assert_eq!(volumes[1].capability.mode, Some(AccessMode::MultiNodeMultiWriter));
+        let err = |t: &str| parse_existing_volumes(t, file).unwrap_err().to_string();
+        assert_eq!(err("existing-volumes: pv-1\n"), "run.yaml:1:19: existing-volumes must be a list of maps (id, context, capability), found a string");
+        assert_eq!(err("existing-volumes:\n  - context: {a: b}\n"), "run.yaml:2:5: an existing volume needs an id");
+        assert_eq!(err("existing-volumes:\n  - id: a\n    contxt: {}\n"), "run.yaml:3:5: unknown key \"contxt\" in an existing volume; did you mean context?");
+        assert_eq!(err("existing-volumes:\n  - id: a\n    context: {size: [1]}\n"), "run.yaml:3:21: the context value of \"size\" must be text, found a list");
+        assert_eq!(
+            err("existing-volumes:\n  - id: a\n    capability: {mode: WRITER}\n").split(';').next().unwrap(),
+            "run.yaml:3:24: unknown access mode \"WRITER\""
+        );
+        assert_eq!(err("existing-volumes:\n  - id: a\n  - id: a\n"), "run.yaml:3:5: volume \"a\" is listed twice (first at run.yaml:2:5)");
+        assert!(parse_existing_volumes("strict: true\n", file).unwrap().is_empty());
     }
 
     #[test]

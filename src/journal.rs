@@ -3,6 +3,13 @@
 //! relies on it, and marked done when torn down.
 //! Whatever a crash, SIGKILL or timeout leaves behind, `csi-conform cleanup` reads from here.
 //!
+//! It does not grow with history: at the end of a run (and of a `cleanup`) it is rewritten to
+//! what is still outstanding, through a temporary file renamed over it in the same directory,
+//! so a reader sees either the old lines or the new ones. Runs that share a journal hold a
+//! shared `flock` on `<journal>.lock` while they write; the rewrite takes it exclusively and is
+//! left for later when another run still holds it (whose appends would go to the replaced
+//! file otherwise).
+//!
 //! A call that creates something is journaled *before* it is sent (`sending`), and the
 //! resource once the answer names it (`created`): a run killed while the plugin was still
 //! working leaves the call behind, and `cleanup` repeats it to learn what it made (creation is
@@ -20,6 +27,7 @@ use std::{
     sync::Mutex,
 };
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::suite::Resource;
@@ -179,6 +187,8 @@ pub struct Journal {
     path: PathBuf,
     run_id: String,
     state: Mutex<(File, u64)>,
+    /// A shared lock on `<journal>.lock` for as long as the run writes.
+    lock: Flock<File>,
 }
 
 impl Journal {
@@ -188,12 +198,30 @@ impl Journal {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
+        let lock = lock_file(path, FlockArg::LockShared)?.ok_or_else(|| io(std::io::ErrorKind::WouldBlock.into()))?;
         let file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
         Ok(Journal {
             path: path.to_owned(),
             run_id: run_id.to_owned(),
             state: Mutex::new((file, 0)),
+            lock,
         })
+    }
+
+    /// Rewrites the journal to what is still outstanding (see [`compact`]); call it after
+    /// the run's last record. `Ok(None)`: another run still writes to it, so it is left as it
+    /// is (that run compacts it when it ends).
+    pub fn compact(&self) -> Result<Option<usize>, JournalError> {
+        if self.lock.relock(FlockArg::LockExclusiveNonblock).is_err() {
+            // A failed conversion may have dropped the shared lock (flock(2)): take it again.
+            let _ = self.lock.relock(FlockArg::LockShared);
+            return Ok(None);
+        }
+        let _state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = rewrite(&self.path);
+        // Back to shared: this journal may still be written to (nothing is lost if not).
+        let _ = self.lock.relock(FlockArg::LockShared);
+        kept.map(Some)
     }
 
     /// The journal's path.
@@ -296,6 +324,75 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Outstanding)>, JournalErr
     Ok(open.into_values().collect())
 }
 
+/// Takes the journal's lock file (`<journal>.lock`) with `how`; `None` when a non-blocking
+/// attempt finds it held.
+fn lock_file(journal: &Path, how: FlockArg) -> Result<Option<Flock<File>>, JournalError> {
+    let mut name = journal.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let io = |source| JournalError::Io { path: path.clone(), source };
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+    match Flock::lock(file, how) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, errno)) => Err(io(errno.into())),
+    }
+}
+
+/// Rewrites the journal at `path` to what is still outstanding (the same ids, so `cleanup`
+/// and `done` entries still find them), atomically: a temporary file in the same directory,
+/// synced, then renamed over it. Returns how many entries it kept; a missing journal stays
+/// missing. `Ok(None)`: a run still writes to it, so it is left as it is.
+pub fn compact(path: &Path) -> Result<Option<usize>, JournalError> {
+    if !path.exists() {
+        return Ok(Some(0));
+    }
+    let Some(_lock) = lock_file(path, FlockArg::LockExclusiveNonblock)? else {
+        return Ok(None);
+    };
+    rewrite(path).map(Some)
+}
+
+/// The rewrite itself; the caller holds the exclusive lock.
+fn rewrite(path: &Path) -> Result<usize, JournalError> {
+    let open = outstanding(path)?;
+    let io = |source| JournalError::Io { path: path.to_owned(), source };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    // Under the exclusive lock no other rewrite runs: a temporary file of this journal is
+    // what a rewrite killed half-way left.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        let prefix = format!(".{file_name}.");
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let written = (|| {
+        let mut text = String::new();
+        for (id, item) in &open {
+            let entry = match item {
+                Outstanding::Call(call) => Entry::Sending { id: id.clone(), call: call.clone() },
+                Outstanding::Resource(record) => Entry::Created { id: id.clone(), record: record.clone(), replaces: None },
+            };
+            text.push_str(&serde_json::to_string(&entry).expect("journal entries serialise"));
+            text.push('\n');
+        }
+        let mut file = File::create(&temp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io(e));
+    }
+    Ok(open.len())
+}
+
 /// Appends `done` entries for `ids` to the journal at `path` (used by `cleanup`).
 pub fn mark_done(path: &Path, ids: &[String]) -> Result<(), JournalError> {
     let journal = Journal::open(path, "cleanup")?;
@@ -319,6 +416,11 @@ impl JournalObserver {
     /// record names where its undo call goes.
     pub fn new(journal: Journal, controller: Option<String>, nodes: Vec<String>) -> Self {
         JournalObserver { journal, controller, nodes, ids: Mutex::default(), in_flight: Mutex::default() }
+    }
+
+    /// The journal it writes (to [`Journal::compact`] it when the run is over).
+    pub fn journal(&self) -> &Journal {
+        &self.journal
     }
 
     /// The endpoint of node `node`, or of the controller.
@@ -444,6 +546,40 @@ mod tests {
         let d = j2.created(&volume("d")).unwrap();
         assert!(d.starts_with("run2:"));
         assert_eq!(outstanding(&path).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn compaction_keeps_what_is_outstanding_with_its_id_and_waits_for_other_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let a = Journal::open(&path, "a").unwrap();
+        let kept = a.created(&volume("kept")).unwrap();
+        let gone = a.created(&volume("gone")).unwrap();
+        a.done(&gone).unwrap();
+        let b = Journal::open(&path, "b").unwrap();
+        assert_eq!(a.compact().unwrap(), None, "another run still writes to it");
+        assert_eq!(compact(&path).unwrap(), None);
+        let from_b = b.created(&volume("from-b")).unwrap();
+        drop(b);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4, "nothing was lost meanwhile");
+        assert_eq!(a.compact().unwrap(), Some(2));
+        let ids: Vec<String> = outstanding(&path).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, [kept.clone(), from_b]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        // The shared lock is back: a compaction from elsewhere waits for this run.
+        assert_eq!(compact(&path).unwrap(), None);
+        drop(a);
+        mark_done(&path, &[kept]).unwrap();
+        assert_eq!(compact(&path).unwrap(), Some(1));
+        assert_eq!(names(&path), ["volume from-b (name-from-b) on unix:///x.sock (scenario s.x)"]);
+        std::fs::write(dir.path().join(".j.jsonl.999999.tmp"), "half a rewrite").unwrap();
+        let missing = dir.path().join("none.jsonl");
+        assert_eq!(compact(&missing).unwrap(), Some(0));
+        assert!(!missing.exists(), "no journal is made where there was none");
+        assert_eq!(compact(&path).unwrap(), Some(1), "what a killed rewrite left goes");
+        let left: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(!left.iter().any(|n| n.ends_with(".tmp")), "{left:?}");
     }
 
     #[test]

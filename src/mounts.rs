@@ -1,8 +1,10 @@
-//! Mount points on this host: /proc/self/mountinfo parsing, bind mounts, and the CAP_SYS_ADMIN check.
+//! Mount points on this host: mountinfo parsing (this process's, or another process's through
+//! /proc/PID), mount namespace identities, bind mounts, a private mount namespace of one's
+//! own, and the CAP_SYS_ADMIN check.
 //!
-//! Everything here reads the kernel's view of the calling process's mount namespace, so the
-//! harness and the reference plugin agree on what "mounted" means without shelling out to
-//! `mount(8)` or `findmnt(8)`.
+//! Everything here reads the kernel's view of a mount namespace, so the harness and the
+//! reference plugin agree on what "mounted" means without shelling out to `mount(8)` or
+//! `findmnt(8)`.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -144,10 +146,79 @@ pub fn mounts() -> io::Result<Vec<MountInfo>> {
     parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// The mount table of process `pid` (its mount namespace, mount points relative to its root).
+pub fn mounts_of(pid: i32) -> io::Result<Vec<MountInfo>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))?;
+    parse(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// The identity of the mount namespace of process `pid` (this process with `None`), as the
+/// kernel names it: `mnt:[4026531841]`. Two processes share a mount namespace exactly when
+/// these are equal.
+pub fn mount_namespace(pid: Option<i32>) -> io::Result<String> {
+    let link = match pid {
+        Some(pid) => format!("/proc/{pid}/ns/mnt"),
+        None => "/proc/self/ns/mnt".to_owned(),
+    };
+    Ok(std::fs::read_link(link)?.display().to_string())
+}
+
 /// `path` made absolute and free of symlinks where it exists; as given otherwise. Mountinfo
 /// lists resolved paths, so lookups must resolve too.
 fn resolve(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The most symlinks [`resolve_in`] follows (as the kernel's path walk).
+const MAX_SYMLINKS: usize = 40;
+
+/// `path` (absolute, as a process whose root is `root` names it) free of symlinks, followed
+/// inside `root` as that process would follow them: an absolute link target starts again at
+/// `root`, never at this process's `/`. The part that does not exist is kept as given.
+pub fn resolve_in(root: &Path, path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut resolved = PathBuf::from("/");
+    let mut rest: Vec<std::ffi::OsString> =
+        path.components().rev().filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        }).collect();
+    let mut links = 0;
+    while let Some(part) = rest.pop() {
+        if part == ".." {
+            resolved.pop();
+            continue;
+        }
+        let candidate = resolved.join(&part);
+        let on_disk = root.join(candidate.strip_prefix("/").unwrap_or(&candidate));
+        match std::fs::symlink_metadata(&on_disk) {
+            Ok(m) if m.file_type().is_symlink() && links < MAX_SYMLINKS => {
+                links += 1;
+                let Ok(target) = std::fs::read_link(&on_disk) else {
+                    resolved = candidate;
+                    continue;
+                };
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
+                }
+                rest.extend(target.components().rev().filter_map(|c| match c {
+                    Component::Normal(n) => Some(n.to_owned()),
+                    Component::ParentDir => Some("..".into()),
+                    _ => None,
+                }));
+            }
+            Ok(_) => resolved = candidate,
+            Err(_) => {
+                // Nothing more to follow: the rest is kept as given.
+                resolved = candidate;
+                while let Some(p) = rest.pop() {
+                    if p == ".." { resolved.pop(); } else { resolved.push(p); }
+                }
+            }
+        }
+    }
+    resolved
 }
 
 /// The topmost mount whose mount point is exactly `path`, if any.
@@ -213,6 +284,35 @@ pub fn mounts_under(dir: &Path) -> Vec<MountInfo> {
         .into_iter()
         .filter(|m| m.mount_point.starts_with(&dir))
         .collect()
+}
+
+/// Why this process could not move into a mount namespace of its own.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateMountsError {
+    /// Threads share their mount namespace: only a single-threaded process can leave it.
+    #[error("a mount namespace of its own needs a single-threaded process, and this one has {0} threads")]
+    Threads(usize),
+    /// unshare(CLONE_NEWNS) was refused (no CAP_SYS_ADMIN, or a seccomp filter).
+    #[error("unshare(CLONE_NEWNS) failed: {0}")]
+    Unshare(nix::errno::Errno),
+    /// `/` could not be made private.
+    #[error("making / private (mount --make-rprivate /) failed: {0}")]
+    Private(nix::errno::Errno),
+}
+
+/// Moves this process into a mount namespace of its own, as a containerized plugin lives:
+/// `unshare(CLONE_NEWNS)`, then every mount made private recursively, so that mounts made
+/// from now on are seen by this process only (and mounts made elsewhere are not seen here).
+/// Must be called while the process has one thread: the kernel refuses otherwise, since a
+/// multi-threaded process shares its file system context between threads.
+pub fn enter_private_mount_namespace() -> Result<(), PrivateMountsError> {
+    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(1);
+    if threads > 1 {
+        return Err(PrivateMountsError::Threads(threads));
+    }
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(PrivateMountsError::Unshare)?;
+    nix::mount::mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+        .map_err(PrivateMountsError::Private)
 }
 
 /// The effective capability bit of CAP_SYS_ADMIN.
@@ -349,6 +449,41 @@ mod tests {
         let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
         assert_eq!(cap_eff(status), Some(0x1ff_ffff_ffff));
         assert_eq!(cap_eff("Name: x\n"), None);
+    }
+
+    #[test]
+    fn resolves_symlinks_inside_a_root() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("/real", r.join("abs")).unwrap();
+        std::os::unix::fs::symlink("real/sub", r.join("rel")).unwrap();
+        std::os::unix::fs::symlink("loop", r.join("loop")).unwrap();
+        assert_eq!(resolve_in(r, Path::new("/abs/sub")), PathBuf::from("/real/sub"), "an absolute link stays inside the root");
+        assert_eq!(resolve_in(r, Path::new("/rel/x/y")), PathBuf::from("/real/sub/x/y"), "the missing rest is kept");
+        assert_eq!(resolve_in(r, Path::new("/real/../rel")), PathBuf::from("/real/sub"));
+        assert_eq!(resolve_in(r, Path::new("/loop")), PathBuf::from("/loop"), "a link loop ends");
+    }
+
+    #[test]
+    fn a_multi_threaded_process_is_refused_a_namespace_of_its_own() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let before = mount_namespace(None).unwrap();
+        let err = enter_private_mount_namespace().unwrap_err();
+        assert!(matches!(err, PrivateMountsError::Threads(n) if n >= 2), "{err}");
+        assert!(err.to_string().contains("single-threaded"), "{err}");
+        assert_eq!(mount_namespace(None).unwrap(), before, "nothing changed");
+        tx.send(()).unwrap();
+        let _ = other.join();
+    }
+
+    #[test]
+    fn this_process_shares_its_own_mount_namespace() {
+        let own = mount_namespace(None).unwrap();
+        assert!(own.starts_with("mnt:["), "{own}");
+        assert_eq!(mount_namespace(Some(std::process::id() as i32)).unwrap(), own);
+        assert!(mounts_of(std::process::id() as i32).unwrap().iter().any(|m| m.mount_point == Path::new("/")));
     }
 
     #[test]

@@ -372,6 +372,87 @@ pub fn to_redacted_json(message: &DynamicMessage) -> String {
         .unwrap_or_else(|| format!("<{}>", message.descriptor().name()))
 }
 
+/// The most a [`summary`] says, in characters.
+pub const SUMMARY_MAX: usize = 240;
+
+/// A short, redacted account of what a message holds, for a finding about an answer that
+/// should have been an error: its set fields as `path=value` in field-number order (map entries by key)
+/// (`volume_condition.abnormal=true, volume_condition.message='gone'`), strings quoted and
+/// cut at 60 characters, sensitive values redacted as everywhere else, the whole bounded by
+/// `max` characters (what does not fit is counted: `(+3 more)`). `an empty message` when
+/// nothing is set.
+pub fn summary(message: &DynamicMessage, max: usize) -> String {
+    let mut items = Vec::new();
+    flatten_message("", &redacted(message), &mut items);
+    if items.is_empty() {
+        return "an empty message".to_owned();
+    }
+    let mut out = String::new();
+    for (n, item) in items.iter().enumerate() {
+        let rest = items.len() - n;
+        let more = format!(" (+{rest} more)");
+        let sep = if out.is_empty() { "" } else { ", " };
+        if out.chars().count() + sep.len() + item.chars().count() + if rest > 1 { more.len() } else { 0 } > max {
+            out.push_str(&more);
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(item);
+    }
+    out
+}
+
+/// `path=value` for every set scalar under `message`, in field-number order.
+fn flatten_message(path: &str, message: &DynamicMessage, out: &mut Vec<String>) {
+    for (field, value) in message.fields() {
+        let at = if path.is_empty() { field.name().to_owned() } else { format!("{path}.{}", field.name()) };
+        flatten_value(&at, &field.kind(), value, out);
+    }
+}
+
+fn flatten_value(path: &str, kind: &prost_reflect::Kind, value: &Value, out: &mut Vec<String>) {
+    const STRING_MAX: usize = 60;
+    let quoted = |s: &str| {
+        if s.chars().count() > STRING_MAX {
+            format!("'{}...'", s.chars().take(STRING_MAX).collect::<String>())
+        } else {
+            format!("'{s}'")
+        }
+    };
+    match value {
+        Value::Message(m) => flatten_message(path, m, out),
+        Value::List(items) => {
+            for (i, v) in items.iter().enumerate() {
+                flatten_value(&format!("{path}[{i}]"), kind, v, out);
+            }
+        }
+        Value::Map(entries) => {
+            let value_kind = kind.as_message().map(|entry| entry.map_entry_value_field().kind());
+            let mut entries: Vec<_> = entries.iter().collect();
+            let key_text = |k: &prost_reflect::MapKey| match k {
+                prost_reflect::MapKey::String(s) => s.clone(),
+                prost_reflect::MapKey::Bool(b) => b.to_string(),
+                prost_reflect::MapKey::I32(n) => n.to_string(),
+                prost_reflect::MapKey::I64(n) => n.to_string(),
+                prost_reflect::MapKey::U32(n) => n.to_string(),
+                prost_reflect::MapKey::U64(n) => n.to_string(),
+            };
+            entries.sort_by_key(|(k, _)| key_text(k));
+            for (k, v) in entries {
+                let at = format!("{path}.{}", key_text(k));
+                flatten_value(&at, value_kind.as_ref().unwrap_or(kind), v, out);
+            }
+        }
+        Value::String(s) => out.push(format!("{path}={}", quoted(s))),
+        Value::Bytes(b) => out.push(format!("{path}={}", quoted(&String::from_utf8_lossy(b)))),
+        Value::EnumNumber(n) => {
+            let name = kind.as_enum().and_then(|e| e.get_value(*n)).map(|v| v.name().to_owned());
+            out.push(format!("{path}={}", name.map_or_else(|| n.to_string(), |n| quoted(&n))));
+        }
+        other => out.push(format!("{path}={other}")),
+    }
+}
+
 /// Lets the generated types name themselves for [`to_dynamic`].
 pub trait NamedMessage: prost::Message + prost::Name {}
 impl<T: prost::Message + prost::Name> NamedMessage for T {}
@@ -391,6 +472,39 @@ mod tests {
                 assert_eq!(f.name() == "secrets", is_secret_field(&f), "{}", f.full_name());
             }
         }
+    }
+
+    #[test]
+    fn a_summary_names_set_fields_redacts_and_stays_short() {
+        let stats = v1::NodeGetVolumeStatsResponse {
+            usage: vec![v1::VolumeUsage { total: 1024, unit: 1, ..Default::default() }],
+            volume_condition: Some(v1::VolumeCondition { abnormal: true, message: "the disk is gone".into() }),
+        };
+        assert_eq!(
+            summary(&to_dynamic(&stats), SUMMARY_MAX),
+            "usage[0].total=1024, usage[0].unit='BYTES', volume_condition.abnormal=true, volume_condition.message='the disk is gone'"
+        );
+        assert_eq!(summary(&to_dynamic(&v1::ProbeResponse::default()), SUMMARY_MAX), "an empty message");
+        let long = v1::CreateVolumeResponse {
+            volume: Some(v1::Volume {
+                volume_id: "v".repeat(100),
+                volume_context: (0..40).map(|i| (format!("k{i:02}"), "x".into())).collect(),
+                ..Default::default()
+            }),
+        };
+        let s = summary(&to_dynamic(&long), SUMMARY_MAX);
+        assert!(s.chars().count() <= SUMMARY_MAX, "{s}");
+        assert!(s.starts_with(&format!("volume.volume_id='{}...'", "v".repeat(60))), "{s}");
+        assert!(s.ends_with(" more)"), "{s}");
+        let mount = v1::VolumeCapability {
+            access_type: Some(v1::volume_capability::AccessType::Mount(v1::volume_capability::MountVolume {
+                mount_flags: vec!["password=hunter2".into()],
+                ..Default::default()
+            })),
+            access_mode: None,
+        };
+        let s = summary(&to_dynamic(&mount), SUMMARY_MAX);
+        assert!(!s.contains("hunter2") && s.contains(REDACTED), "{s}");
     }
 
     #[test]

@@ -31,8 +31,8 @@ const FORMS: &str =
     "expected unix:///abs/path, unix:relative/path, a bare path, tcp://host:port or dns:///host:port";
 
 impl Endpoint {
-    /// Whether the plugin behind this endpoint runs on this host, so that its mounts are
-    /// visible here (unix sockets are always local).
+    /// Whether the plugin behind this endpoint runs on this host (unix sockets are always
+    /// local, though the plugin may mount in a mount namespace of its own).
     pub fn is_local(&self) -> bool {
         matches!(self, Endpoint::Unix(_))
     }

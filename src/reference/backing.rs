@@ -85,10 +85,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// The store's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
     /// The file-system directory.
     pub fn fs(&self) -> PathBuf {
         self.dir.join(FS)
@@ -153,6 +149,42 @@ impl Store {
         let f = OpenOptions::new().write(true).open(self.block())?;
         if f.metadata()?.len() < capacity as u64 {
             f.set_len(capacity as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Makes this store the same storage as `source` (the `clone-shares-data` quirk): its
+    /// file-system directory and block file become links to the source's, so removing this
+    /// store removes only the links.
+    pub fn share(&self, source: &Store) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        if source.fs().is_dir() {
+            std::os::unix::fs::symlink(source.fs(), self.fs())?;
+        }
+        if source.block().is_file() {
+            std::os::unix::fs::symlink(source.block(), self.block())?;
+        }
+        Ok(())
+    }
+
+    /// Discards the store's content (the `lose-data-on-unstage` quirk): the file-system
+    /// directory is emptied and the block file zeroed, both keeping their place and size.
+    pub fn wipe(&self) -> io::Result<()> {
+        if self.fs().is_dir() {
+            for entry in fs::read_dir(self.fs())? {
+                let entry = entry?;
+                if entry.file_type()?.is_dir() {
+                    fs::remove_dir_all(entry.path())?;
+                } else {
+                    fs::remove_file(entry.path())?;
+                }
+            }
+        }
+        if self.block().is_file() {
+            let f = OpenOptions::new().write(true).open(self.block())?;
+            let len = f.metadata()?.len();
+            f.set_len(0)?;
+            f.set_len(len)?;
         }
         Ok(())
     }
@@ -389,6 +421,29 @@ mod tests {
         assert!(bytes > 0 && inodes >= 4, "{bytes} {inodes}");
         clone.remove().unwrap();
         clone.remove().unwrap();
-        assert!(!clone.dir().exists());
+        assert!(!clone.dir.exists());
+    }
+
+    #[test]
+    fn shared_stores_are_one_storage_and_wiped_stores_keep_their_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = DataDir::new(Some(dir.path())).unwrap();
+        let vol = data.volume("v1");
+        vol.create(true, true, 1 << 20).unwrap();
+        let shared = data.volume("v2");
+        shared.share(&vol).unwrap();
+        fs::write(shared.fs().join("m"), "x").unwrap();
+        assert_eq!(fs::read_to_string(vol.fs().join("m")).unwrap(), "x");
+        shared.remove().unwrap();
+        assert_eq!(fs::read_to_string(vol.fs().join("m")).unwrap(), "x", "removing the sharer keeps the source");
+
+        let block = OpenOptions::new().write(true).open(vol.block()).unwrap();
+        block.write_all_at(&[9u8; 16], 4096).unwrap();
+        drop(block);
+        fs::create_dir(vol.fs().join("sub")).unwrap();
+        vol.wipe().unwrap();
+        assert_eq!(fs::read_dir(vol.fs()).unwrap().count(), 0);
+        assert_eq!(fs::metadata(vol.block()).unwrap().len(), 1 << 20);
+        assert!(fs::read(vol.block()).unwrap().iter().all(|b| *b == 0));
     }
 }

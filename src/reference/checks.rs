@@ -204,7 +204,8 @@ pub fn is_reader_only(mode: Mode) -> bool {
 /// Statically provisioned volumes accept any well-formed capability.
 pub fn volume_support_problem(volume: &VolumeRecord, cap: &Capability) -> Option<String> {
     if volume.static_volume {
-        return None;
+        return (cap.is_block() && volume.static_path.is_some())
+            .then(|| format!("volume {} is a directory and has no block access", volume.id));
     }
     if cap.is_block() && !volume.has_block {
         return Some(format!(
@@ -305,7 +306,8 @@ pub fn map_difference(expected: &StringMap, given: &HashMap<String, String>) -> 
 
 /// The volume_context passed to a validation or publishing RPC must equal the one CreateVolume
 /// handed out (INVALID_ARGUMENT naming the first differing key, never a value). With
-/// `--require-context` a missing context is FAILED_PRECONDITION.
+/// `--require-context` a missing context is FAILED_PRECONDITION. A pre-provisioned volume's
+/// context is the CO's, not ours: only its absence is refused (when required).
 pub fn volume_context(
     rpc: &str,
     volume: &VolumeRecord,
@@ -313,6 +315,11 @@ pub fn volume_context(
     require: bool,
 ) -> Result<(), Status> {
     if volume.static_volume {
+        if given.is_empty() && require && !volume.context.is_empty() {
+            return Err(Status::failed_precondition(format!(
+                "{rpc}: volume_context is missing; a pre-provisioned volume needs the context it was registered with"
+            )));
+        }
         return Ok(());
     }
     if given.is_empty() {

@@ -89,6 +89,12 @@ pub struct Args {
     /// Print every quirk's name and description, then exit.
     #[arg(long)]
     pub list_quirks: bool,
+
+    /// Move into a mount namespace of its own at start (as a containerized plugin lives):
+    /// its mounts are then seen by it alone, not by the process that started it. Needs
+    /// CAP_SYS_ADMIN.
+    #[arg(long)]
+    pub private_mounts: bool,
 }
 
 /// The default plugin name.

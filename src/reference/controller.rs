@@ -307,13 +307,18 @@ impl Plugin {
             let has_mount = caps.iter().any(|c| !c.is_block());
             let has_block = caps.iter().any(Capability::is_block);
             let store = self.data.volume(&id);
-            let filled =
-                store
+            let filled = match (&source_store, &source) {
+                (Some((src, _)), Some(Source::Volume(_))) if self.quirk(super::Quirk::CloneSharesData) => {
+                    store.share(src)
+                }
+                (Some(_), Some(Source::Snapshot(_))) if self.quirk(super::Quirk::SnapshotEmpty) => {
+                    store.create(has_mount, has_block, capacity)
+                }
+                (Some((src, _)), _) => store
                     .create(has_mount, has_block, capacity)
-                    .and_then(|()| match &source_store {
-                        Some((src, _)) => store.fill_from(src, capacity),
-                        None => Ok(()),
-                    });
+                    .and_then(|()| store.fill_from(src, capacity)),
+                (None, _) => store.create(has_mount, has_block, capacity),
+            };
             if let Err(e) = filled {
                 let _ = store.remove();
                 return Err(Status::internal(format!(
@@ -335,6 +340,7 @@ impl Plugin {
                 has_block,
                 publications: Default::default(),
                 static_volume: false,
+                static_path: None,
             };
             let response = v1::CreateVolumeResponse {
                 volume: Some(self.volume_proto(&volume)),
@@ -384,6 +390,8 @@ impl Plugin {
         let node = req.node_id.clone();
         self.store.transact(|state| {
             let known = self.known_nodes(state);
+            // A volume it made, or a pre-provisioned one its volume_context describes.
+            self.node_volume(state, &req.volume_id, &req.volume_context)?;
             let volume = state
                 .volumes
                 .get(&req.volume_id)
@@ -394,6 +402,9 @@ impl Plugin {
             checks::volume_context("ControllerPublishVolume", volume, &req.volume_context, self.config.require_context)?;
             if let Some(why) = checks::volume_support_problem(volume, &cap) {
                 return Err(checks::unsupported_capability("ControllerPublishVolume", why));
+            }
+            if let Some(why) = self.quirk_mount_flags_problem(volume, &cap) {
+                return Err(Status::invalid_argument(why));
             }
             if let Some(existing) = volume.publications.get(&node) {
                 if existing.capability == cap && existing.readonly == req.readonly {
@@ -494,7 +505,8 @@ impl Plugin {
         }
         for (i, cap) in caps.iter().enumerate() {
             let problem = checks::controller_mode_problem(&self.caps, cap)
-                .or_else(|| checks::volume_support_problem(volume, cap));
+                .or_else(|| checks::volume_support_problem(volume, cap))
+                .or_else(|| self.quirk_mount_flags_problem(volume, cap));
             if let Some(why) = problem {
                 return unconfirmed(format!(
                     "volume_capabilities[{i}] ({}) is not supported: {why}",
@@ -689,10 +701,12 @@ impl Plugin {
                     "{growth} more bytes requested, {available} bytes left in the pool"
                 )));
             }
-            self.data
-                .volume(&volume.id)
-                .grow_block(required)
-                .map_err(|e| Status::internal(format!("could not grow the block file: {e}")))?;
+            if !self.quirk(super::Quirk::ExpandNoGrow) {
+                self.data
+                    .volume(&volume.id)
+                    .grow_block(required)
+                    .map_err(|e| Status::internal(format!("could not grow the block file: {e}")))?;
+            }
             volume.capacity = required;
             Ok(v1::ControllerExpandVolumeResponse { capacity_bytes: required, node_expansion_required })
         })
@@ -730,13 +744,17 @@ impl Plugin {
         req: v1::ControllerModifyVolumeRequest,
     ) -> Result<v1::ControllerModifyVolumeResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
-        if req.mutable_parameters.is_empty() {
-            return Err(Status::invalid_argument("mutable_parameters is required"));
-        }
         self.store.transact(|state| {
+            // An unknown volume is NOT_FOUND whatever else the request lacks (the spec orders
+            // no two errors; csi-sanity sends an empty map here and expects NOT_FOUND).
             let volume = state.volumes.get_mut(&req.volume_id).ok_or_else(|| {
                 Status::not_found(format!("volume {} does not exist", req.volume_id))
             })?;
+            // mutable_parameters is REQUIRED, and an empty proto3 map is the same as a missing
+            // one: INVALID_ARGUMENT, the Error Scheme's "missing required field".
+            if req.mutable_parameters.is_empty() {
+                return Err(Status::invalid_argument("mutable_parameters is required"));
+            }
             self.check_mutable_parameters(&req.mutable_parameters)?;
             for (k, v) in &req.mutable_parameters {
                 volume.mutable_parameters.insert(k.clone(), v.clone());

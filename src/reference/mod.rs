@@ -98,6 +98,23 @@ pub enum Error {
     /// Waiting for a signal failed.
     #[error("cannot wait for signals: {0}")]
     Signal(std::io::Error),
+    /// `--private-mounts`: the process could not move into a mount namespace of its own.
+    #[error("--private-mounts: {0}")]
+    PrivateMounts(#[from] crate::mounts::PrivateMountsError),
+}
+
+/// Set once this process is in a mount namespace of its own ([`prepare`]).
+static PRIVATE_MOUNTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What must happen before the async runtime starts its threads: with `--private-mounts`,
+/// the move into a mount namespace of its own (the kernel allows it only to a process with
+/// one thread). Call it first thing in `main`, before [`run`].
+pub fn prepare(args: &Args) -> Result<(), Error> {
+    if args.private_mounts && !args.list_quirks {
+        crate::mounts::enter_private_mount_namespace()?;
+        PRIVATE_MOUNTS.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    Ok(())
 }
 
 /// The plugin instance behind every service: configuration, state and backing stores.
@@ -521,6 +538,16 @@ pub async fn run(args: Args) -> Result<(), Error> {
         ));
     };
     let config = Config::from_args(&args)?;
+    if args.private_mounts {
+        if !PRIVATE_MOUNTS.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Config(
+                "--private-mounts: the mount namespace must be left before the runtime starts (call reference::prepare first)"
+                    .into(),
+            ));
+        }
+        let namespace = crate::mounts::mount_namespace(None).unwrap_or_default();
+        tracing::info!(pid = std::process::id(), %namespace, "serving from a mount namespace of its own");
+    }
     let handle = spawn(config, endpoint).await?;
     let mut term = signal(SignalKind::terminate()).map_err(Error::Signal)?;
     let mut int = signal(SignalKind::interrupt()).map_err(Error::Signal)?;

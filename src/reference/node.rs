@@ -82,40 +82,122 @@ fn apply_mount_group(target: &Path, group: &str) -> Result<(), Status> {
     Ok(())
 }
 
+/// The volume_context key naming an existing directory that is a pre-provisioned volume.
+pub const CONTEXT_PATH: &str = "path";
+/// The volume_context key giving the size of a pre-provisioned volume backed afresh.
+pub const CONTEXT_SIZE: &str = "size";
+
+/// What a pre-provisioned volume's volume_context says it is.
+enum PreProvisioned {
+    /// `path: DIR`: that directory, as is.
+    Dir(std::path::PathBuf),
+    /// `size: BYTES`: a fresh backing store of that size.
+    Size(i64),
+    /// Neither key.
+    Unspecified,
+}
+
+impl PreProvisioned {
+    fn from_context(
+        volume_id: &str,
+        context: &std::collections::HashMap<String, String>,
+    ) -> Result<PreProvisioned, Status> {
+        if let Some(dir) = context.get(CONTEXT_PATH) {
+            let dir = Path::new(dir);
+            if !dir.is_absolute() {
+                return Err(Status::invalid_argument(format!(
+                    "volume_context {CONTEXT_PATH} of volume {volume_id} must be an absolute path"
+                )));
+            }
+            if !dir.is_dir() {
+                return Err(Status::not_found(format!(
+                    "volume {volume_id} does not exist: its directory {} is not there",
+                    dir.display()
+                )));
+            }
+            return Ok(PreProvisioned::Dir(dir.to_owned()));
+        }
+        if let Some(size) = context.get(CONTEXT_SIZE) {
+            return match crate::units::parse_bytes(size) {
+                Ok(bytes) if bytes > 0 => Ok(PreProvisioned::Size(bytes)),
+                _ => Err(Status::invalid_argument(format!(
+                    "volume_context {CONTEXT_SIZE} of volume {volume_id} must be a positive size in bytes"
+                ))),
+            };
+        }
+        Ok(PreProvisioned::Unspecified)
+    }
+}
+
 impl Plugin {
-    /// The volume a node RPC is about: NOT_FOUND when unknown, except on a standalone node
-    /// plugin, where an unknown id is a statically provisioned volume created on demand.
-    fn node_volume(&self, state: &mut State, volume_id: &str) -> Result<VolumeRecord, Status> {
+    /// The volume a node RPC is about. An id this plugin never created is a pre-provisioned
+    /// volume when its volume_context says what it is (`path: DIR` or `size: BYTES`); on a
+    /// standalone node plugin any unknown id is one (a 1 GiB backing made on demand).
+    /// Without that context, a node-only plugin with `--require-context` answers
+    /// FAILED_PRECONDITION; otherwise an unknown id is NOT_FOUND. ControllerPublishVolume
+    /// takes pre-provisioned volumes the same way (a static volume on a controller plugin).
+    pub(super) fn node_volume(
+        &self,
+        state: &mut State,
+        volume_id: &str,
+        context: &std::collections::HashMap<String, String>,
+    ) -> Result<VolumeRecord, Status> {
         if let Some(v) = state.volumes.get(volume_id) {
             return Ok(v.clone());
         }
-        if !self.standalone_node() {
-            return Err(Status::not_found(format!(
-                "volume {volume_id} does not exist"
-            )));
+        let what = PreProvisioned::from_context(volume_id, context)?;
+        if matches!(what, PreProvisioned::Unspecified) {
+            if self.config.mode == super::Mode::NodeOnly && self.config.require_context {
+                return Err(Status::failed_precondition(format!(
+                    "volume_context is missing: pre-provisioned volume {volume_id} needs {CONTEXT_PATH} or \
+                     {CONTEXT_SIZE} in its volume_context"
+                )));
+            }
+            if !self.standalone_node() {
+                return Err(Status::not_found(format!("volume {volume_id} does not exist")));
+            }
         }
-        self.data
-            .volume(volume_id)
-            .create(true, true, GIB)
-            .map_err(|e| internal("create the backing store", e))?;
+        let (capacity, static_path) = match what {
+            PreProvisioned::Dir(dir) => {
+                let capacity = nix::sys::statvfs::statvfs(&dir)
+                    .map(|v| (v.blocks() as i64).saturating_mul(v.fragment_size() as i64))
+                    .map_err(|e| internal("statvfs the volume's directory", e))?;
+                (capacity, Some(dir))
+            }
+            PreProvisioned::Size(bytes) => (bytes, None),
+            PreProvisioned::Unspecified => (GIB, None),
+        };
+        if static_path.is_none() {
+            self.data
+                .volume(volume_id)
+                .create(true, true, capacity)
+                .map_err(|e| internal("create the backing store", e))?;
+        }
         let volume = VolumeRecord {
             id: volume_id.to_owned(),
             name: String::new(),
-            capacity: GIB,
+            capacity,
             capabilities: Vec::new(),
             parameters: Default::default(),
             mutable_parameters: Default::default(),
             created_mutable_parameters: Default::default(),
-            context: Default::default(),
+            context: context.clone().into_iter().collect(),
             topology: Vec::new(),
             source: None,
             has_mount: true,
-            has_block: true,
+            has_block: static_path.is_none(),
             publications: Default::default(),
             static_volume: true,
+            static_path,
         };
         state.volumes.insert(volume_id.to_owned(), volume.clone());
         Ok(volume)
+    }
+
+    /// The directory mount access of `volume` uses: its own for a pre-provisioned directory,
+    /// its backing store's otherwise.
+    fn volume_fs(&self, volume: &VolumeRecord) -> std::path::PathBuf {
+        volume.static_path.clone().unwrap_or_else(|| self.data.volume(&volume.id).fs())
     }
 
     /// Whether an unknown volume id may be treated as "nothing to undo".
@@ -139,11 +221,13 @@ impl Plugin {
                 volume.id, self.config.node_id
             )));
         }
+        // A pre-provisioned volume need not be controller-published, but once it is, its
+        // publish_context is owed like any other's.
         checks::publish_context(
             rpc,
             publication.map(|p| &p.publish_context),
             given,
-            self.config.require_context && required,
+            self.config.require_context && (required || publication.is_some()),
         )
     }
 
@@ -158,7 +242,7 @@ impl Plugin {
         checks::node_capability(&self.caps, &cap)?;
         let key = req.staging_target_path.clone();
         self.store.transact(|state| {
-            let volume = self.node_volume(state, &req.volume_id)?;
+            let volume = self.node_volume(state, &req.volume_id, &req.volume_context)?;
             checks::volume_context("NodeStageVolume", &volume, &req.volume_context, self.node_requires_volume_context())?;
             self.check_controller_published("NodeStageVolume", &volume, &req.publish_context)?;
             if let Some(why) = checks::volume_support_problem(&volume, &cap) {
@@ -191,7 +275,7 @@ impl Plugin {
             if mounted {
                 // A mount without a record is a leftover of an interrupted stage: replace it.
                 mounts::unmount(&staging).map_err(|e| internal("clear staging_target_path", e))?;
-                mounts::bind_mount(&self.data.volume(&req.volume_id).fs(), &staging, false)
+                mounts::bind_mount(&self.volume_fs(&volume), &staging, false)
                     .map_err(|e| internal("mount the volume at staging_target_path", e))?;
                 let flags = self.mount_flags(&cap);
                 if !flags.is_empty()
@@ -211,6 +295,9 @@ impl Plugin {
         req: v1::NodeUnstageVolumeRequest,
     ) -> Result<v1::NodeUnstageVolumeResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
+        if req.staging_target_path.is_empty() && self.quirk(super::Quirk::UnstageIgnoresPath) {
+            return Ok(v1::NodeUnstageVolumeResponse {});
+        }
         let staging = checks::required_path(&req.staging_target_path, "staging_target_path")?;
         let key = req.staging_target_path.clone();
         self.store.transact(|state| {
@@ -234,6 +321,9 @@ impl Plugin {
                     .map_err(|e| internal("unmount staging_target_path", e))?;
             }
             remove_path(&staging)?;
+            if self.quirk(super::Quirk::LoseDataOnUnstage) {
+                self.data.volume(&req.volume_id).wipe().map_err(|e| internal("discard the volume's content", e))?;
+            }
             node.stagings.remove(&key);
             Ok(v1::NodeUnstageVolumeResponse {})
         })
@@ -254,7 +344,7 @@ impl Plugin {
         }
         let key = req.target_path.clone();
         self.store.transact(|state| {
-            let volume = self.node_volume(state, &req.volume_id)?;
+            let volume = self.node_volume(state, &req.volume_id, &req.volume_context)?;
             checks::volume_context("NodePublishVolume", &volume, &req.volume_context, self.node_requires_volume_context())?;
             let node_id = self.config.node_id.clone();
             let staging = if staging_required {
@@ -316,9 +406,10 @@ impl Plugin {
             let source = match &staging {
                 _ if cap.is_block() => store.block(),
                 Some(s) if s.mounted => Path::new(&req.staging_target_path).to_path_buf(),
-                _ => store.fs(),
+                _ => self.volume_fs(&volume),
             };
-            let read_only = req.readonly || checks::is_reader_only(cap.mode());
+            let read_only = (req.readonly || checks::is_reader_only(cap.mode()))
+                && !self.quirk(super::Quirk::IgnoreReadonly);
             let mounted = self.mounts;
             let published = self.mount_target(&source, &target, read_only, &cap, mounted);
             if let Err(e) = published {
@@ -412,7 +503,10 @@ impl Plugin {
     ) -> Result<v1::NodeGetVolumeStatsResponse, Status> {
         use v1::volume_usage::Unit;
         checks::required(&req.volume_id, "volume_id")?;
-        checks::required_path(&req.volume_path, "volume_path")?;
+        // A relative volume_path names no volume here: NOT_FOUND below, the condition the
+        // spec's NodeGetVolumeStats error table names ("does not exist on the specified
+        // volume_path"), and what csi-sanity expects of its "some/path".
+        checks::required(&req.volume_path, "volume_path")?;
         let state = self.store.snapshot()?;
         let volume = state
             .volumes
@@ -426,7 +520,7 @@ impl Plugin {
                     req.volume_id, req.volume_path
                 ))
             })?;
-        let store = self.data.volume(&req.volume_id);
+        let fs = self.volume_fs(volume);
         let usage = if cap.is_block() {
             vec![v1::VolumeUsage {
                 total: volume.capacity,
@@ -434,9 +528,9 @@ impl Plugin {
                 ..Default::default()
             }]
         } else {
-            let (bytes, _) = super::backing::tree_usage(&store.fs());
+            let (bytes, _) = super::backing::tree_usage(&fs);
             let used = (bytes as i64).min(volume.capacity);
-            let vfs = nix::sys::statvfs::statvfs(&store.fs())
+            let vfs = nix::sys::statvfs::statvfs(&fs)
                 .map_err(|e| internal("statvfs the volume", e))?;
             let files = vfs.files() as i64;
             let free = (vfs.files_free() as i64).min(files);
@@ -477,7 +571,7 @@ impl Plugin {
                     abnormal: true,
                     message: format!("{} is no longer mounted", req.volume_path),
                 }
-            } else if !store.dir().is_dir() {
+            } else if !fs.is_dir() {
                 v1::VolumeCondition {
                     abnormal: true,
                     message: "the backing store is missing".into(),
@@ -500,7 +594,9 @@ impl Plugin {
         req: v1::NodeExpandVolumeRequest,
     ) -> Result<v1::NodeExpandVolumeResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
-        checks::required_path(&req.volume_path, "volume_path")?;
+        // NodeExpandVolume's volume_path is only REQUIRED (the spec asks no absolute path of
+        // it); a path where the volume is not published or staged is NOT_FOUND below.
+        checks::required(&req.volume_path, "volume_path")?;
         let (required, limit) =
             checks::capacity_range(req.capacity_range.as_ref())?.unwrap_or((0, 0));
         let cap = req
@@ -546,10 +642,12 @@ impl Plugin {
                         self.config.max_volume_size
                     )));
                 }
-                self.data
-                    .volume(&volume.id)
-                    .grow_block(required)
-                    .map_err(|e| internal("grow the block file", e))?;
+                if !self.quirk(super::Quirk::ExpandNoGrow) {
+                    self.data
+                        .volume(&volume.id)
+                        .grow_block(required)
+                        .map_err(|e| internal("grow the block file", e))?;
+                }
                 volume.capacity = required;
             }
             Ok(v1::NodeExpandVolumeResponse { capacity_bytes: volume.capacity })

@@ -24,7 +24,7 @@ use crate::proto::v1::{
 use crate::secrets::Secrets;
 
 use super::Plugin;
-use super::state::{Capability, Source};
+use super::state::{Capability, Source, VolumeRecord};
 
 /// One deliberate misbehaviour of the reference plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,6 +55,22 @@ pub enum Quirk {
     AllowSecondWriter,
     /// NodeStageVolume / NodePublishVolume mount without the capability's mount flags.
     IgnoreMountFlags,
+    /// NodePublishVolume mounts read-write although the publication is read-only.
+    IgnoreReadonly,
+    /// NodeUnstageVolume answers OK when staging_target_path is missing.
+    UnstageIgnoresPath,
+    /// A volume created from a snapshot is blank: the snapshot's content is not restored.
+    SnapshotEmpty,
+    /// A clone is the same storage as its source: writes to either show in both.
+    CloneSharesData,
+    /// ControllerExpandVolume / NodeExpandVolume report the new size, the storage stays as it was.
+    ExpandNoGrow,
+    /// NodeUnstageVolume discards the volume's content.
+    LoseDataOnUnstage,
+    /// A mount capability whose mount flags differ from those the volume was created with is
+    /// not confirmed by ValidateVolumeCapabilities and refused (INVALID_ARGUMENT) by
+    /// ControllerPublishVolume.
+    CreatedMountFlagsOnly,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -65,7 +81,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 12] = [
+    pub const ALL: [Quirk; 19] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -78,6 +94,13 @@ impl Quirk {
         Quirk::InternalOnOddCaps,
         Quirk::AllowSecondWriter,
         Quirk::IgnoreMountFlags,
+        Quirk::IgnoreReadonly,
+        Quirk::UnstageIgnoresPath,
+        Quirk::SnapshotEmpty,
+        Quirk::CloneSharesData,
+        Quirk::ExpandNoGrow,
+        Quirk::LoseDataOnUnstage,
+        Quirk::CreatedMountFlagsOnly,
     ];
 
     /// The name `--quirk` takes.
@@ -95,6 +118,13 @@ impl Quirk {
             Quirk::InternalOnOddCaps => "internal-on-odd-caps",
             Quirk::AllowSecondWriter => "allow-second-writer",
             Quirk::IgnoreMountFlags => "ignore-mount-flags",
+            Quirk::IgnoreReadonly => "ignore-readonly",
+            Quirk::UnstageIgnoresPath => "unstage-ignores-path",
+            Quirk::SnapshotEmpty => "snapshot-empty",
+            Quirk::CloneSharesData => "clone-shares-data",
+            Quirk::ExpandNoGrow => "expand-no-grow",
+            Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
+            Quirk::CreatedMountFlagsOnly => "created-mount-flags-only",
         }
     }
 
@@ -136,6 +166,27 @@ impl Quirk {
             }
             Quirk::IgnoreMountFlags => {
                 "NodeStageVolume and NodePublishVolume mount without the capability's mount_flags (plugins that mount with fixed options of their own)"
+            }
+            Quirk::IgnoreReadonly => {
+                "NodePublishVolume mounts read-write although readonly is set or the access mode is reader-only (plugins that never pass the read-only flag to mount)"
+            }
+            Quirk::UnstageIgnoresPath => {
+                "NodeUnstageVolume answers OK without a staging_target_path instead of INVALID_ARGUMENT (node-only plugins that unstage by volume id alone)"
+            }
+            Quirk::SnapshotEmpty => {
+                "a volume created from a snapshot is blank (plugins that provision the new volume but never copy or restore the snapshot's data)"
+            }
+            Quirk::CloneSharesData => {
+                "a volume cloned from another is the same storage as its source, so writes to one show in the other (plugins that clone by reference)"
+            }
+            Quirk::ExpandNoGrow => {
+                "ControllerExpandVolume and NodeExpandVolume report the new capacity but the volume keeps its old size (plugins that update their records, not the storage)"
+            }
+            Quirk::LoseDataOnUnstage => {
+                "NodeUnstageVolume discards the volume's content (plugins that format or recreate scratch storage on every stage)"
+            }
+            Quirk::CreatedMountFlagsOnly => {
+                "ValidateVolumeCapabilities does not confirm, and ControllerPublishVolume refuses with INVALID_ARGUMENT, mount_flags other than the volume was created with (ember-csi)"
             }
         }
     }
@@ -276,6 +327,20 @@ impl Plugin {
         } else {
             crate::mounts::vfs_flags(cap.mount_flags())
         }
+    }
+
+    /// `created-mount-flags-only`: why `cap` is not supported on `volume` when its mount
+    /// flags differ from every mount capability the volume was created with; `None` when
+    /// the quirk is off or the flags match.
+    pub(crate) fn quirk_mount_flags_problem(&self, volume: &VolumeRecord, cap: &Capability) -> Option<String> {
+        if !self.quirk(Quirk::CreatedMountFlagsOnly) || cap.is_block() {
+            return None;
+        }
+        let created = volume.capabilities.iter().filter(|c| !c.is_block());
+        let mut created = created.map(|c| c.mount_flags()).peekable();
+        created.peek()?;
+        (!created.any(|flags| flags == cap.mount_flags()))
+            .then(|| format!("volume {} was not created with these mount_flags", volume.id))
     }
 
     /// `internal-on-odd-caps`: INTERNAL when any capability is block + MULTI_NODE_MULTI_WRITER.

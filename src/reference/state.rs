@@ -247,6 +247,10 @@ pub struct VolumeRecord {
     /// Created on demand by a standalone node plugin (no controller).
     #[serde(default)]
     pub static_volume: bool,
+    /// A pre-provisioned volume that is an existing directory (volume_context `path`): it is
+    /// bind-mounted as is, and never created, changed or removed by the plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_path: Option<std::path::PathBuf>,
 }
 
 /// A snapshot.

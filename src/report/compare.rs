@@ -195,6 +195,7 @@ mod tests {
             )]
             .into(),
             interrupted: None,
+            mounts: Vec::new(),
         }
     }
 

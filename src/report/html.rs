@@ -116,6 +116,10 @@ pub fn to_html(report: &RunReport) -> String {
     out.push_str("<h2>Plugin</h2>\n<table>");
     let endpoints = report.endpoints.iter().map(|e| escape(e)).collect::<Vec<_>>().join("<br/>");
     let _ = write!(out, "<tr><th>endpoints</th><td>{endpoints}</td></tr>");
+    if !report.mounts.is_empty() {
+        let sites = report.mounts.iter().map(|m| escape(&m.to_string())).collect::<Vec<_>>().join("<br/>");
+        let _ = write!(out, "<tr><th>mounts</th><td>{sites}</td></tr>");
+    }
     let caps = report.capabilities.iter().map(|c| format!("<code>{}</code>", escape(c))).collect::<Vec<_>>().join(" ");
     let _ = writeln!(out, "<tr><th>capabilities</th><td>{caps}</td></tr></table>");
 

@@ -14,7 +14,8 @@
 //!   `hostname="localhost"` (the schema's value for "not recorded": the report holds no host
 //!   name, and the output must not vary with the machine that renders it).
 //! - Suite `<properties>`: `tool-version`, `plugin-name`, `plugin-version`, `endpoint.N` per
-//!   endpoint, `capability.<scope:NAME>` = `true` per advertised capability, `seed`, `strict`,
+//!   endpoint, `capability.<scope:NAME>` = `true` per advertised capability, `mounts.N` per
+//!   node endpoint (where its mounts were verified, or why not), `seed`, `strict`,
 //!   `started-at`, `suite-title`, `suite-source`, and `interrupted` when the run was cut short.
 //!   Names are unique, because several readers keep properties in a map.
 //! - One `<testcase>` per scenario: `name` = full scenario id, `classname` = suite id,
@@ -309,6 +310,7 @@ fn suite_properties(report: &RunReport, suite: &SuiteResult) -> Vec<(String, Str
     ];
     props.extend(report.endpoints.iter().enumerate().map(|(i, e)| (format!("endpoint.{i}"), e.clone())));
     props.extend(report.capabilities.iter().map(|c| (format!("capability.{c}"), "true".to_owned())));
+    props.extend(report.mounts.iter().map(|m| (format!("mounts.{}", m.node), m.to_string())));
     props.extend([
         ("seed".to_owned(), report.seed.to_string()),
         ("strict".to_owned(), report.strict.to_string()),

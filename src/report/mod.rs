@@ -20,6 +20,6 @@ pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use model::{
-    Counts, Expectation, Finding, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
+    Counts, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
 };
 pub use write::{ReportError, write_atomically, write_reports};

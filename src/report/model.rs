@@ -2,7 +2,7 @@
 //! whole run. The suite engine produces these; every output format (console, JUnit, JSON)
 //! renders them and nothing else.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, fmt, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -275,6 +275,49 @@ pub struct RunReport {
     /// Set when the run was cut short (signal, run timeout): why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// Where each node endpoint's mounts were verified (or why they were not), node 0 first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<MountSite>,
+}
+
+/// Where the mounts of one node endpoint were verified: the mount namespace of the process
+/// serving it, or why the mount checks were skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountSite {
+    /// The node endpoint's index (`node: 1` is the second).
+    pub node: usize,
+    /// The node endpoint, as given.
+    pub endpoint: String,
+    /// The process serving the endpoint, when known (SO_PEERCRED of a unix socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// That process's mount namespace (`mnt:[4026531841]`), where the mounts were verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Whether that is csi-conform's own mount namespace.
+    #[serde(default)]
+    pub shared: bool,
+    /// Why the mount checks were skipped, when they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl fmt::Display for MountSite {
+    /// One line: `node 0 (unix:///csi.sock): mounts verified in the mount namespace of pid
+    /// 4242 (mnt:[4026532301]), not csi-conform's`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {} ({}): ", self.node, self.endpoint)?;
+        match (&self.skipped, self.pid, &self.namespace) {
+            (Some(why), _, _) => write!(f, "mount checks skipped: {why}"),
+            (None, Some(pid), Some(ns)) if self.shared => {
+                write!(f, "mounts verified in csi-conform's own mount namespace ({ns}), where pid {pid} serves the socket")
+            }
+            (None, Some(pid), Some(ns)) => {
+                write!(f, "mounts verified in the mount namespace of pid {pid} ({ns}), not csi-conform's")
+            }
+            (None, _, _) => write!(f, "mounts verified in csi-conform's own mount namespace"),
+        }
+    }
 }
 
 impl RunReport {

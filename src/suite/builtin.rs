@@ -14,6 +14,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("group-controller.yaml", include_str!("../../suites/group-controller.yaml")),
     ("extras.yaml", include_str!("../../suites/extras.yaml")),
     ("lifecycle.yaml", include_str!("../../suites/lifecycle.yaml")),
+    ("existing.yaml", include_str!("../../suites/existing.yaml")),
+    ("data.yaml", include_str!("../../suites/data.yaml")),
     ("capabilities.yaml", include_str!("../../suites/capabilities.yaml")),
     ("properties.yaml", include_str!("../../suites/properties.yaml")),
     ("requirements.yaml", include_str!("../../suites/requirements.yaml")),

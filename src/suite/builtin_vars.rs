@@ -31,6 +31,7 @@ pub fn types() -> BTreeMap<String, Ty> {
         ("target", scalar()),
         ("target2", scalar()),
         ("dir", scalar()),
+        ("nowhere", scalar()),
     ]));
     BTreeMap::from([
         ("name".to_owned(), scalar()),
@@ -116,18 +117,22 @@ fn string_map(map: &BTreeMap<String, String>) -> Val {
     Val::Map(map.iter().map(|(k, v)| (k.clone(), Val::Str(v.clone()))).collect())
 }
 
-/// A SINGLE_NODE_WRITER capability with the given access type.
-pub fn capability(block: bool) -> Val {
+/// A SINGLE_NODE_WRITER capability with the given access type (the run's default one).
+pub fn wire_capability(block: bool) -> v1::VolumeCapability {
     use v1::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume, access_mode::Mode};
-    let cap = v1::VolumeCapability {
+    v1::VolumeCapability {
         access_type: Some(if block {
             AccessType::Block(BlockVolume {})
         } else {
             AccessType::Mount(MountVolume::default())
         }),
         access_mode: Some(AccessMode { mode: Mode::SingleNodeWriter as i32 }),
-    };
-    Val::Message(proto::to_dynamic(&cap))
+    }
+}
+
+/// [`wire_capability`] as a value.
+pub fn capability(block: bool) -> Val {
+    Val::Message(proto::to_dynamic(&wire_capability(block)))
 }
 
 /// The values of every built-in variable for one scenario.
@@ -167,6 +172,7 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: 
             ("target".to_owned(), text(&paths.target)),
             ("target2".to_owned(), text(&paths.target2)),
             ("dir".to_owned(), text(&paths.dir)),
+            ("nowhere".to_owned(), Val::Str(config.profile.nowhere(&paths.target2))),
         ])),
     );
     vars.insert("idempotency_count", Val::Int(config.idempotency_count.into()));

@@ -9,7 +9,7 @@ use prost_reflect::DynamicMessage;
 
 use crate::yaml::{Node, Plain};
 use super::{
-    inspect::{self, Inspector, PATH_STATES},
+    inspect::{self, PATH_STATES},
     confirm,
     run::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
@@ -99,7 +99,7 @@ pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
     ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
 ];
 
-static REGISTRY: [CheckDef; 7] = [
+static REGISTRY: [CheckDef; 10] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -138,7 +138,7 @@ static REGISTRY: [CheckDef; 7] = [
     },
     CheckDef {
         name: "path-state",
-        description: "inspects a path on this host: absent, directory, file, exists, mount-point, not-mount-point or read-only-mount",
+        description: "inspects a path where the node plugin sees it (its mount namespace): absent, directory, file, exists, mount-point, not-mount-point or read-only-mount",
         args: &[
             ArgSpec { name: "path", kind: ArgKind::Str, required: true },
             ArgSpec { name: "is", kind: ArgKind::Choice(PATH_STATES), required: true },
@@ -150,11 +150,35 @@ static REGISTRY: [CheckDef; 7] = [
     },
     CheckDef {
         name: "lifecycle",
-        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the host's mounts after each node step",
+        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the node's mounts (in its mount namespace) after each node step",
         args: super::lifecycle::ARGS,
         outputs: Vec::new,
         rpcs: super::lifecycle::RPCS,
         run: |ctx, args| Box::pin(super::lifecycle::run(ctx, args)),
+    },
+    CheckDef {
+        name: "existing-volume",
+        description: "drives each existing volume (--existing-volume) through the node lifecycle as a CO does (controller publish, stage, publish, stats, and back) with its volume_context, verifying the host's mounts; never creates, changes or deletes a volume",
+        args: super::lifecycle::EXISTING_ARGS,
+        outputs: Vec::new,
+        rpcs: super::lifecycle::EXISTING_RPCS,
+        run: |ctx, args| Box::pin(super::lifecycle::run_existing(ctx, args)),
+    },
+    CheckDef {
+        name: "data",
+        description: "writes seeded markers into its own published volumes and verifies them by digest after republishing, moving between nodes, sharing, a read-only publish, a snapshot restore, a clone or an expansion",
+        args: super::data::ARGS,
+        outputs: Vec::new,
+        rpcs: super::data::RPCS,
+        run: |ctx, args| Box::pin(super::data::run(ctx, args)),
+    },
+    CheckDef {
+        name: "marker",
+        description: "writes, verifies (by digest) or removes a seeded data marker in a published volume the scenario created; saves digest, tail",
+        args: super::data::MARKER_ARGS,
+        outputs: super::data::marker_outputs,
+        rpcs: &[],
+        run: |ctx, args| Box::pin(super::data::marker_step(ctx, args)),
     },
     CheckDef {
         name: "vvc-reconcile",
@@ -540,11 +564,12 @@ async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
         match (i < max, answer) {
             (true, Ok(_)) | (false, Err(_)) => {}
             (true, Err(e)) => return ctx.call_failed(&e, &request, "OK"),
-            (false, Ok(_)) => {
+            (false, Ok(answer)) => {
                 let message = format!(
-                    "ControllerPublishVolume of volume {} to node {} succeeded, but the node reports max_volumes_per_node {max}",
+                    "ControllerPublishVolume of volume {} to node {} succeeded, but the node reports max_volumes_per_node {max}; it returned {}",
                     max + 1,
-                    node.node_id
+                    node.node_id,
+                    crate::proto::summary(&answer, crate::proto::SUMMARY_MAX)
                 );
                 let mut f = call_finding(Severity::Fail, "attach-limit", message, "ControllerPublishVolume", &request);
                 (f.expected, f.got) = (Some("an error".into()), Some("OK".into()));
@@ -583,22 +608,21 @@ async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     let Some(inspector) = usize::try_from(node).ok().and_then(|n| ctx.inspector(n)) else {
         return bad_arg(ctx, format!("path-state: the run has no node endpoint {node}"));
     };
-    let found = match &inspector {
-        Inspector::Host => inspect::check_local(Path::new(&path), &state),
-        Inspector::Unavailable(why) => return CheckOutcome::Skip(format!("path-state cannot inspect {path}: {why}")),
-        Inspector::Command(_) if inspect::needs_mounts(&state) => {
-            return CheckOutcome::Skip(format!(
-                "path-state cannot tell whether {path} is {state}: node endpoint {node} is not on this host and \
-                 --check-path-cmd only tells file types"
-            ));
+    if let Some(why) = inspector.unreachable() {
+        return CheckOutcome::Skip(format!("path-state cannot inspect {path}: {why}"));
+    }
+    if inspect::needs_mounts(&state)
+        && let Some(why) = inspector.mounts_skipped()
+    {
+        return CheckOutcome::Skip(format!("path-state cannot tell whether {path} is {state}: {why}"));
+    }
+    let found = match inspector.check(Path::new(&path), &state).await {
+        Ok(found) => found,
+        Err(e) => {
+            let kind = if matches!(e, inspect::CheckError::Command(_)) { "check-path-cmd" } else { "mount-table" };
+            ctx.push(Finding::new(Severity::Error, kind, e.to_string()));
+            return CheckOutcome::Stop;
         }
-        Inspector::Command(command) => match command.kind(Path::new(&path)).await {
-            Ok(kind) => inspect::check_kind(kind, &state),
-            Err(e) => {
-                ctx.push(Finding::new(Severity::Error, "check-path-cmd", e.to_string()));
-                return CheckOutcome::Stop;
-            }
-        },
     };
     match found {
         Ok(()) => CheckOutcome::Done(BTreeMap::new()),

@@ -1,5 +1,6 @@
 //! The `lifecycle` named check: a volume's whole life driven the way an orchestrator drives it
-//! (Nomad's order), on one node or two, with what the host sees verified after every node step.
+//! (Nomad's order), on one node or two, with what the node sees (in its mount namespace)
+//! verified after every node step.
 //!
 //! NodeGetInfo → CreateVolume (the capability, parameters, secrets, the nodes' topology as
 //! requisite) → ValidateVolumeCapabilities → per node: ControllerPublishVolume (node id from
@@ -28,13 +29,13 @@ use tonic::Code;
 use super::{
     assert,
     checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
-    inspect::{Inspector, PathKind, WriteProbe, probe_write},
+    inspect::{Inspector, MountTableError, PathKind, WriteProbe},
     model::SecretsMode,
     run::{ScenarioCtx, call_finding},
     vars::Val,
 };
 use crate::{
-    capability::{self, AccessMode},
+    capability::{self, AccessMode, Verdict},
     client::{RpcError, code_name},
     fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService},
     mounts,
@@ -53,18 +54,22 @@ const MODES: &[&str] = &[
     "SINGLE_NODE_MULTI_WRITER",
 ];
 
+const MODE_ARG: ArgSpec = ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false };
+const READONLY_ARG: ArgSpec = ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false };
+const REPEAT_ARG: ArgSpec = ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false };
+
 /// The arguments of `lifecycle`.
 pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
-    ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false },
-    ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false },
+    MODE_ARG,
+    READONLY_ARG,
     ArgSpec { name: "fs_type", kind: ArgKind::Str, required: false },
     ArgSpec { name: "mount_flags", kind: ArgKind::StrList, required: false },
     ArgSpec { name: "volume_fs_type", kind: ArgKind::Str, required: false },
     ArgSpec { name: "volume_mount_flags", kind: ArgKind::StrList, required: false },
     ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
     ArgSpec { name: "secrets", kind: ArgKind::Choice(&["auto", "none", "required"]), required: false },
-    ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false },
+    REPEAT_ARG,
     ArgSpec { name: "nodes", kind: ArgKind::Int, required: false },
     ArgSpec { name: "second_node", kind: ArgKind::Choice(&["works", "refused"]), required: false },
     ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works", "refused"]), required: false },
@@ -77,11 +82,14 @@ pub(crate) const ARGS: &[ArgSpec] = &[
 /// long, so that both are well over the 128 bytes the spec makes every plugin accept.
 const LONG_PATH_COMPONENT: usize = 160;
 
-/// The RPCs `lifecycle` may call.
+/// The RPCs `lifecycle` may call: the four that only a volume of its own gets, then those
+/// `existing-volume` calls too ([`EXISTING_RPCS`]).
 pub(crate) const RPCS: &[&str] = &[
-    "NodeGetInfo",
     "CreateVolume",
     "ValidateVolumeCapabilities",
+    "DeleteVolume",
+    "Probe",
+    "NodeGetInfo",
     "ControllerPublishVolume",
     "NodeStageVolume",
     "NodePublishVolume",
@@ -89,8 +97,6 @@ pub(crate) const RPCS: &[&str] = &[
     "NodeUnpublishVolume",
     "NodeUnstageVolume",
     "ControllerUnpublishVolume",
-    "DeleteVolume",
-    "Probe",
 ];
 
 /// How long `--allow-restart-cmd` may take, and then how long the node plugin has to answer
@@ -159,6 +165,15 @@ struct Plan {
     second_target: Second,
     restart: bool,
     long_paths: bool,
+    /// The volume is an existing one (no CreateVolume, ValidateVolumeCapabilities or
+    /// DeleteVolume; never expanded or changed).
+    existing: bool,
+    /// Whether the run may write to the volume (always for its own volumes; for an existing
+    /// one only with `--existing-volume-writable`).
+    writes: bool,
+    /// After staging, NodeUnstageVolume without a staging_target_path must be refused with
+    /// INVALID_ARGUMENT (and leave the staging in place).
+    unstage_without_path: bool,
 }
 
 fn str_arg(args: &CheckArgs, name: &str) -> Option<String> {
@@ -261,6 +276,9 @@ impl Plan {
             second_target: second(str_arg(args, "second_target")),
             restart: bool_arg(args, "restart")?,
             long_paths: bool_arg(args, "long_paths")?,
+            existing: false,
+            writes: true,
+            unstage_without_path: bool_arg(args, "unstage_without_path")?,
         })
     }
 
@@ -350,7 +368,13 @@ struct Lifecycle<'a> {
     plan: Plan,
     volume_id: String,
     context: HashMap<String, String>,
+    /// Why the plugin declined the node capability, when ValidateVolumeCapabilities left
+    /// unconfirmed a capability that differs from the one the volume was created with.
+    declined: Option<String>,
 }
+
+/// The RPCs that carry the node capability to the plugin after ValidateVolumeCapabilities.
+const CARRY_NODE_CAPABILITY: [&str; 3] = ["ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume"];
 
 /// Runs the `lifecycle` check.
 pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
@@ -364,11 +388,111 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
     if let Some(reason) = plan.skip_reason(ctx) {
         return CheckOutcome::Skip(reason);
     }
-    let mut lifecycle = Lifecycle { ctx, plan, volume_id: String::new(), context: HashMap::new() };
+    let mut lifecycle = Lifecycle { ctx, plan, volume_id: String::new(), context: HashMap::new(), declined: None };
     match lifecycle.go().await {
         Ok(()) => CheckOutcome::Done(BTreeMap::new()),
         Err(outcome) => outcome,
     }
+}
+
+/// The arguments of `existing-volume`.
+pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
+    MODE_ARG,
+    READONLY_ARG,
+    ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works"]), required: false },
+    REPEAT_ARG,
+    ArgSpec { name: "unstage_without_path", kind: ArgKind::Bool, required: false },
+];
+
+/// The RPCs `existing-volume` may call: none that creates, changes or deletes a volume.
+pub(crate) const EXISTING_RPCS: &[&str] = RPCS.split_at(4).1;
+
+/// Why an `existing-volume` scenario is skipped when the run names no existing volume.
+pub const NO_EXISTING_VOLUME: &str =
+    "no existing volume was given (--existing-volume ID, or existing-volumes in the --config file)";
+
+impl Plan {
+    /// This plan on `volume`: its capability's fields replace the run's defaults and the
+    /// arguments (a `mode` argument applies only when the volume names none). Err: why it
+    /// does not apply.
+    fn for_existing(&self, ctx: &ScenarioCtx, volume: &super::ExistingVolume) -> Result<Plan, String> {
+        let cap = &volume.capability;
+        let mut plan = self.clone();
+        plan.existing = true;
+        plan.writes = ctx.config().existing_writable;
+        plan.block = cap.block.unwrap_or(self.block);
+        plan.request_mount = MountOptions { fs_type: cap.fs_type.clone(), mount_flags: cap.mount_flags.clone() };
+        if let Some(mode) = cap.mode {
+            plan.mode = mode;
+        }
+        let id = &volume.id;
+        if plan.second_target == Second::Works && !allows_several_targets(plan.mode) {
+            return Err(format!("existing volume {id}: access mode {} allows one target path per node", plan.mode));
+        }
+        if !self.readonly && plan.mode.is_read_only() {
+            return Err(format!(
+                "existing volume {id} has the read-only access mode {}; the read-only scenario covers it",
+                plan.mode
+            ));
+        }
+        Ok(plan)
+    }
+}
+
+/// Whether a mode lets a node publish the volume at several target paths at once (the spec's
+/// NodePublishVolume: every MULTI_NODE mode and SINGLE_NODE_MULTI_WRITER).
+fn allows_several_targets(mode: AccessMode) -> bool {
+    mode.is_multi_node() || mode == AccessMode::SingleNodeMultiWriter
+}
+
+/// Runs the `existing-volume` check: the node lifecycle (ControllerPublishVolume with
+/// PUBLISH_UNPUBLISH_VOLUME, NodeStageVolume with STAGE_UNSTAGE_VOLUME, NodePublishVolume,
+/// the host's mounts, NodeGetVolumeStats, and back) on each existing volume in turn, with its
+/// volume_context and each publish_context passed on as a CO does. Only the attachments are
+/// tracked (and journaled), never the volume; it is not written to without
+/// `--existing-volume-writable`.
+pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let volumes = ctx.config().existing_volumes.clone();
+    if volumes.is_empty() {
+        return CheckOutcome::Skip(NO_EXISTING_VOLUME.into());
+    }
+    let base = match Plan::from_args(ctx, &args) {
+        Ok(p) => p,
+        Err(e) => {
+            ctx.push(Finding::new(Severity::Error, "suite", format!("check existing-volume: {e}")));
+            return CheckOutcome::Stop;
+        }
+    };
+    let mut skipped = Vec::new();
+    for (i, volume) in volumes.iter().enumerate() {
+        let plan = match base.for_existing(ctx, volume) {
+            Ok(plan) => plan,
+            Err(why) => {
+                skipped.push(why);
+                continue;
+            }
+        };
+        if let Some(why) = plan.skip_reason(ctx) {
+            return CheckOutcome::Skip(why);
+        }
+        if i > 0 {
+            // The last volume's unstaging may have removed the staging directory, which is
+            // the CO's to make.
+            let _ = std::fs::create_dir_all(&ctx.paths.staging);
+        }
+        let context = volume.context.clone().into_iter().collect();
+        let mut lifecycle = Lifecycle { ctx, plan, volume_id: volume.id.clone(), context, declined: None };
+        if let Err(outcome) = lifecycle.go().await {
+            return outcome;
+        }
+    }
+    if skipped.len() == volumes.len() {
+        return CheckOutcome::Skip(skipped.join("; "));
+    }
+    for why in skipped {
+        ctx.push(Finding::new(Severity::Skip, "existing-volume-skipped", why));
+    }
+    CheckOutcome::Done(BTreeMap::new())
 }
 
 fn typed<M: prost::Message + Default>(message: &DynamicMessage) -> M {
@@ -393,22 +517,43 @@ impl Lifecycle<'_> {
         CheckOutcome::Stop
     }
 
+    /// A mount-table answer, or (when the node's table cannot be read) an error finding.
+    fn mount_table<T>(&mut self, answer: Result<Option<T>, MountTableError>) -> Result<Option<T>, CheckOutcome> {
+        answer.map_err(|e| {
+            self.ctx.push(Finding::new(Severity::Error, "mount-table", e.to_string()));
+            CheckOutcome::Stop
+        })
+    }
+
+    /// Where node endpoint `index`'s paths are, found again (after a restart).
+    async fn inspector(&self, index: usize) -> Inspector {
+        self.ctx.identify_node(index).await.unwrap_or_else(|| Inspector::unavailable("no such node".into()))
+    }
+
     async fn go(&mut self) -> Result<(), CheckOutcome> {
         let mut nodes = Vec::new();
         for index in 0..self.plan.nodes {
             nodes.push(self.node_info(index).await?);
         }
         for node in &nodes {
-            if let Inspector::Unavailable(why) = &node.inspector {
+            if let Some(why) = node.inspector.unreachable() {
                 self.ctx.push(Finding::new(
                     Severity::Skip,
                     "path-check-skipped",
                     format!("host checks of the staging and target paths skipped: {why}"),
                 ));
+            } else if let Some(why) = node.inspector.mounts_skipped() {
+                self.ctx.push(Finding::new(
+                    Severity::Skip,
+                    "mount-check-skipped",
+                    format!("mount checks of node {}'s staging and target paths skipped: {why}", node.index),
+                ));
             }
         }
-        self.create_volume(&nodes).await?;
-        self.validate().await?;
+        if !self.plan.existing {
+            self.create_volume(&nodes).await?;
+            self.validate().await?;
+        }
         let mut used: Vec<NodeUse> = Vec::new();
         for mut node in nodes {
             let second = node.index > 0;
@@ -416,8 +561,13 @@ impl Lifecycle<'_> {
                 break;
             }
             self.stage(&node).await?;
+            if self.plan.unstage_without_path && node.stage {
+                self.unstage_without_path(&node).await?;
+            }
             if self.plan.restart && node.index == 0 {
                 self.restart(&node).await?;
+                // A new process may live in a new mount namespace.
+                node.inspector = self.inspector(node.index).await;
             }
             self.publish(&node, &node.target, self.plan.times).await?;
             used.push(node);
@@ -436,6 +586,9 @@ impl Lifecycle<'_> {
             self.unpublish(node, &node.target).await?;
             self.unstage(node).await?;
             self.controller_unpublish(node).await?;
+        }
+        if self.plan.existing {
+            return Ok(());
         }
         let request = v1::DeleteVolumeRequest { volume_id: self.volume_id.clone(), ..Default::default() };
         self.call("DeleteVolume", proto::to_dynamic(&request), None, self.plan.times).await?;
@@ -480,7 +633,7 @@ impl Lifecycle<'_> {
             index,
             topology: info.accessible_topology.map(|t| t.segments.into_iter().collect()).unwrap_or_default(),
             node_id: info.node_id,
-            inspector: self.ctx.inspector(index).unwrap_or_else(|| Inspector::Unavailable("no such node".into())),
+            inspector: self.ctx.inspector(index).unwrap_or_else(|| Inspector::unavailable("no such node".into())),
             staging,
             target,
             publish_context: HashMap::new(),
@@ -554,6 +707,13 @@ impl Lifecycle<'_> {
             if severity >= Severity::Fail {
                 return Err(CheckOutcome::Stop);
             }
+            // A volume need not support capabilities it was not created with (the spec's
+            // "Exceeds capabilities" refers the CO to ValidateVolumeCapabilities), so a plugin
+            // that said so here may then refuse them.
+            let unconfirmed = matches!(reconciliation.verdict, Verdict::Unconfirmed | Verdict::UnconfirmedSilent);
+            if unconfirmed && self.plan.node_capability() != self.plan.volume_capability() {
+                self.declined = Some(reconciliation.summary());
+            }
         }
         Ok(())
     }
@@ -610,8 +770,12 @@ impl Lifecycle<'_> {
                 self.ctx.push(f);
                 Err(CheckOutcome::Stop)
             }
-            Ok(_) => {
-                let message = format!("{what} succeeded; it must fail with {}", code_name(code));
+            Ok(answer) => {
+                let message = format!(
+                    "{what} succeeded; it must fail with {}; it returned {}",
+                    code_name(code),
+                    proto::summary(&answer, proto::SUMMARY_MAX)
+                );
                 let mut f = call_finding(Severity::Fail, "unexpected-code", message, &rpc, sent);
                 (f.expected, f.got) = (Some(code_name(code).to_owned()), Some("OK".to_owned()));
                 self.ctx.push(f);
@@ -635,6 +799,16 @@ impl Lifecycle<'_> {
         self.call("NodeStageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
         // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
         self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
+    }
+
+    /// NodeUnstageVolume of the staged volume with no staging_target_path: the spec makes
+    /// the field required (INVALID_ARGUMENT), and a plugin that unstages by volume id alone
+    /// would tear the staging from under a CO that staged it elsewhere.
+    async fn unstage_without_path(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        let request = v1::NodeUnstageVolumeRequest { volume_id: self.volume_id.clone(), staging_target_path: String::new() };
+        let (sent, answer) = self.send("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index)).await;
+        let what = format!("NodeUnstageVolume of volume {} without a staging_target_path", self.volume_id);
+        self.expect_refusal(&what, &sent, answer, Code::InvalidArgument)
     }
 
     /// Runs `--allow-restart-cmd` for `node` and waits until the node plugin answers again.
@@ -740,7 +914,7 @@ impl Lifecycle<'_> {
                     node.target.display()
                 );
                 self.expect_refusal(&what, &sent, answer, code)?;
-                if node.inspector.sees_mounts() && mounts::is_mount_point(&target) {
+                if self.mount_table(node.inspector.mount_entry(&target))?.flatten().is_some() {
                     return Err(self.fail(
                         "path-state",
                         format!("NodePublishVolume was refused, yet {} is a mount point", target.display()),
@@ -776,7 +950,7 @@ impl Lifecycle<'_> {
             target_path: target.display().to_string(),
         };
         self.call("NodeUnpublishVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
-        if node.inspector.sees_mounts() && mounts::is_mount_point(target) {
+        if self.mount_table(node.inspector.mount_entry(target))?.flatten().is_some() {
             return Err(self.fail(
                 "path-state",
                 format!("after NodeUnpublishVolume, {} is still a mount point", target.display()),
@@ -796,18 +970,16 @@ impl Lifecycle<'_> {
             staging_target_path: node.staging.display().to_string(),
         };
         self.call("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
-        if node.inspector.sees_mounts() {
-            let left = mounts::mounts_under(&node.staging);
-            if let Some(m) = left.first() {
-                return Err(self.fail(
-                    "path-state",
-                    format!(
-                        "after NodeUnstageVolume, {} is still mounted at {}",
-                        if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
-                        m.mount_point.display()
-                    ),
-                ));
-            }
+        let left = self.mount_table(node.inspector.mounts_under(&node.staging))?.unwrap_or_default();
+        if let Some(m) = left.first() {
+            return Err(self.fail(
+                "path-state",
+                format!(
+                    "after NodeUnstageVolume, {} is still mounted at {}",
+                    if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
+                    m.mount_point.display()
+                ),
+            ));
         }
         Ok(())
     }
@@ -853,15 +1025,11 @@ impl Lifecycle<'_> {
     async fn check_published(&mut self, node: &NodeUse, target: &Path) -> Result<(), CheckOutcome> {
         let want = if self.plan.block { PathKind::File } else { PathKind::Directory };
         self.expect_kind(node, target, want, "NodePublishVolume").await?;
-        if !node.inspector.sees_mounts() {
+        let Some(stacked) = self.mount_table(node.inspector.mounts_at(target))? else {
             return Ok(());
-        }
+        };
         let shown = target.display().to_string();
-        let stacked = mounts::mounts_at(target);
-        let device = std::fs::metadata(target).is_ok_and(|m| {
-            use std::os::unix::fs::FileTypeExt;
-            m.file_type().is_block_device()
-        });
+        let device = node.inspector.is_device(target);
         let Some(top) = stacked.last().cloned() else {
             if self.plan.block && device {
                 return Ok(());
@@ -900,7 +1068,14 @@ impl Lifecycle<'_> {
                 ),
             ));
         }
-        let probe = probe_write(target, self.plan.block);
+        // Nothing is written to a volume the run may not write to (an existing volume without
+        // --existing-volume-writable): the mount table's read-only flag is all it sees. The
+        // data-path checks (markers written and read back) belong here too, behind the same
+        // `self.plan.writes`.
+        if !self.plan.writes {
+            return Ok(());
+        }
+        let probe = node.inspector.probe_write(target, self.plan.block).unwrap_or(WriteProbe::NotProbed);
         let problem = match (read_only, &probe) {
             (_, WriteProbe::NotProbed) | (true, WriteProbe::ReadOnly) | (false, WriteProbe::Writable) => None,
             (true, WriteProbe::Writable) => Some(format!("{shown} is published read-only, yet a write to it succeeded")),
@@ -954,6 +1129,19 @@ impl Lifecycle<'_> {
                      secrets does not apply",
                     super::secret_key(rpc),
                     e.code_name()
+                )))
+            }
+            Err(e)
+                if matches!(e.code, Code::InvalidArgument | Code::FailedPrecondition)
+                    && CARRY_NODE_CAPABILITY.contains(&rpc)
+                    && self.declined.is_some() =>
+            {
+                Err(CheckOutcome::Skip(format!(
+                    "the plugin does not support this capability on a volume created with other mount options: \
+                     ValidateVolumeCapabilities left it unconfirmed ({}) and {rpc} refused it ({}: {})",
+                    self.declined.as_deref().unwrap_or_default(),
+                    e.code_name(),
+                    e.message
                 )))
             }
             Err(e) => Err(self.ctx.call_failed(&e, sent, "OK")),
@@ -1019,6 +1207,14 @@ mod tests {
         assert_eq!(MountOptions::default().over(&volume), volume);
         let no_flags = MountOptions { fs_type: None, mount_flags: Some(Vec::new()) };
         assert_eq!(no_flags.over(&volume).mount_flags, Some(Vec::new()), "an empty list given replaces too");
+    }
+
+    #[test]
+    fn an_existing_volume_is_never_created_validated_or_deleted() {
+        assert_eq!(EXISTING_RPCS.len(), RPCS.len() - 4);
+        for rpc in ["CreateVolume", "ValidateVolumeCapabilities", "DeleteVolume"] {
+            assert!(RPCS.contains(&rpc) && !EXISTING_RPCS.contains(&rpc), "{rpc}");
+        }
     }
 
     #[test]

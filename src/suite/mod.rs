@@ -4,11 +4,15 @@
 //! [`RunReport`](crate::report::RunReport).
 
 mod assert;
+mod budget;
 mod builtin;
 mod builtin_vars;
 mod checks;
+mod data;
+mod existing;
 mod inspect;
 mod lifecycle;
+mod marker;
 mod confirm;
 mod load;
 mod model;
@@ -16,14 +20,20 @@ mod property;
 mod request;
 mod resources;
 mod paths;
+mod profile;
 mod run;
 mod vars;
 
+pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
 pub use builtin::{BUILTIN, builtin};
 pub use builtin_vars::{AccessType, NAME_MAX};
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
-pub use inspect::{DEFAULT_CHECK_PATH_TIMEOUT, Inspector, PathCommand, PathCommandError, PathKind};
-pub use lifecycle::{MountOptions, RESTART_TIMEOUT, forwarded_context};
+pub use existing::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume, PROTECTED_RPCS, parse_mode};
+pub use inspect::{
+    DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, PathCommand, PathCommandError, PathKind, socket_peer,
+};
+pub use lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
+pub use marker::MARKER_FILE;
 pub use load::{
     LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };
@@ -34,9 +44,10 @@ pub use model::{
 pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};
 pub use request::{RequestTemplate, build_request, parse_request};
 pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
+pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use run::{
-    DEFAULT_CLEANUP_TIMEOUT, GIB, Plugin, Progress, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until,
+    DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until,
 };
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

@@ -13,7 +13,7 @@
 //! is tracked (and journaled), deleted by the case itself, and torn down with the scenario
 //! if that failed.
 
-use std::{collections::BTreeMap, fmt, future::Future, pin::Pin};
+use std::{collections::BTreeMap, fmt, future::Future, pin::Pin, time::Instant};
 
 use proptest::{
     strategy::{Strategy, ValueTree},
@@ -22,6 +22,7 @@ use proptest::{
 use tonic::Code;
 
 use super::{
+    budget::Demand,
     checks::{ArgKind, ArgSpec, CheckArgs, VALIDATE_ARGS},
     confirm,
     model::PropertyStep,
@@ -174,8 +175,18 @@ impl ScenarioCtx {
         // as the run has jobs; the first case (by number) that does not hold decides, so the
         // outcome does not depend on which answer came first. Once one is known no further
         // case starts, and every case in flight finishes (what it made is then torn down).
+        //
+        // A property whose cases create volumes holds one in the scenario's budget: one case
+        // runs on that, and further ones beside it only while the run's budgets have room for
+        // their volume (see `budget`). It also stops generating new cases after
+        // `--property-time`, and says how many ran.
         let width = self.config().jobs.max(1);
         let case_fn = step.property.case;
+        let creates = step.property.rpcs.contains(&"CreateVolume");
+        let time_limit = Some(self.config().property_time).filter(|t| creates && !t.is_zero());
+        let started = Instant::now();
+        let mut base_free = true;
+        let mut out_of_time = false;
         let mut trees = Vec::new();
         let mut in_flight = tokio::task::JoinSet::new();
         let mut decided: BTreeMap<u32, CaseOutcome> = BTreeMap::new();
@@ -183,16 +194,33 @@ impl ScenarioCtx {
         let mut next = 1u32;
         loop {
             while in_flight.len() < width && next <= cases && decided.is_empty() && cannot_generate.is_none() {
+                if time_limit.is_some_and(|t| started.elapsed() >= t) {
+                    out_of_time = true;
+                    break;
+                }
+                let lease = match (creates, base_free) {
+                    (false, _) | (true, true) => None,
+                    (true, false) => match self.shared.budget.try_extra(Demand::volume(self.config().volume_size)) {
+                        Some(lease) => Some(lease),
+                        None => break,
+                    },
+                };
+                let on_base = creates && lease.is_none();
                 match generator.new_tree(&mut runner) {
                     Ok(tree) => {
                         let caps = tree.current();
                         trees.push(tree);
                         let input = CaseInput { args: args.clone(), name: format!("{}-p{next}", self.name()) };
                         let mut fork = self.fork();
+                        if let Some(lease) = &lease {
+                            fork.holder = lease.id();
+                        }
+                        base_free &= !on_base;
                         let case = next;
                         in_flight.spawn(async move {
                             let outcome = case_fn(&mut fork, &input, &caps).await;
-                            (case, fork, outcome)
+                            drop(lease);
+                            (case, fork, outcome, on_base)
                         });
                         next += 1;
                     }
@@ -200,11 +228,21 @@ impl ScenarioCtx {
                 }
             }
             let Some(joined) = in_flight.join_next().await else { break };
-            let (case, fork, outcome) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            let (case, fork, outcome, on_base) = joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            base_free |= on_base;
             self.absorb(fork);
             if !matches!(outcome, CaseOutcome::Holds) {
                 decided.insert(case, outcome);
             }
+        }
+        let ran = next - 1;
+        if out_of_time && ran < cases {
+            let within = crate::client::human_duration(started.elapsed());
+            let message = format!(
+                "{what}: {ran} of {cases} cases ran, in {within} (--property-time stops a step whose cases create volumes)"
+            );
+            tracing::info!("{}: {message}", self.scenario_id());
+            self.push(Finding::new(Severity::Pass, "property-cases", message));
         }
         let Some((case, outcome)) = decided.pop_first() else {
             if let Some(reason) = cannot_generate {
@@ -242,7 +280,7 @@ impl ScenarioCtx {
         let (caps, mut finding) = minimal;
         let smallest = if interrupted.is_some() { "smallest case found before shrinking stopped" } else { "minimal case" };
         finding.message = format!(
-            "property {} does not hold: {}; {smallest} {} (case {case} of {cases}, {shrinks} shrinking steps); seed {}; replay: {}",
+            "property {} does not hold: {}; {smallest} {} (case {case} of {ran}, {shrinks} shrinking steps); seed {}; replay: {}",
             step.property.name,
             finding.message,
             show_set(&caps),

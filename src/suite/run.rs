@@ -18,15 +18,16 @@ use std::{
 
 use prost_reflect::{DynamicMessage, MethodDescriptor, ReflectMessage};
 use regex::Regex;
-use tokio::sync::{RwLock, Semaphore};
 use tonic::Code;
 
 use super::{
     assert::{self, AssertError},
+    budget::{self, Budget, BudgetConfig, Queue, Retried, Ticket},
     builtin_vars::{self, AccessType, ScenarioPaths},
     checks::{CheckArgs, CheckOutcome},
-    inspect::{Inspector, PathCommand},
+    inspect::{Inspector, MountCheck, PathCommand},
     paths::{PathError, PathSettings, RunPaths},
+    profile::Profile,
     load::{OPTIONS, secret_key},
     model::*,
     request::build_request,
@@ -75,6 +76,8 @@ pub struct RunConfig {
     pub snapshot_parameters: BTreeMap<String, String>,
     /// The secrets file: csi-sanity key (`CreateVolumeSecret`) → map.
     pub secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// `--profile`: which scenarios run at all, and what csi-sanity-mapped ones send.
+    pub profile: Profile,
     /// Only scenarios whose id, title or a tag matches one of these (all when empty).
     pub focus: Vec<Regex>,
     /// Leaves out scenarios whose id, title or a tag matches one of these.
@@ -96,6 +99,11 @@ pub struct RunConfig {
     /// `--property-bounds`: what generated capabilities may contain (a step's `bounds:`
     /// replaces parts of it).
     pub property_bounds: Bounds,
+    /// `--property-time`: how long a property step whose cases create volumes may generate
+    /// new cases (zero: no limit but `property_cases`).
+    pub property_time: Duration,
+    /// `--max-live-volumes`, `--max-live-bytes`, `--contention-timeout`.
+    pub budgets: BudgetConfig,
     /// The command that started this run, without `--seed`, `--focus` and `--skip`: the
     /// start of the replay command a property failure prints (`csi-conform run` if unset).
     pub replay_command: Option<String>,
@@ -118,11 +126,21 @@ pub struct RunConfig {
     /// `--check-path-cmd`: how the paths of remote node endpoints are inspected (none: they
     /// are not, and the checks say so).
     pub check_path_cmd: Option<PathCommand>,
+    /// `--mount-check`: whether node mounts are verified (where the node plugin's mount
+    /// namespace can be found) or never.
+    pub mount_check: MountCheck,
     /// `--allow-restart-cmd`: the shell command that restarts a node plugin (enables the
     /// `restart` opt-in).
     pub restart_cmd: Option<String>,
     /// Hears of scenarios starting and finishing (the console's progress display).
     pub progress: Option<Arc<dyn Progress>>,
+    /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
+    /// not create. The `existing` suite stages and publishes them; no RPC that deletes,
+    /// resizes, modifies or snapshots one is ever sent.
+    pub existing_volumes: Vec<super::ExistingVolume>,
+    /// `--existing-volume-writable`: the run may write to the existing volumes (without it,
+    /// nothing is ever written to them, not even a write probe).
+    pub existing_writable: bool,
 }
 
 /// Hears of scenarios as they start and finish, for a live display. Calls come from the
@@ -139,6 +157,9 @@ pub trait Progress: Send + Sync {
 
 /// One GiB.
 pub const GIB: i64 = 1 << 30;
+
+/// The default [`RunConfig::property_time`].
+pub const DEFAULT_PROPERTY_TIME: Duration = Duration::from_secs(20);
 
 /// The default [`RunConfig::cleanup_timeout`].
 pub const DEFAULT_CLEANUP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -169,9 +190,10 @@ impl Default for RunConfig {
             volume_size: 10 * GIB,
             expand_size: None,
             parameters: BTreeMap::new(),
-            mutable_parameters: BTreeMap::from([("iops".to_owned(), "3000".to_owned())]),
+            mutable_parameters: Profile::Full.default_mutable_parameters(),
             snapshot_parameters: BTreeMap::new(),
             secrets: BTreeMap::new(),
+            profile: Profile::Full,
             focus: Vec::new(),
             skip: Vec::new(),
             options: BTreeSet::new(),
@@ -181,6 +203,8 @@ impl Default for RunConfig {
             seed: 0,
             property_cases: 256,
             property_bounds: Bounds::default(),
+            property_time: DEFAULT_PROPERTY_TIME,
+            budgets: BudgetConfig::default(),
             replay_command: None,
             timeout: None,
             cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
@@ -189,8 +213,11 @@ impl Default for RunConfig {
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             observer: None,
             check_path_cmd: None,
+            mount_check: MountCheck::Auto,
             restart_cmd: None,
             progress: None,
+            existing_volumes: Vec::new(),
+            existing_writable: false,
         }
     }
 }
@@ -201,10 +228,24 @@ impl RunConfig {
         self.expand_size.unwrap_or(self.volume_size.saturating_add(GIB))
     }
 
-    /// Whether a scenario passes the focus and skip filters, which match its id, title, tags,
-    /// and csi-sanity's spec text of every case it covers (so that a csi-sanity
-    /// `--ginkgo.focus='Node Service'` selects the scenarios that cover those specs).
+    /// The sizes scenario budgets depend on.
+    pub(crate) fn sizing(&self) -> budget::Sizing {
+        budget::Sizing {
+            volume_size: self.volume_size,
+            expand_size: self.expand_size(),
+            idempotency_count: self.idempotency_count,
+            property_cases: self.property_cases,
+            jobs: self.jobs,
+        }
+    }
+
+    /// Whether a scenario is in the profile and passes the focus and skip filters, which match
+    /// its id, title, tags, and csi-sanity's spec text of every case it covers (so that a
+    /// csi-sanity `--ginkgo.focus='Node Service'` selects the scenarios that cover those specs).
     pub fn selects(&self, scenario: &Scenario) -> bool {
+        if !self.profile.includes(scenario) {
+            return false;
+        }
         let texts = || {
             std::iter::once(scenario.id())
                 .chain(std::iter::once(scenario.title()))
@@ -229,6 +270,7 @@ impl fmt::Debug for RunConfig {
             .field("mutable_parameters", &self.mutable_parameters)
             .field("snapshot_parameters", &self.snapshot_parameters)
             .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+            .field("profile", &self.profile)
             .field("focus", &self.focus)
             .field("skip", &self.skip)
             .field("options", &self.options)
@@ -238,6 +280,8 @@ impl fmt::Debug for RunConfig {
             .field("seed", &self.seed)
             .field("property_cases", &self.property_cases)
             .field("property_bounds", &self.property_bounds)
+            .field("property_time", &self.property_time)
+            .field("budgets", &self.budgets)
             .field("replay_command", &self.replay_command)
             .field("timeout", &self.timeout)
             .field("cleanup_timeout", &self.cleanup_timeout)
@@ -246,6 +290,7 @@ impl fmt::Debug for RunConfig {
             .field("tool_version", &self.tool_version)
             .field("observer", &self.observer.is_some())
             .field("check_path_cmd", &self.check_path_cmd)
+            .field("mount_check", &self.mount_check)
             .field("restart_cmd", &self.restart_cmd)
             .field("progress", &self.progress.is_some())
             .finish()
@@ -260,7 +305,11 @@ pub(crate) struct Shared {
     run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
     paths: Result<RunPaths, PathError>,
-    serial_lock: RwLock<()>,
+    /// Where each node endpoint's paths and mounts are, found at the start (and again after
+    /// a node plugin restart).
+    inspectors: Mutex<Vec<Inspector>>,
+    /// The scheduler keeping the run's budgets.
+    pub(crate) budget: Arc<Budget>,
     stopping: AtomicBool,
     stop_reason: Mutex<Option<String>>,
     /// Endpoints that stopped answering, with why: nothing more is sent to them.
@@ -348,13 +397,28 @@ pub async fn run_until(
     let run_id = builtin_vars::run_id(config.seed);
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
+    let mut inspectors = Vec::new();
+    for (index, conn) in plugin.nodes.iter().enumerate() {
+        inspectors.push(node_inspector(index, conn, config).await);
+    }
+    let default_capability = builtin_vars::wire_capability(config.access_type == AccessType::Block);
+    let limits = budget::Limits::read(
+        plugin.controller.as_ref(),
+        &plugin.fingerprint,
+        &config.budgets,
+        config.jobs,
+        &config.parameters,
+        default_capability,
+    )
+    .await;
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
         suites: suites.to_vec(),
         paths,
+        inspectors: Mutex::new(inspectors),
         run_id,
-        serial_lock: RwLock::new(()),
+        budget: Budget::new(limits, config.budgets.contention_timeout),
         stopping: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
         dead: Mutex::new(HashMap::new()),
@@ -391,36 +455,28 @@ pub async fn run_until(
     });
     let mut stop_fired = false;
 
-    let semaphore = Arc::new(Semaphore::new(config.jobs.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     let mut task_index: HashMap<tokio::task::Id, usize> = HashMap::new();
-    // Serial scenarios run alone: each one waits for every other scenario to finish, so with
-    // more than one job they start after all the others (rather than where they stand in
-    // their suite), which keeps them from draining the pool again and again. With one job
-    // everything runs in suite order. Results keep suite order regardless.
-    let mut order: Vec<usize> = (0..selected.len()).collect();
-    if config.jobs > 1 {
-        order.sort_by_key(|&i| suites[selected[i].0].scenarios[selected[i].1].serial);
-    }
-    for index in order {
-        let (si, ci) = selected[index];
-        let permit = tokio::select! {
-            permit = semaphore.clone().acquire_owned() => permit,
+    let mut queue = start_order(&shared, &selected);
+    loop {
+        let ticket = tokio::select! {
+            ticket = shared.budget.next(&mut queue) => ticket,
             reason = &mut stop, if !stop_fired => {
                 stop_fired = true;
                 shared.stop(reason);
                 break;
             }
         };
-        let Ok(permit) = permit else { break };
+        let Some(ticket) = ticket else { break };
+        let index = ticket.index;
+        let (si, ci) = selected[index];
         let shared = shared.clone();
         let handle = tasks.spawn(async move {
             let progress = shared.config.progress.clone();
             if let Some(p) = &progress {
                 p.started(&shared.suites[si].scenarios[ci].id);
             }
-            let result = run_scenario(&shared, si, ci, index).await;
-            drop(permit);
+            let result = run_scenario(&shared, si, ci, ticket).await;
             if let Some(p) = &progress {
                 p.finished(&result);
             }
@@ -526,7 +582,13 @@ pub async fn run_until(
         suites: suite_results,
         rpc_latency: latency(plugin),
         interrupted,
+        mounts: shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|i| i.site().clone()).collect(),
     }
+}
+
+/// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
+async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
+    Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
 }
 
 fn latency(plugin: &Plugin) -> BTreeMap<String, RpcLatency> {
@@ -583,6 +645,27 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
         duration: Duration::ZERO,
         expectation: None,
     }
+}
+
+/// The selected scenarios in the order they start, each with what it holds (see
+/// [`budget::demand`]). With one job: suite order. With more: scenarios that run alone last
+/// (each waits for every other to finish, so they would drain the pool again and again),
+/// the others longest first (by [`budget::cost`]), so that the run does not end on one long
+/// scenario. A scenario the gate skips holds nothing. Results keep suite order regardless.
+fn start_order(shared: &Shared, selected: &[(usize, usize)]) -> Queue {
+    let config = &shared.config;
+    let fp = &shared.plugin.fingerprint;
+    let sizing = config.sizing();
+    let scenario = |i: usize| &shared.suites[selected[i].0].scenarios[selected[i].1];
+    let demands: Vec<budget::Demand> = (0..selected.len())
+        .map(|i| if gate(shared, scenario(i)).is_some() { budget::Demand::default() } else { budget::demand(scenario(i), fp, &sizing) })
+        .collect();
+    let mut order: Vec<usize> = (0..selected.len()).collect();
+    if config.jobs > 1 {
+        let costs: Vec<u64> = (0..selected.len()).map(|i| budget::cost(scenario(i), fp, &sizing)).collect();
+        order.sort_by_key(|&i| (demands[i].alone, std::cmp::Reverse(costs[i])));
+    }
+    Queue::new(shared.budget.limits(), order.into_iter().map(|i| (i, demands[i].clone())))
 }
 
 /// Why a scenario cannot run here, if it cannot.
@@ -655,20 +738,16 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
     None
 }
 
-async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) -> ScenarioResult {
+async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket) -> ScenarioResult {
     let scenario = &shared.suites[si].scenarios[ci];
+    let index = ticket.index;
     let started = Instant::now();
     let mut result = blank_result(scenario);
-    if let Some(reason) = gate(shared, scenario) {
+    if let Some(reason) = gate(shared, scenario).or(ticket.too_big) {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(reason);
         return result;
     }
-    let _guard = if scenario.serial {
-        Guard::Write(shared.serial_lock.write().await)
-    } else {
-        Guard::Read(shared.serial_lock.read().await)
-    };
     if let Some(reason) = shared.stopped() {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(format!("not run: {reason}"));
@@ -687,7 +766,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) 
             return result;
         }
     };
-    let mut ctx = ScenarioCtx::new(shared.clone(), scenario, paths);
+    let mut ctx = ScenarioCtx::new(shared.clone(), scenario, paths, ticket.lease.id());
     let flow = ctx.run_steps(&scenario.steps).await;
     ctx.teardown().await;
     if let Ok(run_paths) = &shared.paths {
@@ -702,11 +781,6 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, index: usize) 
     result.duration = started.elapsed();
     tracing::info!(scenario = %result.id, outcome = %result.outcome, "scenario done");
     result
-}
-
-enum Guard<'a> {
-    Read(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
-    Write(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
 }
 
 fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
@@ -754,10 +828,17 @@ pub struct ScenarioCtx {
     /// The step being run (for findings).
     pub(crate) step: Option<usize>,
     step_name: Option<String>,
+    /// The budget lease this context works under (its scenario's, or a property case's).
+    pub(crate) holder: u64,
+    /// The last call retried for contention that still failed: its RPC and the note its
+    /// findings carry.
+    contention: Option<(String, String)>,
+    /// The call step being sent expects a contention code itself: it is not retried.
+    contention_expected: bool,
 }
 
 impl ScenarioCtx {
-    fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths) -> Self {
+    fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths, holder: u64) -> Self {
         let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
         let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
         let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
@@ -772,6 +853,9 @@ impl ScenarioCtx {
             scenario_id: scenario.id.clone(),
             step: None,
             step_name: None,
+            holder,
+            contention: None,
+            contention_expected: false,
         }
     }
 
@@ -790,6 +874,9 @@ impl ScenarioCtx {
             scenario_id: self.scenario_id.clone(),
             step: self.step,
             step_name: self.step_name.clone(),
+            holder: self.holder,
+            contention: None,
+            contention_expected: false,
         }
     }
 
@@ -823,8 +910,19 @@ impl ScenarioCtx {
 
     /// How the paths of node endpoint `node` can be inspected (`None`: no such endpoint).
     pub fn inspector(&self, node: usize) -> Option<Inspector> {
+        self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get(node).cloned()
+    }
+
+    /// Finds again where node endpoint `node`'s paths are (a restarted node plugin is a new
+    /// process, perhaps in a new mount namespace), for the rest of the run; `None`: no such
+    /// endpoint.
+    pub async fn identify_node(&self, node: usize) -> Option<Inspector> {
         let conn = self.shared.plugin.nodes.get(node)?;
-        Some(Inspector::for_node(node, conn.endpoint(), self.shared.config.check_path_cmd.as_ref()))
+        let found = node_inspector(node, conn, &self.shared.config).await;
+        if let Some(slot) = self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(node) {
+            *slot = found.clone();
+        }
+        Some(found)
     }
 
     /// Paths inside the scenario's directory to remove after teardown (in this order, before
@@ -841,6 +939,11 @@ impl ScenarioCtx {
     /// Records a finding at the current step.
     pub fn push(&mut self, mut finding: Finding) {
         finding.step = finding.step.or(self.step);
+        if let Some((rpc, note)) = &self.contention
+            && finding.rpc.as_deref() == Some(rpc)
+        {
+            finding.message = format!("{} ({note})", finding.message);
+        }
         if let Some(name) = &self.step_name {
             finding.message = format!("{name}: {}", finding.message);
         }
@@ -1006,7 +1109,10 @@ impl ScenarioCtx {
                 self.push(call_finding(Severity::Error, "interrupted", message, rpc, &request));
                 return Flow::Stop;
             }
+            self.contention_expected =
+                [Code::ResourceExhausted, Code::Aborted].iter().any(|c| call.expect.codes.names(*c));
             let (sent, answer) = self.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
+            self.contention_expected = false;
             let root = match self.judge(call, &sent, answer) {
                 Judged::Response(r) => r.to_val(),
                 Judged::Accepted if attempt >= times => return Flow::Continue,
@@ -1143,8 +1249,11 @@ impl ScenarioCtx {
                 return Judged::Flow(Flow::Skip(reason));
             }
             let expected = call.expect.codes.to_string();
-            let message =
-                call.expect.explain(format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code)));
+            let mut message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
+            if let Ok(response) = &answer {
+                message.push_str(&ok_summary(response));
+            }
+            let message = call.expect.explain(message);
             let kind = call.expect.kind_or("unexpected-code");
             let f = match &answer {
                 Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, kind, message, Some(expected)),
@@ -1188,24 +1297,42 @@ impl ScenarioCtx {
             Err(e) => return (request, Err(e)),
         };
         let endpoint = conn.endpoint().to_string();
+        // A call that is not sent: the harness's own error, never the plugin's answer.
+        let not_sent = |code: Code, message: String| RpcError {
+            rpc: method.name().to_owned(),
+            code,
+            message,
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Transport,
+        };
         if let Some(why) = self.shared.gone(&endpoint) {
-            let e = RpcError {
-                rpc: method.name().to_owned(),
-                code: Code::Unavailable,
-                message: why,
-                elapsed: Duration::ZERO,
-                origin: ErrorOrigin::Transport,
-            };
-            return (request, Err(e));
+            return (request, Err(not_sent(Code::Unavailable, why)));
+        }
+        if let Some(why) = super::existing::refusal(method.name(), &request, &self.shared.config.existing_volumes) {
+            self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
+            return (request, Err(not_sent(Code::Aborted, why)));
         }
         let scrubber = &self.shared.config.scrubber;
         scrubber.add(proto::sensitive_values(&request));
         tracing::debug!(rpc = method.name(), request = %self.shared.scrub(&proto::to_redacted_json(&request)), "call");
         let sending = if track { self.tracker.sending(method.name(), &request, node_index, key.as_deref()) } else { None };
-        let answer = if method.is_server_streaming() {
-            conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
-        } else {
-            conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
+        // Contention while this run holds other resources on the plugin is retried after a
+        // release (bounded by --contention-timeout), not judged.
+        let holder = if self.contention_expected { None } else { Some(self.holder) };
+        let (answer, retried) = self
+            .shared
+            .budget
+            .retry_contention(holder, || async {
+                if method.is_server_streaming() {
+                    conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
+                } else {
+                    conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
+                }
+            })
+            .await;
+        self.contention = match retried {
+            Some(r @ Retried { code: Some(_), .. }) => Some((method.name().to_owned(), r.note())),
+            _ => None,
         };
         match &answer {
             Ok(response) => response.messages().iter().for_each(|m| scrubber.add(proto::sensitive_values(m))),
@@ -1358,6 +1485,20 @@ pub fn call_finding(
     f.rpc = Some(rpc.to_owned());
     f.request = Some(proto::to_redacted_json(request));
     f
+}
+
+/// What an OK answer held, for a finding that expected an error: `; it returned ...` (see
+/// [`proto::summary`]: redacted, bounded; the finding is scrubbed as well).
+pub(crate) fn ok_summary(response: &Response) -> String {
+    match response.messages() {
+        [one] => format!("; it returned {}", proto::summary(one, proto::SUMMARY_MAX)),
+        [] => "; it returned an empty stream".to_owned(),
+        [first, ..] => format!(
+            "; it returned {} messages, the first {}",
+            response.messages().len(),
+            proto::summary(first, proto::SUMMARY_MAX)
+        ),
+    }
 }
 
 /// A finding about a call that failed: also the code it got and the plugin's message.

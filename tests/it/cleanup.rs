@@ -169,3 +169,48 @@ async fn cleanup_undoes_what_the_journal_lists_with_secrets_once_and_nothing_els
     let outstanding = csi_conform::journal::outstanding(&journal_path).unwrap();
     assert_eq!(outstanding.iter().map(|(_, o)| o.endpoint().to_owned()).collect::<Vec<_>>(), ["unix:///nonexistent/other.sock"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_compacts_the_journal_to_what_is_outstanding_and_cleanup_still_undoes_it() {
+    let config = || Config { secrets: Some(Secrets::parse(SECRETS, Path::new("secrets.yaml")).unwrap()), ..Config::default() };
+    let plugin = TestPlugin::start(config()).await;
+    let other = TestPlugin::start(config()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("secrets.yaml"), SECRETS).unwrap();
+    let endpoint = format!("unix://{}", plugin.socket.display());
+
+    // History: many runs' records, all done, and one volume an earlier run left behind.
+    let leftover = create_directly(&plugin, "leftover").await;
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "history").unwrap();
+    for i in 0..2000 {
+        let id = journal.created(&volume_record(&endpoint, &format!("gone-{i}"), &format!("gone-{i}"))).unwrap();
+        journal.done(&id).unwrap();
+    }
+    let leftover_id = journal.created(&volume_record(&endpoint, &leftover, "leftover")).unwrap();
+    drop(journal);
+    assert_eq!(std::fs::read_to_string(&journal_path).unwrap().lines().count(), 4001);
+
+    // A run against another plugin (this one's leftover would stop a run against it) that
+    // creates and deletes volumes of its own.
+    let other_socket = other.socket.display().to_string();
+    let args = ["run", "--endpoint", &other_socket, "--focus", r"^controller\.delete-volume", "--journal", "journal.jsonl", "--secrets", "secrets.yaml"];
+    let run = csi_conform(&args, cwd.path()).await;
+    assert_eq!(run.status.code(), Some(0), "{:?} {:?}", lines(&run.stdout), lines(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stdout).contains("3 passed"), "{:?}", lines(&run.stdout));
+    let text = std::fs::read_to_string(&journal_path).unwrap();
+    assert_eq!(text.lines().count(), 1, "only the leftover is left: {text}");
+    let outstanding = csi_conform::journal::outstanding(&journal_path).unwrap();
+    assert_eq!(outstanding.len(), 1);
+    assert_eq!(outstanding[0].0, leftover_id, "the same id, so `done` entries still find it");
+    assert!(outstanding[0].1.to_string().starts_with(&format!("volume {leftover} (leftover)")), "{}", outstanding[0].1);
+    let dir: Vec<String> =
+        std::fs::read_dir(cwd.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!dir.iter().any(|n| n.contains(".tmp")), "no temporary file is left: {dir:?}");
+
+    // cleanup reads the compacted journal, undoes the leftover, and compacts it to nothing.
+    let cleanup = csi_conform(&["cleanup", "--journal", "journal.jsonl", "--secrets", "secrets.yaml"], cwd.path()).await;
+    assert_eq!(cleanup.status.code(), Some(0), "{:?} {:?}", lines(&cleanup.stdout), lines(&cleanup.stderr));
+    assert!(volume_ids(&plugin).await.is_empty());
+    assert_eq!(std::fs::read_to_string(&journal_path).unwrap(), "");
+}

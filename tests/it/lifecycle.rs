@@ -31,7 +31,7 @@ use crate::{
     support::{TestPlugin, csi_conform, netns::NetNs, ok},
 };
 
-fn can_mount(test: &str) -> bool {
+pub(crate) fn can_mount(test: &str) -> bool {
     if mounts::has_cap_sys_admin() {
         return true;
     }
@@ -41,19 +41,19 @@ fn can_mount(test: &str) -> bool {
 
 /// The reference plugin as a cluster: `plugin` serves the controller and node 0; `extra`
 /// are further node-only instances; all share `state`.
-struct Cluster {
-    plugin: TestPlugin,
+pub(crate) struct Cluster {
+    pub(crate) plugin: TestPlugin,
     extra: Vec<ReferenceHandle>,
     nodes: Vec<Endpoint>,
-    _state: TempDir,
+    pub(crate) state: TempDir,
 }
 
 impl Cluster {
-    async fn start(config: Config, nodes: usize) -> Cluster {
+    pub(crate) async fn start(config: Config, nodes: usize) -> Cluster {
         let state = tempfile::tempdir().unwrap();
         let shared = Config { state_dir: Some(state.path().to_path_buf()), ..config };
         let plugin = TestPlugin::start(Config { node_id: "node-0".into(), ..shared.clone() }).await;
-        let mut cluster = Cluster { nodes: vec![Endpoint::Unix(plugin.socket.clone())], plugin, extra: Vec::new(), _state: state };
+        let mut cluster = Cluster { nodes: vec![Endpoint::Unix(plugin.socket.clone())], plugin, extra: Vec::new(), state };
         for i in 1..nodes {
             let socket = format!("node-{i}.sock");
             let node = Config { mode: Mode::NodeOnly, node_id: format!("node-{i}"), ..shared.clone() };
@@ -64,12 +64,12 @@ impl Cluster {
         cluster
     }
 
-    async fn engine(&self) -> suite::Plugin {
+    pub(crate) async fn engine(&self) -> suite::Plugin {
         engine(&self.plugin.socket, &self.nodes).await
     }
 
     /// Asserts the plugin holds no volume and nothing is mounted in its directory.
-    async fn assert_clean(&self) {
+    pub(crate) async fn assert_clean(&self) {
         let volumes = ok(self.plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);
         assert!(volumes.entries.is_empty(), "volumes left behind: {:?}", volumes.entries);
         let left = mounts::mounts_under(self.plugin.dir.path());
@@ -78,7 +78,7 @@ impl Cluster {
 }
 
 /// Connects the harness to a controller socket and node endpoints, as `csi-conform run` does.
-async fn engine(controller: &Path, nodes: &[Endpoint]) -> suite::Plugin {
+pub(crate) async fn engine(controller: &Path, nodes: &[Endpoint]) -> suite::Plugin {
     let options = ClientOptions { connect_timeout: Duration::from_secs(10), ..ClientOptions::default() };
     let controller_endpoint = Endpoint::Unix(controller.to_path_buf());
     let ctl = Connection::connect(controller_endpoint.clone(), options.clone()).await.expect("connect the controller");
@@ -110,11 +110,16 @@ fn config(work: &TempDir, focus: &str) -> RunConfig {
 
 async fn run(plugin: &suite::Plugin, config: &RunConfig) -> RunReport {
     let report = suite::run(plugin, &lifecycle_suite(), config).await;
+    assert_work_dir_clean(config);
+    report
+}
+
+/// Asserts a run left nothing mounted and no scenario directory in its work directory.
+pub(crate) fn assert_work_dir_clean(config: &RunConfig) {
     let left = mounts::mounts_under(&config.work_dir);
     assert!(left.is_empty(), "mounts left under the work directory: {left:?}");
     let dirs: Vec<_> = std::fs::read_dir(&config.work_dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     assert!(dirs.is_empty(), "scenario directories left behind: {dirs:?}");
-    report
 }
 
 fn scenario<'a>(report: &'a RunReport, id: &str) -> &'a csi_conform::report::ScenarioResult {
@@ -410,8 +415,13 @@ async fn a_node_in_another_network_namespace_is_reached_over_tcp_and_its_paths_t
     };
     let report = run(&engine, &with_command).await;
     assert!(non_passes(&report).is_empty(), "{:#?}", not_passed(&report));
+    // Only the remote node's mount checks are skipped, once per scenario, saying why.
     let all_findings: Vec<_> = report.suites.iter().flat_map(|s| &s.scenarios).flat_map(|s| &s.findings).collect();
-    assert!(all_findings.is_empty(), "{all_findings:?}");
+    assert!(!all_findings.is_empty());
+    for f in &all_findings {
+        assert_eq!(f.kind, "mount-check-skipped", "{f:?}");
+        assert!(f.message.contains("node 1's") && f.message.contains("--check-path-cmd only tells file types"), "{f:?}");
+    }
     let asked = std::fs::read_to_string(&log).unwrap();
     for wanted in ["/node1/staging", "/node1/target"] {
         assert!(asked.lines().any(|l| l.ends_with(wanted)), "{wanted} was not asked about: {asked}");
@@ -428,7 +438,7 @@ async fn a_node_in_another_network_namespace_is_reached_over_tcp_and_its_paths_t
     assert!(why.contains("--check-path-cmd only tells file types"), "{why}");
     let report = suite::run(&engine, &[remote_paths], &config(&work, "")).await;
     let why = scenario(&report, "remote.kinds").skip_reason.clone().unwrap_or_default();
-    assert!(why.contains("is not on this host") && why.contains("give --check-path-cmd"), "{why}");
+    assert!(why.contains("is reached over TCP") && why.contains("give --check-path-cmd"), "{why}");
 
     stop_process(&mut remote).await;
     let volumes = ok(plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);

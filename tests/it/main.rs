@@ -1,11 +1,14 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
 mod bad_input;
+mod budgets;
 mod cleanup;
 mod client;
 mod compare;
 mod compat;
+mod existing;
 mod console;
+mod data;
 mod docs;
 mod fingerprint;
 mod lifecycle;
@@ -14,6 +17,7 @@ mod interrupt;
 mod leaks;
 mod loaders;
 mod misbehaving;
+mod mount_namespace;
 mod mounts;
 mod proto;
 mod quirks;

@@ -224,6 +224,104 @@ async fn malformed_enormous_and_impossible_answers_are_findings_not_crashes() {
     );
 }
 
+const OK_INSTEAD_SUITE: &str = r#"
+suite: ok-instead
+title: OK where an error is due
+scenarios:
+  - id: stats
+    title: stats of a volume that does not exist
+    steps:
+      - call: NodeGetVolumeStats
+        request: { volume_id: "${name}-nonexistent", volume_path: "${paths.target}" }
+        expect: { code: NOT_FOUND }
+  - id: validate
+    title: capabilities of a volume that does not exist
+    steps:
+      - call: ValidateVolumeCapabilities
+        request: { volume_id: "${name}-nonexistent", volume_capabilities: ["${capability}"] }
+        expect: { code: NOT_FOUND }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ok_where_an_error_is_due_shows_what_came_back_redacted_and_short() {
+    use v1::volume_capability::{AccessMode, AccessType, MountVolume};
+    let secret = "Kx77-stage-secret";
+    let stats = v1::NodeGetVolumeStatsResponse {
+        usage: vec![v1::VolumeUsage { total: 1024, used: 1, available: 1023, unit: 1 }],
+        volume_condition: Some(v1::VolumeCondition { abnormal: true, message: format!("no such volume; key {secret}") }),
+    };
+    let confirmed = v1::ValidateVolumeCapabilitiesResponse {
+        confirmed: Some(v1::validate_volume_capabilities_response::Confirmed {
+            volume_capabilities: vec![v1::VolumeCapability {
+                access_type: Some(AccessType::Mount(MountVolume { mount_flags: vec!["password=hunter2".into()], ..Default::default() })),
+                access_mode: Some(AccessMode { mode: 1 }),
+            }],
+            ..Default::default()
+        }),
+        message: "x".repeat(500),
+    };
+    let fake = FakePlugin::start(FakeOptions {
+        misbehave: rules([("NodeGetVolumeStats", raw(stats)), ("ValidateVolumeCapabilities", raw(confirmed))]),
+        ..FakeOptions::default()
+    })
+    .await;
+    let plugin = fake.engine_plugin(options(Duration::from_secs(5))).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = config(&work);
+    config.secrets = [("NodeStageVolumeSecret".to_owned(), [("key".to_owned(), secret.to_owned())].into())].into();
+    let report = suite::run(&plugin, &load(OK_INSTEAD_SUITE), &config).await;
+
+    let stats = scenario(&report, "ok-instead.stats");
+    assert_eq!(stats.outcome, Severity::Fail);
+    let f = &stats.findings[0];
+    assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("NOT_FOUND"), Some("OK")));
+    assert_eq!(
+        f.message,
+        "NodeGetVolumeStats answered OK, expected NOT_FOUND; it returned usage[0].available=1023, usage[0].total=1024, \
+         usage[0].used=1, usage[0].unit='BYTES', volume_condition.abnormal=true, volume_condition.message='no such volume; key <redacted>'"
+    );
+
+    let validate = scenario(&report, "ok-instead.validate");
+    let f = &validate.findings[0];
+    assert!(
+        f.message.starts_with(
+            "ValidateVolumeCapabilities answered OK, expected NOT_FOUND; it returned \
+             confirmed.volume_capabilities[0].mount.mount_flags[0]='<redacted>'"
+        ),
+        "{}",
+        f.message
+    );
+    assert!(f.message.contains(&format!("message='{}...'", "x".repeat(60))), "{}", f.message);
+    assert!(f.message.chars().count() < 400, "bounded: {}", f.message);
+    let json = csi_conform::report::to_json(&report);
+    assert!(!json.contains("hunter2") && !json.contains(secret), "no secret in the report");
+}
+
+/// A plugin that cannot stage at all (ember-csi on its fake Cinder backend answers UNKNOWN):
+/// the built-in scenario about a missing volume_context fails on its control step, and does
+/// not blame the missing context with a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_cannot_stage_is_not_warned_about_the_volume_context() {
+    let fake = FakePlugin::start(FakeOptions {
+        misbehave: rules([("NodeStageVolume", Misbehaviour::Refuse(tonic::Code::Unknown, "cannot attach"))]),
+        ..FakeOptions::default()
+    })
+    .await;
+    let plugin = fake.engine_plugin(options(Duration::from_secs(5))).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        focus: vec![regex::Regex::new("^extras\\.node\\.stage-without-volume-context$").unwrap()],
+        ..config(&work)
+    };
+    let report = suite::run(&plugin, &suite::builtin(), &config).await;
+    let s = scenario(&report, "extras.node.stage-without-volume-context");
+    assert_eq!(s.outcome, Severity::Fail, "{:?}", findings(s));
+    let (kind, message) = &findings(s)[0];
+    assert_eq!(kind, "unexpected-code");
+    assert!(message.starts_with("NodeStageVolume with the volume_context: NodeStageVolume answered UNKNOWN"), "{message}");
+    assert!(s.findings.iter().all(|f| f.kind != "requires-volume-context"), "{:?}", findings(s));
+}
+
 const ABANDON_SUITE: &str = r#"
 suite: abandon
 title: Teardown that cannot finish

@@ -49,6 +49,15 @@ const LIFECYCLE_FLAGS: [&str; 4] = [
     "lifecycle.mount.request-mount-flags-replace-the-volumes",
     "lifecycle.mount.volume-mount-flags",
 ];
+/// The data scenarios that unpublish and unstage a volume before verifying its marker.
+const DATA_AFTER_UNSTAGE: [&str; 6] = [
+    "data.block.expand.offline",
+    "data.block.read-only",
+    "data.block.republish",
+    "data.mount.expand.offline",
+    "data.mount.read-only",
+    "data.mount.republish",
+];
 /// The property scenarios that fail when a confirmation or a creation goes wrong.
 const PROPERTIES: [&str; 2] = ["properties.validate-never-fails", "properties.create-then-validate"];
 
@@ -117,6 +126,43 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             ],
             "mount-flags",
             Severity::Fail,
+        ),
+        Quirk::IgnoreReadonly => on(
+            &[
+                "extras.publish.readonly",
+                "lifecycle.block.read-only",
+                "lifecycle.mount.read-only",
+                "lifecycle.mount.read-only.mount-flags",
+            ],
+            "path-state",
+            Severity::Fail,
+        )
+        .into_iter()
+        // The data suite's read-only publications take a write, and say so by bytes.
+        .chain(on(&["data.block.read-only", "data.mount.read-only"], "data-writable", Severity::Fail))
+        .collect(),
+        Quirk::UnstageIgnoresPath => on(&["node.unstage.no-staging-path"], "unexpected-code", Severity::Fail),
+        Quirk::SnapshotEmpty => on(
+            &["data.block.group-snapshot", "data.block.snapshot", "data.mount.group-snapshot", "data.mount.snapshot"],
+            "snapshot-content",
+            Severity::Fail,
+        ),
+        Quirk::CloneSharesData => on(&["data.block.clone", "data.mount.clone"], "clone-shares-data", Severity::Fail),
+        Quirk::ExpandNoGrow => {
+            on(&["data.block.expand.offline", "data.block.expand.online"], "volume-size", Severity::Fail)
+        }
+        Quirk::LoseDataOnUnstage => on(&DATA_AFTER_UNSTAGE, "data-lost", Severity::Fail),
+        // A plugin may refuse mount flags its volume was not created with, once it said so in
+        // ValidateVolumeCapabilities: a warning, never a failure (ember-csi does this).
+        Quirk::CreatedMountFlagsOnly => on(
+            &[
+                "extras.validate.mount-flags",
+                "lifecycle.mount.read-only.mount-flags",
+                "lifecycle.mount.read-write.mount-flags",
+                "lifecycle.mount.request-mount-flags-replace-the-volumes",
+            ],
+            "unconfirmed",
+            Severity::Warn,
         ),
     }
 }
@@ -297,6 +343,9 @@ async fn ignore_secrets_warns_and_no_secret_reaches_any_output() {
     let report = caught(Quirk::IgnoreSecrets).await;
     let f = the_finding(&report, "extras.secrets.create-volume-without-secrets");
     assert!(f.message.contains("CreateVolumeSecret"), "{}", f.message);
+    // What the plugin answered instead of refusing, so the vendor sees the volume it made.
+    assert!(f.message.contains("; it returned volume.capacity_bytes="), "{}", f.message);
+    assert!(f.message.contains(", volume.volume_id='"), "{}", f.message);
     let outputs = [
         report::to_json(&report),
         report::to_junit_xml(&report),
@@ -324,7 +373,16 @@ async fn internal_on_odd_caps_fails_the_properties_with_the_minimal_case() {
 #[tokio::test]
 async fn allow_second_writer_fails_the_single_writer_scenarios() {
     let report = caught(Quirk::AllowSecondWriter).await;
-    assert_eq!(the_finding(&report, "node.publish.single-writer-second-target").got.as_deref(), Some("OK"));
+    let f = the_finding(&report, "node.publish.single-writer-second-target");
+    assert_eq!(f.got.as_deref(), Some("OK"));
+    assert!(f.message.ends_with("expected FAILED_PRECONDITION; it returned an empty message"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn unstage_ignores_path_fails_the_unstage_without_a_staging_path() {
+    let report = caught(Quirk::UnstageIgnoresPath).await;
+    let f = the_finding(&report, "node.unstage.no-staging-path");
+    assert_eq!((f.got.as_deref(), f.expected.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
 }
 
 #[tokio::test]
@@ -336,6 +394,91 @@ async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
     let report = caught(Quirk::IgnoreMountFlags).await;
     let f = the_finding(&report, "lifecycle.mount.read-write.mount-flags");
     assert!(f.message.contains("nosuid") || f.message.contains("noexec") || f.message.contains("flag"), "{}", f.message);
+}
+
+/// A default run against a data quirk, when the reference plugin can mount (the data
+/// scenarios skip otherwise, and say so).
+async fn data_caught(quirk: Quirk, test: &str) -> Option<RunReport> {
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        eprintln!("SKIPPED: {test}: no CAP_SYS_ADMIN, the reference plugin cannot mount, so no data is written");
+        return None;
+    }
+    Some(caught(quirk).await)
+}
+
+#[tokio::test]
+async fn snapshot_empty_fails_the_restores_naming_the_blank_volume() {
+    let Some(report) = data_caught(Quirk::SnapshotEmpty, "snapshot_empty_fails_the_restores_naming_the_blank_volume").await
+    else {
+        return;
+    };
+    let block = &the_finding(&report, "data.block.snapshot").message;
+    assert!(block.contains("restored from snapshot") && block.contains("byte 0 is blank"), "{block}");
+    let mount = &the_finding(&report, "data.mount.snapshot").message;
+    assert!(mount.contains("marker A is missing"), "{mount}");
+}
+
+#[tokio::test]
+async fn clone_shares_data_fails_the_clones_naming_the_overwritten_source() {
+    let Some(report) =
+        data_caught(Quirk::CloneSharesData, "clone_shares_data_fails_the_clones_naming_the_overwritten_source").await
+    else {
+        return;
+    };
+    for id in ["data.block.clone", "data.mount.clone"] {
+        let m = &the_finding(&report, id).message;
+        assert!(m.contains("a write into clone") && m.contains("holds marker B instead of marker A"), "{m}");
+    }
+}
+
+#[tokio::test]
+async fn expand_no_grow_fails_the_block_expansions_with_both_sizes() {
+    let Some(report) = data_caught(Quirk::ExpandNoGrow, "expand_no_grow_fails_the_block_expansions_with_both_sizes").await
+    else {
+        return;
+    };
+    let m = &the_finding(&report, "data.block.expand.online").message;
+    let (old, new) = (10u64 << 30, 11u64 << 30);
+    assert!(m.contains("the block volume at") && m.contains(&format!("is {old} bytes, less than the {new} bytes it was expanded to")), "{m}");
+}
+
+#[tokio::test]
+async fn lose_data_on_unstage_fails_every_scenario_that_unstages_before_reading() {
+    let Some(report) =
+        data_caught(Quirk::LoseDataOnUnstage, "lose_data_on_unstage_fails_every_scenario_that_unstages_before_reading")
+            .await
+    else {
+        return;
+    };
+    let m = &the_finding(&report, "data.mount.republish").message;
+    assert!(m.contains("NodeUnstageVolume") && m.contains("marker A is missing"), "{m}");
+}
+
+#[tokio::test]
+async fn ignore_readonly_fails_every_read_only_publication() {
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        eprintln!("SKIPPED: ignore_readonly_fails_every_read_only_publication: no CAP_SYS_ADMIN, the mount table cannot show read-only");
+        return;
+    }
+    let report = caught(Quirk::IgnoreReadonly).await;
+    let f = the_finding(&report, "lifecycle.mount.read-only");
+    assert!(f.message.contains("mounted read-write"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn created_mount_flags_only_warns_and_the_refused_publish_is_no_failure() {
+    let report = caught(Quirk::CreatedMountFlagsOnly).await;
+    let scenario = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .find(|s| s.id == "lifecycle.mount.read-write.mount-flags")
+        .expect("the scenario ran");
+    assert_eq!(scenario.outcome, Severity::Warn);
+    let why = scenario.skip_reason.as_deref().unwrap_or_default();
+    assert!(why.contains("ControllerPublishVolume refused it (INVALID_ARGUMENT"), "{why}");
+    let same_flags = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "lifecycle.mount.volume-mount-flags");
+    assert_eq!(same_flags.map(|s| s.outcome), Some(Severity::Pass), "the flags the volume was created with still publish");
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! RPC, idempotency, paging, snapshots, group snapshots, snapshot metadata, modes, disabled
 //! capabilities, secrets, contexts, and several instances sharing one state directory.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -831,6 +832,9 @@ async fn get_modify_and_expand_volumes() {
             .await,
         Code::NotFound,
     );
+    // csi-sanity's "should fail if volume does not exist" sends an empty map: an unknown
+    // volume is NOT_FOUND before the missing mutable_parameters are looked at.
+    expect_code(ctl.controller_modify_volume(modify("vol-x", &[])).await, Code::NotFound);
     expect_code(
         ctl.controller_modify_volume(modify(&v.volume_id, &[("colour", "red")]))
             .await,
@@ -1781,6 +1785,13 @@ async fn node_stage_and_publish_follow_the_spec_tables() {
         node.node_get_volume_stats(stats(&p.path("not-here"))).await,
         Code::NotFound,
     );
+    // csi-sanity's relative "some/path" names no volume: NOT_FOUND, for a known volume and
+    // for an unknown one.
+    expect_code(node.node_get_volume_stats(stats("some/path")).await, Code::NotFound);
+    expect_code(
+        node.node_get_volume_stats(v1::NodeGetVolumeStatsRequest { volume_id: "vol-nope".into(), ..stats("some/path") }).await,
+        Code::NotFound,
+    );
     let st = ok(node.node_get_volume_stats(stats(&pubreq.target_path)).await);
     use v1::volume_usage::Unit;
     let bytes = st
@@ -1824,6 +1835,11 @@ async fn node_stage_and_publish_follow_the_spec_tables() {
         .await,
         Code::NotFound,
     );
+    expect_code(
+        node.node_expand_volume(v1::NodeExpandVolumeRequest { volume_id: "vol-nope".into(), ..expand("some/path", 0) }).await,
+        Code::NotFound,
+    );
+    expect_code(node.node_expand_volume(expand("some/path", 0)).await, Code::NotFound);
     expect_code(
         node.node_expand_volume(expand(&pubreq.target_path, 2 << 30))
             .await,
@@ -2215,6 +2231,77 @@ async fn node_only_plugins_serve_static_volumes_and_no_controller() {
             staging_target_path: p.path("staging"),
         })
         .await);
+}
+
+#[tokio::test]
+async fn node_only_plugins_take_pre_provisioned_volumes_from_their_context() {
+    let p = TestPlugin::start(Config { mode: PluginMode::NodeOnly, require_context: true, ..Config::default() }).await;
+    let mut node = p.node();
+    let with = |context: &[(&str, &str)], cap: v1::VolumeCapability| v1::NodeStageVolumeRequest {
+        volume_context: map(context),
+        ..stage_req(&p, "pv-1", cap)
+    };
+    // --require-context: an id it never made, with no context, is refused.
+    let refused = code_of(node.node_stage_volume(stage_req(&p, "pv-1", snw())).await);
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("volume_context is missing"), "{}", refused.message());
+    // Bad contexts name what is wrong.
+    expect_code(node.node_stage_volume(with(&[("path", "relative/dir")], snw())).await, Code::InvalidArgument);
+    expect_code(node.node_stage_volume(with(&[("path", "/nonexistent/csi-conform/dir")], snw())).await, Code::NotFound);
+    expect_code(node.node_stage_volume(with(&[("size", "lots")], snw())).await, Code::InvalidArgument);
+    // A directory volume has no block access; it is the directory, and stats see its file.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kept.txt"), "x".repeat(5000)).unwrap();
+    let path = dir.path().display().to_string();
+    expect_code(
+        node.node_stage_volume(with(&[("path", &path)], block_cap(Mode::SingleNodeWriter))).await,
+        Code::FailedPrecondition,
+    );
+    ok(node.node_stage_volume(with(&[("path", &path)], snw())).await);
+    let publish = v1::NodePublishVolumeRequest { volume_context: map(&[("path", &path)]), ..node_publish_req(&p, "pv-1", "t", snw()) };
+    ok(node.node_publish_volume(publish).await);
+    let stats = ok(node
+        .node_get_volume_stats(v1::NodeGetVolumeStatsRequest {
+            volume_id: "pv-1".into(),
+            volume_path: p.path("t"),
+            staging_target_path: String::new(),
+        })
+        .await);
+    assert!(stats.usage[0].used >= 5000, "{stats:?}");
+    // Later calls without the context are refused too.
+    expect_code(node.node_publish_volume(node_publish_req(&p, "pv-1", "t2", snw())).await, Code::FailedPrecondition);
+    ok(node.node_unpublish_volume(v1::NodeUnpublishVolumeRequest { volume_id: "pv-1".into(), target_path: p.path("t") }).await);
+    ok(node
+        .node_unstage_volume(v1::NodeUnstageVolumeRequest { volume_id: "pv-1".into(), staging_target_path: p.path("staging") })
+        .await);
+    assert_eq!(std::fs::read_to_string(dir.path().join("kept.txt")).unwrap(), "x".repeat(5000), "the directory is left as it was");
+    // A sized one gets a fresh backing, block access included.
+    let sized = v1::NodeStageVolumeRequest { volume_id: "pv-2".into(), ..with(&[("size", "1Mi")], block_cap(Mode::SingleNodeWriter)) };
+    ok(node.node_stage_volume(sized).await);
+}
+
+#[tokio::test]
+async fn a_controller_plugin_publishes_a_pre_provisioned_volume_and_wants_its_publish_context_back() {
+    let p = TestPlugin::start(Config { require_context: true, ..Config::default() }).await;
+    let context = map(&[("size", "1Mi")]);
+    let node_id = ok(p.node().node_get_info(v1::NodeGetInfoRequest {}).await).node_id;
+    let publish = |context: HashMap<String, String>| v1::ControllerPublishVolumeRequest {
+        volume_id: "pv-ctrl".into(),
+        node_id: node_id.clone(),
+        volume_capability: Some(snw()),
+        volume_context: context,
+        ..Default::default()
+    };
+    expect_code(p.controller().controller_publish_volume(publish(HashMap::new())).await, Code::NotFound);
+    let published = ok(p.controller().controller_publish_volume(publish(context.clone())).await);
+    assert!(!published.publish_context.is_empty());
+    let stage = |publish_context: HashMap<String, String>| v1::NodeStageVolumeRequest {
+        volume_context: context.clone(),
+        publish_context,
+        ..stage_req(&p, "pv-ctrl", snw())
+    };
+    expect_code(p.node().node_stage_volume(stage(HashMap::new())).await, Code::FailedPrecondition);
+    ok(p.node().node_stage_volume(stage(published.publish_context.clone())).await);
 }
 
 #[tokio::test]

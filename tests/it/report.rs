@@ -203,6 +203,7 @@ fn sample_report(strict: bool) -> RunReport {
             RpcLatency { calls: 4, errors: 1, min: 0.001, median: 0.004, max: 0.125 },
         )]),
         interrupted: None,
+        mounts: Vec::new(),
     }
 }
 

@@ -15,7 +15,9 @@ use csi_conform::{
 use crate::support::{TestPlugin, csi_conform, engine_plugin, ok};
 
 fn config(dir: &tempfile::TempDir, jobs: usize) -> RunConfig {
-    RunConfig { jobs, seed: 7, work_dir: dir.path().join("work"), ..RunConfig::default() }
+    // No --property-time: how many property cases fit in it depends on the machine's speed,
+    // and these runs compare every case.
+    RunConfig { jobs, seed: 7, work_dir: dir.path().join("work"), property_time: std::time::Duration::ZERO, ..RunConfig::default() }
 }
 
 async fn run_builtin(plugin: &TestPlugin, jobs: usize) -> RunReport {
@@ -60,6 +62,14 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     let skipped = not_passed(&report);
     let expected_skips = [
         "controller.publish.attach-limit",
+        "data.block.move",
+        "data.block.shared",
+        "data.mount.move",
+        "data.mount.shared",
+        "existing.read-only",
+        "existing.read-write",
+        "existing.second-target",
+        "existing.unstage-without-path",
         "extras.node.distinct-ids",
         "extras.secrets.create-volume-without-secrets",
         "lifecycle.restart.between-stage-and-publish",
@@ -73,9 +83,11 @@ async fn the_reference_plugin_passes_every_builtin_scenario_and_is_left_empty() 
     assert!(skipped.values().all(|(o, _)| *o == Severity::Skip));
     assert!(skipped["controller.publish.attach-limit"].1.contains("--test-node-volume-attach-limit"));
     assert!(skipped["extras.node.distinct-ids"].1.contains("requires 2 node endpoints"));
+    assert!(skipped["data.mount.move"].1.contains("requires 2 node endpoints"));
     assert!(skipped["lifecycle.two-nodes.multi-node-reader-only"].1.contains("requires 2 node endpoints"));
     assert!(skipped["lifecycle.restart.between-stage-and-publish"].1.contains("--allow-restart-cmd"));
     assert!(skipped["lifecycle.secrets"].1.contains("--secrets"));
+    assert_eq!(skipped["existing.read-write"].1, csi_conform::suite::NO_EXISTING_VOLUME);
     assert!(skipped["extras.secrets.create-volume-without-secrets"].1.contains("CreateVolumeSecret"));
     assert!(!report.failed());
     assert!(report.counts().pass >= 125, "{:?}", report.counts());
@@ -250,4 +262,57 @@ async fn list_parity_shows_every_csi_sanity_case_covered() {
     assert!(text.ends_with("96 of 96 csi-sanity checks covered\n"), "{text}");
     assert!(!text.contains("NOT COVERED"));
     assert!(text.contains("  9  Controller / ListVolumes") && text.contains("controller.list-volumes.pagination"), "{}", &text[..2000.min(text.len())]);
+}
+
+#[tokio::test]
+async fn profile_csi_sanity_runs_exactly_the_parity_mapped_scenarios_with_csi_sanitys_requests() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let listed = csi_conform(&["list", "--parity"], cwd.path()).await;
+    let mapped: std::collections::BTreeSet<String> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("     "))
+        .filter(|id| *id != "NOT COVERED")
+        .map(str::to_owned)
+        .collect();
+    assert!(mapped.len() > 90, "{mapped:?}");
+    let ids = |file: &str| -> (std::collections::BTreeSet<String>, RunReport) {
+        let report = csi_conform::report::from_json(&std::fs::read_to_string(cwd.path().join(file)).unwrap()).unwrap();
+        (outcomes(&report).into_keys().collect(), report)
+    };
+    let socket = plugin.socket.display().to_string();
+
+    // csi-sanity's default mutable parameters are none: ModifyVolume then lacks a required
+    // field, which the reference plugin refuses, as csi-sanity v5.4 sees it too.
+    let out = csi_conform(&["run", "--endpoint", &socket, "--profile", "csi-sanity", "-q", "--json", "a.json"], cwd.path()).await;
+    let (ran, report) = ids("a.json");
+    assert_eq!(ran, mapped, "exactly the scenarios `list --parity` maps");
+    assert_eq!(out.status.code(), Some(1));
+    let failed: BTreeMap<String, (Severity, String)> =
+        not_passed(&report).into_iter().filter(|(_, (o, _))| *o == Severity::Fail).collect();
+    assert_eq!(failed.keys().collect::<Vec<_>>(), ["modify.volume-with-class", "modify.volume-without-class"], "{failed:?}");
+    for (_, why) in failed.values() {
+        assert!(why.starts_with("ControllerModifyVolume answered INVALID_ARGUMENT, expected OK"), "{why}");
+        assert!(why.contains("an empty map (csi-sanity's default) is a missing required field"), "{why}");
+    }
+    // What csi-sanity's relative "some/path" gets from the reference plugin: NOT_FOUND.
+    for id in ["node.volume-stats.not-found", "node.volume-stats.wrong-path", "expansion.node-expand.not-found"] {
+        assert_eq!(outcomes(&report)[id].0, Severity::Pass, "{id}");
+    }
+
+    // The same profile from a settings file, with the plugin's mutable parameters: all pass.
+    std::fs::write(cwd.path().join("mutable.yaml"), "iops: 500\n").unwrap();
+    std::fs::write(cwd.path().join("ci.yaml"), "profile: csi-sanity\ntest-volume-mutable-parameters: mutable.yaml\n").unwrap();
+    let out = csi_conform(&["run", "--endpoint", &socket, "--config", "ci.yaml", "-q", "--json", "b.json"], cwd.path()).await;
+    let (ran, report) = ids("b.json");
+    assert_eq!(ran, mapped);
+    assert_eq!(out.status.code(), Some(0), "{:?}", not_passed(&report));
+
+    // The full profile (the default) runs more than that.
+    let out = csi_conform(&["run", "--endpoint", &socket, "-q", "--json", "c.json"], cwd.path()).await;
+    assert_eq!(out.status.code(), Some(0));
+    let (ran, _) = ids("c.json");
+    assert!(ran.is_superset(&mapped) && ran.len() > mapped.len());
+    assert_plugin_is_empty(&plugin).await;
 }

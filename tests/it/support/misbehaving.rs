@@ -25,6 +25,8 @@ pub enum Misbehaviour {
     Hang,
     /// Answers OK with exactly these bytes as the response message.
     Raw(Vec<u8>),
+    /// Answers this error, whatever the request (a backend that cannot do the call at all).
+    Refuse(tonic::Code, &'static str),
 }
 
 /// Misbehaviours by RPC method name (`CreateVolume`).
@@ -86,6 +88,9 @@ where
             Some(Misbehaviour::Raw(bytes)) => Box::pin(async move {
                 Ok(Grpc::new(RawCodec).unary(Canned(bytes), request).await)
             }),
+            Some(Misbehaviour::Refuse(code, message)) => Box::pin(async move {
+                Ok(Grpc::new(RawCodec).unary(Refused(code, message), request).await)
+            }),
         }
     }
 }
@@ -100,6 +105,19 @@ impl UnaryService<Vec<u8>> for Canned {
     fn call(&mut self, _: tonic::Request<Vec<u8>>) -> Self::Future {
         let bytes = self.0.clone();
         Box::pin(async move { Ok(tonic::Response::new(bytes)) })
+    }
+}
+
+/// Answers every request with the same error.
+struct Refused(tonic::Code, &'static str);
+
+impl UnaryService<Vec<u8>> for Refused {
+    type Response = Vec<u8>;
+    type Future = BoxFuture<Result<tonic::Response<Vec<u8>>, Status>>;
+
+    fn call(&mut self, _: tonic::Request<Vec<u8>>) -> Self::Future {
+        let status = Status::new(self.0, self.1);
+        Box::pin(async move { Err(status) })
     }
 }
 

@@ -1,0 +1,902 @@
+//! Resource budgets of a run: what each scenario holds on the plugin at once (volumes
+//! published per node, live test volumes and their bytes, whether it must run alone), the
+//! limits the plugin reports (NodeGetInfo `max_volumes_per_node`, GetCapacity
+//! `available_capacity`) or the user sets (`--max-live-volumes`, `--max-live-bytes`), and the
+//! scheduler that starts scenarios, and lets property cases run side by side, only within
+//! every limit, so that a verdict does not depend on `--jobs`. A scenario that needs more
+//! than a limit on its own is skipped with the reason. It also decides when an answer is
+//! contention (RESOURCE_EXHAUSTED, ABORTED "operation pending") that is retried after a
+//! release rather than judged.
+//!
+//! In the spirit of nextest's test groups and CTest's resource groups: each scenario declares
+//! (here: derives, from its steps and named checks) what it holds, and one scheduler keeps
+//! every limit. The runner depends on this module, never the reverse.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    future::Future,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use tonic::Code;
+
+use super::model::{Action, Repeat, Scenario};
+use crate::{
+    client::{Connection, RpcError},
+    fingerprint::{Capability, ControllerCapability, Fingerprint},
+    proto::{self, v1},
+    yaml::Plain,
+};
+
+/// The default `--contention-timeout`.
+pub const DEFAULT_CONTENTION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most volumes the attach-limit check creates for a node limit it tests (its own cap).
+const ATTACH_LIMIT_MAX: i64 = 256;
+
+/// What the user sets about budgets (`run`'s flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetConfig {
+    /// `--max-live-volumes`: test volumes that may exist at once (none: no limit of ours).
+    pub max_live_volumes: Option<u32>,
+    /// `--max-live-bytes`: their total size (none: only what GetCapacity reports).
+    pub max_live_bytes: Option<i64>,
+    /// `--contention-timeout`: how long a call answered with contention is retried.
+    pub contention_timeout: Duration,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        BudgetConfig { max_live_volumes: None, max_live_bytes: None, contention_timeout: DEFAULT_CONTENTION_TIMEOUT }
+    }
+}
+
+/// The run's sizes a scenario's demand depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizing {
+    /// `--test-volume-size`.
+    pub volume_size: i64,
+    /// The expansion target.
+    pub expand_size: i64,
+    /// `--idempotency-count`.
+    pub idempotency_count: u32,
+    /// `--property-cases`.
+    pub property_cases: u32,
+    /// `--jobs`.
+    pub jobs: usize,
+}
+
+/// What one scenario (or one property case) holds on the plugin at most, at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Demand {
+    /// Volumes published at once on each node endpoint (by index; missing: none).
+    pub publish: Vec<u32>,
+    /// Test volumes alive at once.
+    pub volumes: u32,
+    /// Their bytes.
+    pub bytes: i64,
+    /// Runs with nothing else (a `serial` scenario, the attach-limit check).
+    pub alone: bool,
+    /// It creates a volume of a size the plugin picks (no capacity range): budgeted as all
+    /// the bytes there are, so that nothing else holds any while it runs.
+    pub plugin_sized: bool,
+}
+
+impl Demand {
+    /// One more volume of `bytes` (a property case's).
+    pub fn volume(bytes: i64) -> Demand {
+        Demand { volumes: 1, bytes, ..Demand::default() }
+    }
+
+    /// Whether it holds anything countable.
+    fn holds(&self) -> bool {
+        self.volumes > 0 || self.bytes > 0 || self.publish.iter().any(|&n| n > 0)
+    }
+}
+
+/// Whether a step of `scenario` runs against this plugin (its `when:` holds).
+fn runs(step: &super::model::Step, fp: &Fingerprint) -> bool {
+    step.when.iter().all(|c| fp.supports(c.capability) != c.negated)
+}
+
+/// A map entry of a YAML mapping node.
+fn entry<'a>(node: &'a crate::yaml::Node, key: &str) -> Option<&'a crate::yaml::Node> {
+    node.as_map()?.iter().find(|(k, _)| k.scalar_text() == Some(key)).map(|(_, v)| v)
+}
+
+/// The bytes a CreateVolume step asks for: its literal `capacity_range.required_bytes` (or
+/// `limit_bytes`), the expansion target or the test volume size when they come from
+/// variables, `None` when it sends no capacity range (the plugin picks the size).
+fn requested_bytes(call: &super::model::Call, sizing: &Sizing) -> Option<i64> {
+    let range = call.request.node().and_then(|n| entry(n, "capacity_range")).filter(|r| !r.is_null())?;
+    let literal = |key| match entry(range, key).and_then(crate::yaml::Node::plain) {
+        Some(Plain::Int(i)) => i64::try_from(i).ok().filter(|&b| b > 0),
+        _ => None,
+    };
+    let mentions = |word: &str| {
+        ["required_bytes", "limit_bytes"]
+            .iter()
+            .filter_map(|k| entry(range, k).and_then(crate::yaml::Node::scalar_text))
+            .any(|t| t.contains(word))
+    };
+    Some(literal("required_bytes").or_else(|| literal("limit_bytes")).unwrap_or(if mentions("expand_size") {
+        sizing.expand_size
+    } else {
+        sizing.volume_size
+    }))
+}
+
+/// A literal whole-number argument of a check step.
+fn int_literal(args: &[(String, crate::yaml::Node)], name: &str) -> Option<i64> {
+    args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
+        Some(Plain::Int(i)) => i64::try_from(i).ok(),
+        _ => None,
+    })
+}
+
+/// A literal string argument of a check step.
+fn str_literal<'a>(args: &'a [(String, crate::yaml::Node)], name: &str) -> Option<&'a str> {
+    args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
+        Some(Plain::Str(s)) => Some(s),
+        _ => None,
+    })
+}
+
+/// What `scenario` holds at most, derived from its steps (those whose `when:` holds) and
+/// named checks:
+/// - a CreateVolume call expected to succeed: one live volume; ControllerPublishVolume
+///   (to `${node.id}`, node 0), NodeStageVolume and NodePublishVolume calls expected to
+///   succeed: publications on their node, never more than the volumes the calls create;
+/// - `lifecycle`: one volume, published on each of its `nodes` (default 1);
+/// - `volume-pagination`: its `volumes` (default 5) and the one it adds;
+/// - `data`: the volumes its scenario creates (two for a snapshot or clone, four for a group
+///   snapshot), published as [`super::data::publications`] says (one on each node to move or
+///   share);
+/// - `existing-volume`: no volume of its own, one publication on node 0 at a time;
+/// - `attach-limit`: node 0's `max_volumes_per_node` + 1 volumes, alone (it fills the node
+///   on purpose, so its publications are not budgeted);
+/// - a property whose cases create volumes: one (further cases run beside it only while the
+///   budget has room, see [`Budget::try_extra`]).
+///
+/// Bytes are the volumes times the test volume size (the expansion target when the
+/// scenario expands).
+pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand {
+    let nodes = fp.nodes.len().max(1);
+    let mut called_volumes = 0u32;
+    let mut called_bytes = 0i64;
+    let mut plugin_sized = false;
+    let mut other_volumes = 0u32;
+    let mut expands = false;
+    let mut alone = scenario.serial;
+    // Per node: ControllerPublish, NodeStage, NodePublish calls expected to succeed.
+    let mut calls = vec![[0u32; 3]; nodes];
+    let mut checked = vec![0u32; nodes];
+    for step in scenario.steps.iter().filter(|s| runs(s, fp)) {
+        match &step.action {
+            Action::Call(call) => {
+                let ok = call.expect.codes.accepts_ok();
+                let node = call.node.unwrap_or(0).min(nodes - 1);
+                match call.method.name() {
+                    "CreateVolume" if ok => {
+                        called_volumes += 1;
+                        match requested_bytes(call, sizing) {
+                            Some(bytes) => called_bytes = called_bytes.saturating_add(bytes),
+                            None => plugin_sized = true,
+                        }
+                    }
+                    "ControllerExpandVolume" => expands = true,
+                    "ControllerPublishVolume" if ok => calls[0][0] += 1,
+                    "NodeStageVolume" if ok => calls[node][1] += 1,
+                    "NodePublishVolume" if ok => calls[node][2] += 1,
+                    _ => {}
+                }
+            }
+            Action::Check(check) => match check.check.name {
+                "lifecycle" => {
+                    other_volumes += 1;
+                    let on = int_literal(&check.args, "nodes").unwrap_or(1).clamp(1, nodes as i64) as usize;
+                    checked.iter_mut().take(on).for_each(|n| *n += 1);
+                }
+                "volume-pagination" => {
+                    let count = int_literal(&check.args, "volumes").unwrap_or(5).clamp(3, 100);
+                    other_volumes += count as u32 + 1;
+                }
+                "data" => {
+                    let scenario = str_literal(&check.args, "scenario").unwrap_or_default();
+                    other_volumes += match scenario {
+                        // Two sources, and each member's restore.
+                        "group-snapshot" => 4,
+                        "snapshot" | "clone" => 2,
+                        _ => 1,
+                    };
+                    if scenario == "expand" {
+                        expands = true;
+                    }
+                    checked[0] += super::data::publications(scenario) as u32;
+                    if matches!(scenario, "move" | "shared") && nodes > 1 {
+                        checked[1] += 1;
+                    }
+                }
+                // The volumes are the operator's, published one at a time on node 0.
+                "existing-volume" => checked[0] += 1,
+                "attach-limit" => {
+                    alone = true;
+                    let max = fp.nodes.first().map_or(0, |n| n.max_volumes_per_node);
+                    if (1..=ATTACH_LIMIT_MAX).contains(&max) {
+                        other_volumes += max as u32 + 1;
+                    }
+                }
+                _ => {}
+            },
+            Action::Property(p) if p.property.rpcs.contains(&"CreateVolume") => other_volumes += 1,
+            Action::Property(_) | Action::Assert(_) => {}
+        }
+    }
+    let publish: Vec<u32> = calls
+        .iter()
+        .zip(&checked)
+        .map(|(c, &from_checks)| c.iter().copied().max().unwrap_or(0).min(called_volumes) + from_checks)
+        .collect();
+    let volumes = called_volumes + other_volumes;
+    // Expanded volumes count at the expansion target.
+    let grown = if expands { sizing.expand_size.saturating_sub(sizing.volume_size).max(0) } else { 0 };
+    let bytes = i64::from(other_volumes)
+        .saturating_mul(sizing.volume_size)
+        .saturating_add(called_bytes)
+        .saturating_add(i64::from(volumes).saturating_mul(grown));
+    Demand { publish, volumes, bytes, alone, plugin_sized }
+}
+
+/// An estimate of how long `scenario` takes, in sequential RPCs: the runner starts the
+/// longest first so that the run's wall is not its last long scenario.
+pub fn cost(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> u64 {
+    let times = u64::from(sizing.idempotency_count.max(1));
+    let mut total = 0u64;
+    for step in scenario.steps.iter().filter(|s| runs(s, fp)) {
+        total += match &step.action {
+            Action::Call(call) => {
+                let repeat = match call.repeat {
+                    Repeat::Times(n) => u64::from(n.max(1)),
+                    Repeat::Idempotency => times,
+                };
+                repeat + if call.poll.is_some() { 5 } else { 0 }
+            }
+            Action::Check(check) => match check.check.name {
+                "lifecycle" => {
+                    let nodes = int_literal(&check.args, "nodes").unwrap_or(1).max(1) as u64;
+                    4 + times * (2 + 6 * nodes)
+                }
+                "volume-pagination" => 2 * int_literal(&check.args, "volumes").unwrap_or(5).max(0) as u64 + 6,
+                // Create, publish, write, and the way back, once or twice.
+                "data" => 16,
+                "existing-volume" => 4 + times * 8,
+                "attach-limit" => 2 * fp.nodes.first().map_or(0, |n| n.max_volumes_per_node.clamp(0, ATTACH_LIMIT_MAX)) as u64 + 4,
+                _ => 3,
+            },
+            Action::Property(p) => {
+                let cases = u64::from(sizing.property_cases);
+                cases * p.property.rpcs.len() as u64 / sizing.jobs.max(1) as u64 + 1
+            }
+            Action::Assert(_) => 0,
+        };
+    }
+    total
+}
+
+/// The limits a run keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    /// Per node endpoint: its budget group (endpoints that report the same node id share one).
+    group_of: Vec<usize>,
+    /// Per group: the node id and its `max_volumes_per_node` (none: no limit).
+    groups: Vec<(String, Option<u32>)>,
+    /// Live test volumes, and where the limit comes from.
+    volumes: Option<(u32, String)>,
+    /// Their bytes, and where the limit comes from.
+    bytes: Option<(i64, String)>,
+    /// Scenarios at once.
+    jobs: usize,
+}
+
+impl Limits {
+    /// The limits of a run: every node endpoint's `max_volumes_per_node` (0: none), the
+    /// configured ones, and `available` bytes (GetCapacity's answer, if any; the smaller of
+    /// it and `--max-live-bytes` counts).
+    pub fn new(fp: &Fingerprint, config: &BudgetConfig, jobs: usize, available: Option<i64>) -> Limits {
+        let mut groups: Vec<(String, Option<u32>)> = Vec::new();
+        let mut group_of = Vec::new();
+        for node in &fp.nodes {
+            let max = u32::try_from(node.max_volumes_per_node).ok().filter(|&m| m > 0);
+            match groups.iter().position(|(id, _)| *id == node.node_id) {
+                Some(g) => {
+                    // Two endpoints of one node: the smaller limit holds.
+                    groups[g].1 = match (groups[g].1, max) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    group_of.push(g);
+                }
+                None => {
+                    group_of.push(groups.len());
+                    groups.push((node.node_id.clone(), max));
+                }
+            }
+        }
+        let volumes = config.max_live_volumes.map(|n| (n, "--max-live-volumes".to_owned()));
+        let from_plugin = available.map(|b| (b, "the plugin reports available (GetCapacity)".to_owned()));
+        let from_flag = config.max_live_bytes.map(|b| (b, "--max-live-bytes allows".to_owned()));
+        let bytes = match (from_plugin, from_flag) {
+            (Some(p), Some(f)) => Some(if f.0 < p.0 { f } else { p }),
+            (p, f) => p.or(f),
+        };
+        Limits { group_of, groups, volumes, bytes, jobs: jobs.max(1) }
+    }
+
+    /// Reads the plugin's limits: NodeGetInfo's (already in the fingerprint) and, when the
+    /// controller advertises GET_CAPACITY, GetCapacity with the run's parameters and default
+    /// capability. A GetCapacity that fails or reports 0 gives no byte limit (0 may mean
+    /// "unknown" to a plugin, and the capacity suites judge the answer).
+    pub async fn read(
+        controller: Option<&Connection>,
+        fp: &Fingerprint,
+        config: &BudgetConfig,
+        jobs: usize,
+        parameters: &BTreeMap<String, String>,
+        capability: v1::VolumeCapability,
+    ) -> Limits {
+        let mut available = None;
+        if let Some(conn) = controller
+            && fp.supports(Capability::Controller(ControllerCapability::GetCapacity))
+            && let Some(method) = proto::method("GetCapacity")
+        {
+            let request = v1::GetCapacityRequest {
+                volume_capabilities: vec![capability],
+                parameters: parameters.clone().into_iter().collect(),
+                ..Default::default()
+            };
+            match conn.call_dynamic(&method, proto::to_dynamic(&request)).await {
+                Ok(answer) => match answer.transcode_to::<v1::GetCapacityResponse>() {
+                    Ok(r) if r.available_capacity > 0 => available = Some(r.available_capacity),
+                    Ok(_) => tracing::info!("GetCapacity reports 0 bytes available: no capacity budget"),
+                    Err(e) => tracing::warn!("GetCapacity's answer does not decode ({e}): no capacity budget"),
+                },
+                Err(e) => tracing::warn!("GetCapacity answered {} ({}): no capacity budget", e.code_name(), e.message),
+            }
+        }
+        let limits = Limits::new(fp, config, jobs, available);
+        tracing::info!(?limits, "budgets");
+        limits
+    }
+
+    /// Why `demand` can never fit, even alone: the dimension it exceeds.
+    pub fn too_big(&self, demand: &Demand) -> Option<String> {
+        for (g, (node, max)) in self.groups.iter().enumerate() {
+            let want = self.group_demand(demand, g);
+            if let Some(max) = max
+                && want > *max
+            {
+                return Some(format!(
+                    "holds up to {want} volumes published on node {node} at once, more than its max_volumes_per_node of {max}"
+                ));
+            }
+        }
+        if let Some((max, from)) = &self.volumes
+            && demand.volumes > *max
+        {
+            return Some(format!("needs up to {} live volumes at once, more than {from} {max}", demand.volumes));
+        }
+        if let Some((max, from)) = &self.bytes
+            && demand.bytes > *max
+        {
+            return Some(format!(
+                "needs up to {} at once for its volumes, more than the {} {from}",
+                human_bytes(demand.bytes),
+                human_bytes(*max)
+            ));
+        }
+        None
+    }
+
+    fn group_demand(&self, demand: &Demand, group: usize) -> u32 {
+        demand.publish.iter().enumerate().filter(|(n, _)| self.group_of.get(*n) == Some(&group)).map(|(_, c)| c).sum()
+    }
+}
+
+/// `10 GiB`, `512 MiB`, `4096 bytes`: a size as a person reads it.
+fn human_bytes(bytes: i64) -> String {
+    const UNITS: [(&str, i64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    UNITS
+        .iter()
+        .find(|(_, size)| bytes >= *size && bytes % size == 0)
+        .map_or_else(|| format!("{bytes} bytes"), |(unit, size)| format!("{} {unit}", bytes / size))
+}
+
+/// What is held now.
+#[derive(Debug, Default)]
+struct Held {
+    /// Scenarios running.
+    jobs: usize,
+    /// Whether an alone scenario runs.
+    alone: bool,
+    /// Publications per group.
+    publish: Vec<u32>,
+    volumes: u32,
+    bytes: i64,
+    /// Every lease: its id → (what it holds per group, the demand, whether it is a job).
+    leases: BTreeMap<u64, (Vec<u32>, Demand, bool)>,
+    next_id: u64,
+}
+
+/// The scheduler: admits scenarios (and extra property cases) within every limit.
+#[derive(Debug)]
+pub struct Budget {
+    limits: Limits,
+    held: Mutex<Held>,
+    released: tokio::sync::Notify,
+    /// Releases so far (a call that overlapped one is worth trying again).
+    releases: std::sync::atomic::AtomicU64,
+    contention_timeout: Duration,
+}
+
+/// A place in the budget: released when dropped.
+#[derive(Debug)]
+pub struct Lease {
+    budget: Arc<Budget>,
+    id: u64,
+}
+
+impl Lease {
+    /// Who holds it (see [`Budget::others_hold`]).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.budget.release(self.id);
+    }
+}
+
+/// The scenarios waiting to start, in the order they should.
+#[derive(Debug, Default)]
+pub struct Queue {
+    /// (scenario index, demand, why it cannot run within the budgets).
+    pending: VecDeque<(usize, Demand, Option<String>)>,
+}
+
+impl Queue {
+    /// A queue of `(index, demand)` in start order; a demand that exceeds a limit on its own
+    /// is queued holding nothing, with the reason (the scenario is then skipped).
+    pub fn new(limits: &Limits, items: impl IntoIterator<Item = (usize, Demand)>) -> Queue {
+        let pending = items
+            .into_iter()
+            .map(|(index, mut demand)| match limits.too_big(&demand) {
+                Some(reason) => (index, Demand::default(), Some(reason)),
+                None => {
+                    if let (true, Some((all, _))) = (demand.plugin_sized, &limits.bytes) {
+                        demand.bytes = *all;
+                    }
+                    (index, demand, None)
+                }
+            })
+            .collect();
+        Queue { pending }
+    }
+}
+
+/// A started scenario's place: the lease, and why it must be skipped, if so.
+#[derive(Debug)]
+pub struct Ticket {
+    /// Its index (as given to [`Queue::new`]).
+    pub index: usize,
+    /// Held until the scenario ends.
+    pub lease: Lease,
+    /// The scenario needs more than a limit allows: it is skipped with this reason.
+    pub too_big: Option<String>,
+}
+
+impl Budget {
+    /// A scheduler keeping `limits`.
+    pub fn new(limits: Limits, contention_timeout: Duration) -> Arc<Budget> {
+        let groups = limits.groups.len();
+        Arc::new(Budget {
+            limits,
+            held: Mutex::new(Held { publish: vec![0; groups], ..Held::default() }),
+            released: tokio::sync::Notify::new(),
+            releases: std::sync::atomic::AtomicU64::new(0),
+            contention_timeout,
+        })
+    }
+
+    /// The limits it keeps.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `demand` fits beside what is held (`job`: it is a scenario, which takes a job
+    /// and respects `alone`).
+    fn fits(&self, held: &Held, demand: &Demand, job: bool) -> bool {
+        if job {
+            if demand.alone && held.jobs > 0 || held.alone || held.jobs >= self.limits.jobs {
+                return false;
+            }
+        }
+        let publish_fits = (0..self.limits.groups.len()).all(|g| match self.limits.groups[g].1 {
+            Some(max) => held.publish[g] + self.limits.group_demand(demand, g) <= max,
+            None => true,
+        });
+        let volumes_fit = self.limits.volumes.as_ref().is_none_or(|(max, _)| held.volumes + demand.volumes <= *max);
+        let bytes_fit =
+            self.limits.bytes.as_ref().is_none_or(|(max, _)| held.bytes.saturating_add(demand.bytes) <= *max);
+        publish_fits && volumes_fit && bytes_fit
+    }
+
+    fn reserve(self: &Arc<Self>, held: &mut Held, demand: Demand, job: bool) -> Lease {
+        let per_group: Vec<u32> = (0..self.limits.groups.len()).map(|g| self.limits.group_demand(&demand, g)).collect();
+        for (g, n) in per_group.iter().enumerate() {
+            held.publish[g] += n;
+        }
+        held.volumes += demand.volumes;
+        held.bytes = held.bytes.saturating_add(demand.bytes);
+        if job {
+            held.jobs += 1;
+            held.alone |= demand.alone;
+        }
+        held.next_id += 1;
+        let id = held.next_id;
+        held.leases.insert(id, (per_group, demand, job));
+        Lease { budget: self.clone(), id }
+    }
+
+    fn release(&self, id: u64) {
+        {
+            let mut held = self.held();
+            if let Some((per_group, demand, job)) = held.leases.remove(&id) {
+                for (g, n) in per_group.iter().enumerate() {
+                    held.publish[g] -= n;
+                }
+                held.volumes -= demand.volumes;
+                held.bytes -= demand.bytes;
+                if job {
+                    held.jobs -= 1;
+                    if demand.alone {
+                        held.alone = false;
+                    }
+                }
+            }
+        }
+        self.releases.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.released.notify_waiters();
+    }
+
+    /// The next scenario of `queue` that fits, in queue order (a later one may pass one that
+    /// must wait), once one does; `None` when the queue is empty.
+    pub async fn next(self: &Arc<Self>, queue: &mut Queue) -> Option<Ticket> {
+        loop {
+            let released = self.released.notified();
+            let mut released = std::pin::pin!(released);
+            released.as_mut().enable();
+            {
+                let mut held = self.held();
+                if queue.pending.is_empty() {
+                    return None;
+                }
+                if let Some(pos) = queue.pending.iter().position(|(_, d, _)| self.fits(&held, d, true)) {
+                    let (index, demand, too_big) = queue.pending.remove(pos).expect("the position is in the queue");
+                    let lease = self.reserve(&mut held, demand, true);
+                    return Some(Ticket { index, lease, too_big });
+                }
+            }
+            released.await;
+        }
+    }
+
+    /// A further place for work beside a running scenario (a property case), if `demand`
+    /// fits now; it takes no job.
+    pub fn try_extra(self: &Arc<Self>, demand: Demand) -> Option<Lease> {
+        let mut held = self.held();
+        self.fits(&held, &demand, false).then(|| self.reserve(&mut held, demand, false))
+    }
+
+    /// Whether anything but lease `me` holds resources on the plugin now.
+    pub fn others_hold(&self, me: u64) -> bool {
+        self.held().leases.iter().any(|(id, (_, demand, _))| *id != me && demand.holds())
+    }
+
+    /// Calls `call` and, while it answers with contention (see [`is_contention`]) and other
+    /// leases than `me` hold resources (or one was released while it was calling), calls it
+    /// again after one of them is released (or a short backoff), for at most the contention
+    /// timeout (`me` none: never, the caller expects contention codes). Returns the last
+    /// answer and, when it was retried, how (for the finding when it still fails).
+    pub async fn retry_contention<T, F, Fut>(&self, me: Option<u64>, mut call: F) -> (Result<T, RpcError>, Option<Retried>)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, RpcError>>,
+    {
+        let started = Instant::now();
+        let mut retries = 0u32;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let released = self.released.notified();
+            let mut released = std::pin::pin!(released);
+            released.as_mut().enable();
+            let releases = self.releases.load(std::sync::atomic::Ordering::SeqCst);
+            let answer = call().await;
+            let contended = answer.as_ref().err().filter(|e| is_contention(e.code, &e.message)).map(|e| e.code);
+            let retried = (retries > 0).then(|| Retried { times: retries, over: started.elapsed(), code: contended });
+            let (Some(_), Some(me)) = (contended, me) else { return (answer, retried) };
+            let left = self.contention_timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return (answer, retried);
+            }
+            if self.releases.load(std::sync::atomic::Ordering::SeqCst) != releases {
+                // Something was let go while the plugin answered: try again at once.
+                retries += 1;
+                continue;
+            }
+            if !self.others_hold(me) {
+                return (answer, retried);
+            }
+            retries += 1;
+            tracing::info!(retries, "contention: waiting for this run to release something before calling again");
+            let _ = tokio::time::timeout(backoff.min(left), released).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+/// How a call was retried for contention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retried {
+    /// Calls after the first.
+    pub times: u32,
+    /// Over how long.
+    pub over: Duration,
+    /// The contention code of the last answer (none: the last answer was something else).
+    pub code: Option<Code>,
+}
+
+impl Retried {
+    /// The note a finding about the call carries.
+    pub fn note(&self) -> String {
+        format!(
+            "retried {} time(s) over {} while other scenarios of this run held resources on the plugin (--contention-timeout)",
+            self.times,
+            crate::client::human_duration(self.over)
+        )
+    }
+}
+
+/// Whether an answer is contention for what the run holds: RESOURCE_EXHAUSTED, or ABORTED
+/// saying an operation is pending (the spec's "operation pending for volume" rows).
+pub fn is_contention(code: Code, message: &str) -> bool {
+    code == Code::ResourceExhausted || code == Code::Aborted && message.to_ascii_lowercase().contains("pending")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::{client::ErrorOrigin, suite::run::tests_support::fingerprint};
+
+    fn limits(per_node: &[i64], volumes: Option<u32>, bytes: Option<i64>, jobs: usize) -> Limits {
+        let mut fp = fingerprint(per_node.len());
+        for (node, max) in fp.nodes.iter_mut().zip(per_node) {
+            node.max_volumes_per_node = *max;
+        }
+        let config = BudgetConfig { max_live_volumes: volumes, ..BudgetConfig::default() };
+        Limits::new(&fp, &config, jobs, bytes)
+    }
+
+    fn publishing(per_node: &[u32], volumes: u32) -> Demand {
+        Demand { publish: per_node.to_vec(), volumes, bytes: i64::from(volumes) * 10, ..Demand::default() }
+    }
+
+    const SIZING: Sizing = Sizing { volume_size: 100, expand_size: 300, idempotency_count: 3, property_cases: 16, jobs: 4 };
+
+    fn scenario(steps: &str) -> Scenario {
+        let text = format!("suite: t\ntitle: t\nscenarios:\n  - id: s\n    title: t\n    steps:\n{steps}");
+        let suite = crate::suite::load_str("test", &text).unwrap_or_else(|e| panic!("{e}"));
+        suite.scenarios.into_iter().next().expect("one scenario")
+    }
+
+    #[test]
+    fn demand_comes_from_the_steps_and_named_checks() {
+        let fp = fingerprint(2);
+        let s = scenario(
+            "      - call: CreateVolume\n        request: { name: a, capacity_range: { required_bytes: 1000 } }\n\
+             \x20     - call: CreateVolume\n        request: { name: b, capacity_range: { required_bytes: \"${volume_size}\" } }\n\
+             \x20     - call: CreateVolume\n        request: { name: c }\n        expect: { code: INVALID_ARGUMENT }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: a, node_id: n }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: b, node_id: n }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: b, node_id: n }\n\
+             \x20     - check: lifecycle\n        args: { nodes: 2 }\n",
+        );
+        let d = demand(&s, &fp, &SIZING);
+        // Two created volumes (the refused CreateVolume makes none) plus the lifecycle's;
+        // three publish calls on node 0 but only two volumes to publish, plus the
+        // lifecycle's one on each node.
+        assert_eq!(d.volumes, 3);
+        assert_eq!(d.publish, [3, 1]);
+        assert_eq!(d.bytes, 1000 + 100 + 100);
+        assert!(!d.alone && !d.plugin_sized);
+
+        let unsized_create = scenario("      - call: CreateVolume\n        request: { name: a }\n");
+        assert!(demand(&unsized_create, &fp, &SIZING).plugin_sized);
+        let expanding = scenario(
+            "      - call: CreateVolume\n        request: { name: a, capacity_range: { required_bytes: \"${volume_size}\" } }\n\
+             \x20     - call: ControllerExpandVolume\n        request: { volume_id: a, capacity_range: { required_bytes: \"${expand_size}\" } }\n",
+        );
+        assert_eq!(demand(&expanding, &fp, &SIZING).bytes, 300);
+    }
+
+    #[test]
+    fn a_scenario_over_a_limit_is_queued_holding_nothing_with_the_reason() {
+        let l = limits(&[2, 0], Some(5), Some(1 << 20), 8);
+        assert_eq!(l.too_big(&publishing(&[2, 9], 2)), None, "node 1 reports no limit");
+        let reason = l.too_big(&publishing(&[3, 0], 3)).expect("over node 0's limit");
+        assert!(reason.contains("3 volumes published on node node-0") && reason.contains("max_volumes_per_node of 2"), "{reason}");
+        let reason = l.too_big(&publishing(&[0], 6)).expect("over --max-live-volumes");
+        assert!(reason.contains("6 live volumes") && reason.contains("--max-live-volumes 5"), "{reason}");
+        let big = Demand { volumes: 1, bytes: 2 << 20, ..Demand::default() };
+        let reason = l.too_big(&big).expect("over the capacity");
+        assert_eq!(reason, "needs up to 2 MiB at once for its volumes, more than the 1 MiB the plugin reports available (GetCapacity)");
+        let queue = Queue::new(&l, [(0, big), (1, publishing(&[1], 1))]);
+        assert_eq!(queue.pending[0].1, Demand::default());
+        assert!(queue.pending[0].2.is_some() && queue.pending[1].2.is_none());
+    }
+
+    #[test]
+    fn the_smaller_of_the_flag_and_get_capacity_holds_and_shared_nodes_share_a_limit() {
+        let mut fp = fingerprint(2);
+        fp.nodes[1].node_id = fp.nodes[0].node_id.clone();
+        fp.nodes[0].max_volumes_per_node = 3;
+        let config = BudgetConfig { max_live_bytes: Some(100), ..BudgetConfig::default() };
+        let l = Limits::new(&fp, &config, 4, Some(1000));
+        assert!(l.too_big(&Demand { bytes: 101, ..Demand::default() }).unwrap().contains("--max-live-bytes"));
+        // Two endpoints of one node: their publications add up against its one limit.
+        assert!(l.too_big(&publishing(&[2, 2], 2)).unwrap().contains("4 volumes published"));
+        assert_eq!(l.too_big(&publishing(&[2, 1], 2)), None);
+    }
+
+    /// Many scenarios with random demands run through the scheduler at once: at no time do
+    /// the running ones together exceed a limit, and every one runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_scenarios_never_exceed_a_budget() {
+        let budget = Budget::new(limits(&[2, 3], Some(4), Some(60), 8), DEFAULT_CONTENTION_TIMEOUT);
+        let mut rng = 7u64;
+        let mut random = |n: u32| {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((rng >> 33) % u64::from(n)) as u32
+        };
+        let demands: Vec<Demand> = (0..60)
+            .map(|_| {
+                let mut d = publishing(&[random(4), random(5)], random(6));
+                d.alone = random(10) == 0;
+                d
+            })
+            .collect();
+        let mut queue = Queue::new(budget.limits(), demands.iter().cloned().enumerate());
+        let oversize = queue.pending.iter().filter(|p| p.2.is_some()).count();
+        let use_ = Arc::new([(); 5].map(|()| AtomicU32::new(0)));
+        let peak = Arc::new([(); 5].map(|()| AtomicU32::new(0)));
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut started = 0;
+        while let Some(ticket) = budget.next(&mut queue).await {
+            started += 1;
+            let d = if ticket.too_big.is_some() { Demand::default() } else { demands[ticket.index].clone() };
+            let amounts = [
+                d.publish.first().copied().unwrap_or(0),
+                d.publish.get(1).copied().unwrap_or(0),
+                d.volumes,
+                u32::try_from(d.bytes).unwrap(),
+                1 + 100 * u32::from(d.alone),
+            ];
+            let (use_, peak) = (use_.clone(), peak.clone());
+            tasks.spawn(async move {
+                for (i, n) in amounts.iter().enumerate() {
+                    let now = use_[i].fetch_add(*n, Ordering::SeqCst) + n;
+                    peak[i].fetch_max(now, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(u64::from(amounts[2]) + 1)).await;
+                for (i, n) in amounts.iter().enumerate() {
+                    use_[i].fetch_sub(*n, Ordering::SeqCst);
+                }
+                drop(ticket);
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        assert_eq!(started, 60);
+        assert!(oversize > 0, "the random demands include some over a limit");
+        let peaks: Vec<u32> = peak.iter().map(|p| p.load(Ordering::SeqCst)).collect();
+        assert!(peaks[0] <= 2 && peaks[1] <= 3 && peaks[2] <= 4 && peaks[3] <= 60, "{peaks:?}");
+        // Jobs: at most 8 at once, and an alone scenario (101) never beside another.
+        assert!(peaks[4] <= 8 || peaks[4] == 101, "{peaks:?}");
+        assert!(peaks[0] == 2 && peaks[2] == 4, "the budget is used up to its limit: {peaks:?}");
+    }
+
+    #[tokio::test]
+    async fn extra_leases_take_what_is_left_and_give_it_back() {
+        let budget = Budget::new(limits(&[], Some(2), None, 8), DEFAULT_CONTENTION_TIMEOUT);
+        let a = budget.try_extra(Demand::volume(1)).expect("room for one");
+        let b = budget.try_extra(Demand::volume(1)).expect("room for two");
+        assert!(budget.try_extra(Demand::volume(1)).is_none());
+        assert!(budget.others_hold(a.id()));
+        drop(b);
+        assert!(!budget.others_hold(a.id()));
+        assert!(budget.try_extra(Demand::volume(1)).is_some());
+    }
+
+    fn exhausted(rpc: &str, message: &str, code: Code) -> RpcError {
+        RpcError {
+            rpc: rpc.to_owned(),
+            code,
+            message: message.to_owned(),
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Plugin,
+        }
+    }
+
+    /// RESOURCE_EXHAUSTED while another lease holds something is retried once it is
+    /// released; with nothing else held it is returned at once (judged as it is).
+    #[tokio::test]
+    async fn contention_is_retried_after_a_release() {
+        let budget = Budget::new(limits(&[], None, None, 8), DEFAULT_CONTENTION_TIMEOUT);
+        let me = budget.try_extra(Demand::volume(1)).unwrap();
+        let other = budget.try_extra(Demand::volume(1)).unwrap();
+        let calls = AtomicU32::new(0);
+        let holder = std::sync::Mutex::new(Some(other));
+        let (answer, retried) = budget
+            .retry_contention(Some(me.id()), || async {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                if n < 2 {
+                    // The other holder lets go while we are answered RESOURCE_EXHAUSTED.
+                    if n == 1 {
+                        holder.lock().unwrap().take();
+                    }
+                    Err(exhausted("CreateVolume", "no room", Code::ResourceExhausted))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        assert!(answer.is_ok());
+        assert_eq!(retried.map(|r| (r.times, r.code)), Some((2, None)));
+
+        // Nothing else held: no retry, the answer as it came.
+        let calls = AtomicU32::new(0);
+        let (answer, retried) = budget
+            .retry_contention(Some(me.id()), || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(exhausted("CreateVolume", "no room", Code::ResourceExhausted))
+            })
+            .await;
+        assert_eq!(answer.unwrap_err().code, Code::ResourceExhausted);
+        assert_eq!((calls.load(Ordering::SeqCst), retried), (1, None));
+    }
+
+    #[tokio::test]
+    async fn contention_that_outlasts_the_timeout_says_how_it_was_retried() {
+        let budget = Budget::new(limits(&[], None, None, 8), Duration::from_millis(250));
+        let me = budget.try_extra(Demand::volume(1)).unwrap();
+        let _other = budget.try_extra(Demand::volume(1)).unwrap();
+        let (answer, retried) = budget
+            .retry_contention(Some(me.id()), || async {
+                Err::<(), _>(exhausted("NodeStageVolume", "operation pending for volume", Code::Aborted))
+            })
+            .await;
+        assert_eq!(answer.unwrap_err().code, Code::Aborted);
+        let retried = retried.expect("retried");
+        assert!(retried.times >= 2 && retried.over >= Duration::from_millis(250), "{retried:?}");
+        assert_eq!(retried.code, Some(Code::Aborted));
+        assert!(retried.note().starts_with(&format!("retried {} time(s) over", retried.times)));
+        assert!(!is_contention(Code::Aborted, "invalid starting token"));
+    }
+}

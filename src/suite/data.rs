@@ -1,0 +1,941 @@
+//! The `data` named check: bytes written into a published volume come back after what an
+//! orchestrator does to it. Each scenario creates its own volumes, publishes them the way the
+//! `lifecycle` check does, writes seeded markers (see `marker`) through the node's files as
+//! this process reaches them (`Inspector::local_path`), and verifies them by digest after
+//! republishing, moving to another node, sharing between nodes, a read-only publish, a
+//! snapshot and restore, a group snapshot, a clone, or an expansion. Everything is created
+//! through the scenario's context, so whatever a failure leaves is torn down with the
+//! scenario. Also the `marker` check: one marker written, verified or removed as a suite
+//! step, in a volume the scenario created.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    io,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use prost_reflect::DynamicMessage;
+use tonic::Code;
+
+use super::{
+    checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
+    inspect::Inspector,
+    marker::{self, Marker, Placement},
+    run::ScenarioCtx,
+    vars::Val,
+};
+use crate::{
+    fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService, VolumeExpansion},
+    proto::{self, v1},
+    report::{Finding, Severity},
+};
+
+/// The scenarios of the `data` check.
+pub(crate) const SCENARIOS: &[&str] =
+    &["republish", "move", "shared", "read-only", "snapshot", "group-snapshot", "clone", "expand"];
+
+/// The arguments of `data`.
+pub(crate) const ARGS: &[ArgSpec] = &[
+    ArgSpec { name: "scenario", kind: ArgKind::Choice(SCENARIOS), required: true },
+    ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
+    ArgSpec { name: "expansion", kind: ArgKind::Choice(&["online", "offline"]), required: false },
+];
+
+/// The RPCs `data` may call.
+pub(crate) const RPCS: &[&str] = &[
+    "NodeGetInfo",
+    "CreateVolume",
+    "ControllerPublishVolume",
+    "NodeStageVolume",
+    "NodePublishVolume",
+    "NodeUnpublishVolume",
+    "NodeUnstageVolume",
+    "ControllerUnpublishVolume",
+    "DeleteVolume",
+    "CreateSnapshot",
+    "DeleteSnapshot",
+    "CreateVolumeGroupSnapshot",
+    "DeleteVolumeGroupSnapshot",
+    "ControllerExpandVolume",
+    "NodeExpandVolume",
+];
+
+/// How long a new snapshot may take to become ready to restore from.
+pub const SNAPSHOT_READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long after an expansion the node may take to show the new size.
+pub const GROW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The file-system overhead allowed after an expansion: a mount volume's file system must
+/// hold at least the new capacity less a tenth of it and less 16 MiB (metadata, journal and
+/// reserved blocks of common file systems). A block volume gets no allowance.
+pub fn fs_overhead(capacity: u64) -> u64 {
+    capacity / 10 + (16 << 20)
+}
+
+type Step<T> = Result<T, CheckOutcome>;
+
+const SINGLE_NODE_WRITER: i32 = v1::volume_capability::access_mode::Mode::SingleNodeWriter as i32;
+const MULTI_NODE_MULTI_WRITER: i32 = v1::volume_capability::access_mode::Mode::MultiNodeMultiWriter as i32;
+
+/// A volume the scenario created.
+#[derive(Debug, Clone)]
+struct Volume {
+    id: String,
+    context: HashMap<String, String>,
+    capacity: i64,
+    mode: i32,
+}
+
+/// A volume published on a node.
+#[derive(Debug, Clone)]
+struct Published {
+    node: usize,
+    node_id: String,
+    staging: Option<PathBuf>,
+    target: PathBuf,
+    /// The target as this process opens it.
+    local: PathBuf,
+    controller: bool,
+}
+
+impl Published {
+    fn at(&self) -> String {
+        format!("{} on node {}", self.target.display(), self.node_id)
+    }
+}
+
+struct Data<'a> {
+    ctx: &'a mut ScenarioCtx,
+    block: bool,
+    nodes: BTreeMap<usize, (String, BTreeMap<String, String>)>,
+}
+
+/// Runs the `data` check.
+pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let word = |name: &str| match args.get(name) {
+        Some(Val::Null) | None => None,
+        Some(v) => v.to_text(),
+    };
+    let scenario = word("scenario").unwrap_or_default();
+    let block = match word("access") {
+        Some(a) => a == "block",
+        None => ctx.config().access_type == super::AccessType::Block,
+    };
+    let online = word("expansion").as_deref() != Some("offline");
+    let nodes = if matches!(scenario.as_str(), "move" | "shared") { 2 } else { 1 };
+    if ctx.node_connections().len() < nodes {
+        return CheckOutcome::Skip(format!(
+            "the data check {scenario:?} needs {nodes} node endpoints, and the run has {}",
+            ctx.node_connections().len()
+        ));
+    }
+    for index in 0..nodes {
+        if let Some(reason) = unreachable_files(ctx, index) {
+            return CheckOutcome::Skip(reason);
+        }
+    }
+    let needed = publications(&scenario);
+    if let Some(node) = ctx.fingerprint().nodes.first()
+        && node.max_volumes_per_node > 0
+        && node.max_volumes_per_node < needed as i64
+    {
+        return CheckOutcome::Skip(format!(
+            "the data check {scenario:?} publishes {needed} volumes on node 0 at once, and it reports \
+             max_volumes_per_node {}",
+            node.max_volumes_per_node
+        ));
+    }
+    let mut data = Data { ctx, block, nodes: BTreeMap::new() };
+    let done = match scenario.as_str() {
+        "republish" => data.republish().await,
+        "move" => data.moved().await,
+        "shared" => data.shared().await,
+        "read-only" => data.read_only().await,
+        "snapshot" => data.snapshot().await,
+        "group-snapshot" => data.group_snapshot().await,
+        "clone" => data.clone_volume().await,
+        "expand" => data.expand(online).await,
+        other => {
+            return super::checks::bad_arg(data.ctx, format!("check data: unknown scenario {other:?}"));
+        }
+    };
+    match done {
+        Ok(()) => CheckOutcome::Done(BTreeMap::new()),
+        Err(outcome) => outcome,
+    }
+}
+
+/// How many volumes a `data` scenario holds published on one node at once (node 0; `move`
+/// and `shared` use one on each of two nodes).
+pub fn publications(scenario: &str) -> usize {
+    match scenario {
+        "snapshot" | "group-snapshot" | "clone" => 2,
+        _ => 1,
+    }
+}
+
+/// Why the data check cannot work on node `index`'s files, if it cannot: they cannot be
+/// reached from this process, or its mount table is not consulted (so a write could land
+/// beside the volume instead of in it).
+fn unreachable_files(ctx: &ScenarioCtx, index: usize) -> Option<String> {
+    let inspector = ctx.inspector(index)?;
+    let endpoint = ctx.node_connections().get(index).map(|c| c.endpoint().to_string()).unwrap_or_default();
+    if inspector.local_path(&ctx.paths.dir).is_none() {
+        return Some(format!(
+            "data checks read and write the node's files, and those of node endpoint {index} ({endpoint}) cannot be \
+             reached from here (--check-path-cmd tells file types only)"
+        ));
+    }
+    if !inspector.sees_mounts() {
+        return Some(format!(
+            "data checks need the mount table of node endpoint {index} ({endpoint}) to know that a write reaches the \
+             volume, and it is not consulted"
+        ));
+    }
+    None
+}
+
+/// Whether the published `target` is mounted, or is a device node, on the node: asked of
+/// its inspector, which reads the node's own mount table (in the plugin's mount namespace).
+fn target_mounted(inspector: &Inspector, target: &Path) -> bool {
+    inspector.is_device(target) || matches!(inspector.mount_entry(target), Ok(Some(Some(_))))
+}
+
+fn is_device(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_block_device()
+    })
+}
+
+fn typed<M: prost::Message + Default>(message: &DynamicMessage) -> M {
+    message.transcode_to::<M>().unwrap_or_default()
+}
+
+fn io_denied(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(nix::libc::EACCES) | Some(nix::libc::EPERM))
+}
+
+impl Data<'_> {
+    fn supports(&self, capability: Capability) -> bool {
+        self.ctx.fingerprint().supports(capability)
+    }
+
+    fn node_supports(&self, node: usize, capability: NodeCapability) -> bool {
+        self.ctx.fingerprint().nodes.get(node).is_some_and(|n| n.capabilities.contains(&capability))
+    }
+
+    fn fail(&mut self, kind: &str, message: String) -> CheckOutcome {
+        self.ctx.fail(kind, message);
+        CheckOutcome::Stop
+    }
+
+    fn marker(&self, label: &str) -> Marker {
+        Marker::new(self.ctx.config().seed, self.ctx.name(), label)
+    }
+
+    fn access(&self) -> &'static str {
+        if self.block { "block" } else { "mount" }
+    }
+
+    /// Sends a call that must answer OK.
+    async fn call<M: prost::Message + prost::Name>(
+        &mut self,
+        rpc: &str,
+        request: &M,
+        node: Option<usize>,
+    ) -> Step<DynamicMessage> {
+        let request = proto::to_dynamic(request);
+        match self.ctx.call(rpc, request.clone(), node).await {
+            Ok(response) => Ok(response),
+            Err(e) => Err(self.ctx.call_failed(&e, &request, "OK")),
+        }
+    }
+
+    async fn node(&mut self, index: usize) -> Step<(String, BTreeMap<String, String>)> {
+        if let Some(known) = self.nodes.get(&index) {
+            return Ok(known.clone());
+        }
+        let response = self.call("NodeGetInfo", &v1::NodeGetInfoRequest {}, Some(index)).await?;
+        let info: v1::NodeGetInfoResponse = typed(&response);
+        if info.node_id.is_empty() {
+            return Err(self.fail("assertion", format!("NodeGetInfo of node endpoint {index} returned no node_id")));
+        }
+        let topology: BTreeMap<String, String> =
+            info.accessible_topology.map(|t| t.segments.into_iter().collect()).unwrap_or_default();
+        self.nodes.insert(index, (info.node_id.clone(), topology.clone()));
+        Ok((info.node_id, topology))
+    }
+
+    fn capability(&self, mode: i32) -> v1::VolumeCapability {
+        use v1::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
+        let access_type =
+            if self.block { AccessType::Block(BlockVolume {}) } else { AccessType::Mount(MountVolume::default()) };
+        v1::VolumeCapability { access_type: Some(access_type), access_mode: Some(AccessMode { mode }) }
+    }
+
+    /// CreateVolume of the run's size, for `nodes`, from `source`. A plugin that refuses the
+    /// access type or mode with INVALID_ARGUMENT makes the scenario a skip.
+    async fn create(
+        &mut self,
+        suffix: &str,
+        mode: i32,
+        source: Option<v1::VolumeContentSource>,
+        nodes: &[usize],
+    ) -> Step<Volume> {
+        let mut requisite: Vec<v1::Topology> = Vec::new();
+        for &n in nodes {
+            let (_, topology) = self.node(n).await?;
+            let t = v1::Topology { segments: topology.into_iter().collect() };
+            if !t.segments.is_empty() && !requisite.contains(&t) {
+                requisite.push(t);
+            }
+        }
+        let config = self.ctx.config();
+        let mut request = v1::CreateVolumeRequest {
+            name: format!("{}-{suffix}", self.ctx.name()),
+            capacity_range: Some(v1::CapacityRange { required_bytes: config.volume_size, limit_bytes: 0 }),
+            volume_capabilities: vec![self.capability(mode)],
+            parameters: config.parameters.clone().into_iter().collect(),
+            volume_content_source: source,
+            ..Default::default()
+        };
+        if !requisite.is_empty() && self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints)) {
+            let preferred = vec![requisite[0].clone()];
+            request.accessibility_requirements = Some(v1::TopologyRequirement { requisite, preferred });
+        }
+        let sent = proto::to_dynamic(&request);
+        let response = match self.ctx.call("CreateVolume", sent.clone(), None).await {
+            Ok(r) => r,
+            Err(e) if e.code == Code::InvalidArgument && !e.is_unreachable() && request.volume_content_source.is_none() => {
+                return Err(CheckOutcome::Skip(format!(
+                    "the plugin does not create {} volumes with this access mode (CreateVolume answered INVALID_ARGUMENT: {})",
+                    self.access(),
+                    e.message
+                )));
+            }
+            Err(e) => return Err(self.ctx.call_failed(&e, &sent, "OK")),
+        };
+        let volume = typed::<v1::CreateVolumeResponse>(&response).volume.unwrap_or_default();
+        if volume.volume_id.is_empty() {
+            return Err(self.fail("assertion", "CreateVolume answered OK without a volume id".into()));
+        }
+        let capacity = if volume.capacity_bytes > 0 { volume.capacity_bytes } else { self.ctx.config().volume_size };
+        Ok(Volume { id: volume.volume_id, context: volume.volume_context, capacity, mode })
+    }
+
+    /// The staging and target paths of publication `slot` (0: the scenario's own; others in
+    /// a directory of their own inside the scenario's directory, removed after teardown).
+    fn paths(&mut self, slot: usize) -> Step<(PathBuf, PathBuf)> {
+        let paths = &self.ctx.paths;
+        let (dir, staging, target) = if slot == 0 {
+            (None, paths.staging.clone(), paths.target.clone())
+        } else {
+            let dir = paths.dir.join(format!("data{slot}"));
+            (Some(dir.clone()), dir.join("staging"), dir.join("target"))
+        };
+        for d in dir.iter().chain([&staging]) {
+            if let Err(e) = std::fs::create_dir_all(d) {
+                self.ctx.push(Finding::new(Severity::Error, "setup", format!("cannot create {}: {e}", d.display())));
+                return Err(CheckOutcome::Stop);
+            }
+        }
+        if let Some(dir) = dir {
+            self.ctx.own_paths([target.clone(), staging.clone(), dir]);
+        }
+        Ok((staging, target))
+    }
+
+    /// ControllerPublishVolume (with PUBLISH_UNPUBLISH_VOLUME), NodeStageVolume (with
+    /// STAGE_UNSTAGE_VOLUME) and NodePublishVolume of `volume` on node `node` at `slot`'s
+    /// paths. A target the host does not show mounted makes the scenario a skip: data written
+    /// there would not reach the volume (the lifecycle suite reports the missing mount).
+    async fn publish(&mut self, volume: &Volume, node: usize, slot: usize, readonly: bool) -> Step<Published> {
+        let (node_id, _) = self.node(node).await?;
+        let (staging, target) = self.paths(slot)?;
+        let capability = self.capability(volume.mode);
+        let controller = self.supports(Capability::Controller(ControllerCapability::PublishUnpublishVolume));
+        let mut publish_context = HashMap::new();
+        if controller {
+            let request = v1::ControllerPublishVolumeRequest {
+                volume_id: volume.id.clone(),
+                node_id: node_id.clone(),
+                volume_capability: Some(capability.clone()),
+                readonly: readonly && self.supports(Capability::Controller(ControllerCapability::PublishReadonly)),
+                volume_context: volume.context.clone(),
+                ..Default::default()
+            };
+            let response = self.call("ControllerPublishVolume", &request, None).await?;
+            publish_context = typed::<v1::ControllerPublishVolumeResponse>(&response).publish_context;
+        }
+        let stage = self.node_supports(node, NodeCapability::StageUnstageVolume);
+        if stage {
+            let request = v1::NodeStageVolumeRequest {
+                volume_id: volume.id.clone(),
+                publish_context: publish_context.clone(),
+                staging_target_path: staging.display().to_string(),
+                volume_capability: Some(capability.clone()),
+                volume_context: volume.context.clone(),
+                ..Default::default()
+            };
+            self.call("NodeStageVolume", &request, Some(node)).await?;
+        }
+        let request = v1::NodePublishVolumeRequest {
+            volume_id: volume.id.clone(),
+            publish_context,
+            staging_target_path: if stage { staging.display().to_string() } else { String::new() },
+            target_path: target.display().to_string(),
+            volume_capability: Some(capability),
+            readonly,
+            volume_context: volume.context.clone(),
+            ..Default::default()
+        };
+        self.call("NodePublishVolume", &request, Some(node)).await?;
+        let inspector = self.ctx.inspector(node).expect("the node endpoint exists");
+        let Some(local) = inspector.local_path(&target) else {
+            return Err(CheckOutcome::Skip(unreachable_files(self.ctx, node).unwrap_or_default()));
+        };
+        let published = Published {
+            node,
+            node_id,
+            staging: stage.then_some(staging),
+            target,
+            local,
+            controller,
+        };
+        if !target_mounted(&inspector, &published.target) {
+            return Err(CheckOutcome::Skip(format!(
+                "{} is not mounted after NodePublishVolume, so data written there would not reach the volume \
+                 (the lifecycle suite reports the missing mount)",
+                published.at()
+            )));
+        }
+        Ok(published)
+    }
+
+    /// NodeUnpublishVolume, NodeUnstageVolume and ControllerUnpublishVolume (each when it
+    /// applies); returns the RPCs called, for messages.
+    async fn unpublish(&mut self, volume: &Volume, published: &Published) -> Step<String> {
+        let mut called = vec!["NodeUnpublishVolume"];
+        let request = v1::NodeUnpublishVolumeRequest {
+            volume_id: volume.id.clone(),
+            target_path: published.target.display().to_string(),
+        };
+        self.call("NodeUnpublishVolume", &request, Some(published.node)).await?;
+        if let Some(staging) = &published.staging {
+            let request = v1::NodeUnstageVolumeRequest {
+                volume_id: volume.id.clone(),
+                staging_target_path: staging.display().to_string(),
+            };
+            self.call("NodeUnstageVolume", &request, Some(published.node)).await?;
+            called.push("NodeUnstageVolume");
+        }
+        if published.controller {
+            let request = v1::ControllerUnpublishVolumeRequest {
+                volume_id: volume.id.clone(),
+                node_id: published.node_id.clone(),
+                ..Default::default()
+            };
+            self.call("ControllerUnpublishVolume", &request, None).await?;
+            called.push("ControllerUnpublishVolume");
+        }
+        Ok(called.join(", "))
+    }
+
+    /// Writes `marker` into the published volume (where `at` says, else at its places) after
+    /// checking that a block volume is as large as the plugin says.
+    async fn write(
+        &mut self,
+        volume: &Volume,
+        published: &Published,
+        marker: &Marker,
+        at: Option<&Placement>,
+    ) -> Step<Placement> {
+        if self.block && at.is_none() {
+            self.block_at_least(published, volume.capacity as u64, "CreateVolume reported")?;
+        }
+        match marker::write(&published.local, self.block, marker, at) {
+            Ok(placement) => Ok(placement),
+            Err(e) if io_denied(&e) => Err(CheckOutcome::Skip(format!(
+                "this process may not write into {} ({e}); the data checks need write access to the node's files",
+                published.at()
+            ))),
+            Err(e) => Err(self.fail(
+                "data-write",
+                format!("writing marker {} into the {} volume published read-write at {} failed: {e}", marker.label, self.access(), published.at()),
+            )),
+        }
+    }
+
+    /// Fails unless the block volume at `published` holds at least `bytes`.
+    fn block_at_least(&mut self, published: &Published, bytes: u64, said: &str) -> Step<()> {
+        match marker::block_size(&published.local) {
+            Ok(size) if size >= bytes => Ok(()),
+            Ok(size) => Err(self.fail(
+                "volume-size",
+                format!("the block volume published at {} is {size} bytes, less than the {bytes} bytes {said}", published.at()),
+            )),
+            Err(e) => Err(self.fail("data-read", format!("cannot tell the size of {}: {e}", published.at()))),
+        }
+    }
+
+    /// Verifies `expected` by digest where `at` says; a finding of `kind` that starts with
+    /// `context` otherwise.
+    fn verify(
+        &mut self,
+        published: &Published,
+        at: &Placement,
+        expected: &Marker,
+        others: &[&Marker],
+        kind: &str,
+        context: &str,
+    ) -> Step<()> {
+        match marker::verify(&published.local, at, expected, others) {
+            Ok(None) => Ok(()),
+            Ok(Some((place, mismatch))) => Err(self.fail(
+                kind,
+                format!("{context}: {} in the volume at {}", mismatch.describe(&place, expected), published.at()),
+            )),
+            Err(e) => Err(self.fail("data-read", format!("{context}: reading marker {} at {} failed: {e}", expected.label, published.at()))),
+        }
+    }
+
+    /// Removes a marker from a read-write publication (the volume is the scenario's own).
+    fn remove(&mut self, published: &Published, at: &Placement) -> Step<()> {
+        marker::remove(&published.local, at).map_err(|e| {
+            self.ctx.push(Finding::new(
+                Severity::Warn,
+                "data-cleanup",
+                format!("the marker at {} could not be removed: {e}", published.at()),
+            ));
+            CheckOutcome::Stop
+        })
+    }
+
+    /// The common start of `republish`, `move` and `read-only`: a SINGLE_NODE_WRITER volume
+    /// published on node 0 gets marker A, is taken down to the controller (the RPCs called are
+    /// returned for messages) and published again on node `node` at `slot`.
+    async fn written_then_republished(
+        &mut self,
+        node: usize,
+        slot: usize,
+        readonly: bool,
+    ) -> Step<(Published, Published, Marker, Placement, String)> {
+        let nodes: Vec<usize> = (0..=node).collect();
+        let volume = self.create("data", SINGLE_NODE_WRITER, None, &nodes).await?;
+        let first = self.publish(&volume, 0, 0, false).await?;
+        let a = self.marker("A");
+        let at = self.write(&volume, &first, &a, None).await?;
+        let down = self.unpublish(&volume, &first).await?;
+        let again = self.publish(&volume, node, slot, readonly).await?;
+        Ok((first, again, a, at, down))
+    }
+
+    /// write → NodeUnpublish → NodeUnstage → ControllerUnpublish → ControllerPublish →
+    /// NodeStage → NodePublish → verify, on one node.
+    async fn republish(&mut self) -> Step<()> {
+        let (first, again, a, at, down) = self.written_then_republished(0, 0, false).await?;
+        let context = format!(
+            "the marker written on node {} before {down} is not intact after the volume was published there again",
+            first.node_id
+        );
+        self.verify(&again, &at, &a, &[], "data-lost", &context)?;
+        self.remove(&again, &at)
+    }
+
+    /// A SINGLE_NODE_WRITER volume written on node 0 holds the marker on node 1 after moving.
+    async fn moved(&mut self) -> Step<()> {
+        let (first, second, a, at, down) = self.written_then_republished(1, 1, false).await?;
+        let context = format!(
+            "the marker written on node {} before {down} is not intact after the volume was published on node {}",
+            first.node_id, second.node_id
+        );
+        self.verify(&second, &at, &a, &[], "data-lost", &context)?;
+        self.remove(&second, &at)
+    }
+
+    /// A MULTI_NODE_MULTI_WRITER volume published on both nodes: node 1 reads what node 0
+    /// wrote.
+    async fn shared(&mut self) -> Step<()> {
+        let volume = self.create("data", MULTI_NODE_MULTI_WRITER, None, &[0, 1]).await?;
+        let first = self.publish(&volume, 0, 0, false).await?;
+        let second = self.publish(&volume, 1, 1, false).await?;
+        let a = self.marker("A");
+        let at = self.write(&volume, &first, &a, None).await?;
+        let context = format!(
+            "the marker written on node {} into the MULTI_NODE_MULTI_WRITER volume is not seen on node {} while both publish it",
+            first.node_id, second.node_id
+        );
+        self.verify(&second, &at, &a, &[], "data-lost", &context)?;
+        self.remove(&first, &at)
+    }
+
+    /// Written read-write, published again read-only: the marker reads back, a write fails
+    /// with EROFS.
+    async fn read_only(&mut self) -> Step<()> {
+        let (writable, read_only, a, at, down) = self.written_then_republished(0, 0, true).await?;
+        let context = format!(
+            "the marker written on node {} before {down} cannot be read back from the read-only publication",
+            writable.node_id
+        );
+        self.verify(&read_only, &at, &a, &[], "data-lost", &context)?;
+        if is_device(&read_only.local) {
+            // A read-only mount does not stop writes to a device node; nothing to prove here.
+            return Ok(());
+        }
+        match marker::try_write(&read_only.local, self.block) {
+            Err(e) if e.raw_os_error() == Some(nix::libc::EROFS) => Ok(()),
+            Err(e) if io_denied(&e) => Ok(()),
+            Err(e) => Err(self.fail(
+                "data-writable",
+                format!("a write into the read-only publication at {} failed with {e}, not with EROFS", read_only.at()),
+            )),
+            Ok(()) => Err(self.fail(
+                "data-writable",
+                format!("the volume published read-only at {} took a write", read_only.at()),
+            )),
+        }
+    }
+
+    /// CreateSnapshot of `volume`, repeated (idempotently) until it is ready to use.
+    async fn snapshot_of(&mut self, volume: &Volume) -> Step<String> {
+        let request = v1::CreateSnapshotRequest {
+            source_volume_id: volume.id.clone(),
+            name: format!("{}-snap", self.ctx.name()),
+            parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
+            ..Default::default()
+        };
+        let deadline = Instant::now() + SNAPSHOT_READY_TIMEOUT;
+        loop {
+            let response = self.call("CreateSnapshot", &request, None).await?;
+            let snapshot = typed::<v1::CreateSnapshotResponse>(&response).snapshot.unwrap_or_default();
+            if snapshot.snapshot_id.is_empty() {
+                return Err(self.fail("assertion", "CreateSnapshot answered OK without a snapshot id".into()));
+            }
+            if snapshot.ready_to_use {
+                return Ok(snapshot.snapshot_id);
+            }
+            if Instant::now() >= deadline {
+                return Err(CheckOutcome::Skip(format!(
+                    "snapshot {} was not ready to use within {}",
+                    snapshot.snapshot_id,
+                    crate::client::human_duration(SNAPSHOT_READY_TIMEOUT)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// write A → snapshot → overwrite with B → restore: the restored volume holds A, the
+    /// source B.
+    async fn snapshot(&mut self) -> Step<()> {
+        let source = self.create("data", SINGLE_NODE_WRITER, None, &[0]).await?;
+        let published = self.publish(&source, 0, 0, false).await?;
+        let (a, b) = (self.marker("A"), self.marker("B"));
+        let at = self.write(&source, &published, &a, None).await?;
+        let snapshot_id = self.snapshot_of(&source).await?;
+        self.write(&source, &published, &b, Some(&at)).await?;
+        let from = v1::VolumeContentSource {
+            r#type: Some(v1::volume_content_source::Type::Snapshot(
+                v1::volume_content_source::SnapshotSource { snapshot_id: snapshot_id.clone() },
+            )),
+        };
+        let restored = self.create("restored", SINGLE_NODE_WRITER, Some(from), &[0]).await?;
+        let restored_at = self.publish(&restored, 0, 1, false).await?;
+        let context = format!(
+            "volume {} restored from snapshot {snapshot_id} does not hold what its source {} held when the snapshot was cut",
+            restored.id, source.id
+        );
+        self.verify(&restored_at, &at, &a, &[&b], "snapshot-content", &context)?;
+        let context = format!("source volume {} lost what was written after snapshot {snapshot_id}", source.id);
+        self.verify(&published, &at, &b, &[&a], "data-lost", &context)?;
+        self.remove(&restored_at, &at)?;
+        self.remove(&published, &at)
+    }
+
+    /// Two volumes written (A1, A2) → one group snapshot → overwritten (B1, B2) → each
+    /// member snapshot restored: it holds what its own source held when the group was cut.
+    async fn group_snapshot(&mut self) -> Step<()> {
+        let mut sources = Vec::new();
+        for i in 1..=2 {
+            let volume = self.create(&format!("data{i}"), SINGLE_NODE_WRITER, None, &[0]).await?;
+            let published = self.publish(&volume, 0, i - 1, false).await?;
+            let (a, b) = (self.marker(&format!("A{i}")), self.marker(&format!("B{i}")));
+            let at = self.write(&volume, &published, &a, None).await?;
+            sources.push((volume, published, a, b, at));
+        }
+        let request = v1::CreateVolumeGroupSnapshotRequest {
+            name: format!("{}-group", self.ctx.name()),
+            source_volume_ids: sources.iter().map(|s| s.0.id.clone()).collect(),
+            parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
+            ..Default::default()
+        };
+        let deadline = Instant::now() + SNAPSHOT_READY_TIMEOUT;
+        let group = loop {
+            let response = self.call("CreateVolumeGroupSnapshot", &request, None).await?;
+            let group = typed::<v1::CreateVolumeGroupSnapshotResponse>(&response).group_snapshot.unwrap_or_default();
+            if group.ready_to_use {
+                break group;
+            }
+            if Instant::now() >= deadline {
+                return Err(CheckOutcome::Skip(format!(
+                    "group snapshot {} was not ready to use within {}",
+                    group.group_snapshot_id,
+                    crate::client::human_duration(SNAPSHOT_READY_TIMEOUT)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        for (volume, published, _, b, at) in &sources {
+            self.write(volume, published, b, Some(at)).await?;
+            // The sources are done with (teardown deletes them): each restore is published alone.
+            self.unpublish(volume, published).await?;
+        }
+        for (i, (source, _, a, _, at)) in sources.iter().enumerate() {
+            let Some(member) = group.snapshots.iter().find(|s| s.source_volume_id == source.id) else {
+                return Err(self.fail(
+                    "assertion",
+                    format!("group snapshot {} has no member snapshot of volume {}", group.group_snapshot_id, source.id),
+                ));
+            };
+            let from = v1::VolumeContentSource {
+                r#type: Some(v1::volume_content_source::Type::Snapshot(
+                    v1::volume_content_source::SnapshotSource { snapshot_id: member.snapshot_id.clone() },
+                )),
+            };
+            let restored = self.create(&format!("restored{}", i + 1), SINGLE_NODE_WRITER, Some(from), &[0]).await?;
+            let restored_at = self.publish(&restored, 0, 1 + i, false).await?;
+            let context = format!(
+                "volume {} restored from snapshot {} (member of group snapshot {}) does not hold what its source {} held \
+                 when the group was cut",
+                restored.id, member.snapshot_id, group.group_snapshot_id, source.id
+            );
+            let others: Vec<&Marker> = sources.iter().flat_map(|s| [&s.2, &s.3]).filter(|m| *m != a).collect();
+            self.verify(&restored_at, at, a, &others, "snapshot-content", &context)?;
+            self.remove(&restored_at, at)?;
+            self.unpublish(&restored, &restored_at).await?;
+        }
+        Ok(())
+    }
+
+    /// write A → clone: the clone holds A; a write of B to the clone leaves the source A.
+    async fn clone_volume(&mut self) -> Step<()> {
+        let source = self.create("data", SINGLE_NODE_WRITER, None, &[0]).await?;
+        let published = self.publish(&source, 0, 0, false).await?;
+        let (a, b) = (self.marker("A"), self.marker("B"));
+        let at = self.write(&source, &published, &a, None).await?;
+        // Cloned while published (orchestrators clone volumes in use; the marker is flushed).
+        let from = v1::VolumeContentSource {
+            r#type: Some(v1::volume_content_source::Type::Volume(v1::volume_content_source::VolumeSource {
+                volume_id: source.id.clone(),
+            })),
+        };
+        let clone = self.create("clone", SINGLE_NODE_WRITER, Some(from), &[0]).await?;
+        let clone_at = self.publish(&clone, 0, 1, false).await?;
+        let context = format!("volume {} cloned from {} does not hold its source's content", clone.id, source.id);
+        self.verify(&clone_at, &at, &a, &[&b], "clone-content", &context)?;
+        self.write(&clone, &clone_at, &b, Some(&at)).await?;
+        let context = format!("a write into clone {} changed its source volume {}", clone.id, source.id);
+        self.verify(&published, &at, &a, &[&b], "clone-shares-data", &context)?;
+        self.remove(&clone_at, &at)?;
+        self.remove(&published, &at)
+    }
+
+    /// write → (unpublish, when offline) → ControllerExpandVolume → (publish again) →
+    /// NodeExpandVolume at the published path → the volume is as large as asked, the marker
+    /// intact.
+    async fn expand(&mut self, online: bool) -> Step<()> {
+        let controller = self.supports(Capability::Controller(ControllerCapability::ExpandVolume));
+        let node_expands = self.node_supports(0, NodeCapability::ExpandVolume);
+        if !controller && !node_expands {
+            return Err(CheckOutcome::Skip("neither controller:EXPAND_VOLUME nor node:EXPAND_VOLUME is advertised".into()));
+        }
+        if online && !self.supports(Capability::Expansion(VolumeExpansion::Online)) {
+            return Err(CheckOutcome::Skip("online expansion needs expansion:ONLINE, which is not advertised".into()));
+        }
+        let volume = self.create("data", SINGLE_NODE_WRITER, None, &[0]).await?;
+        let mut published = self.publish(&volume, 0, 0, false).await?;
+        let a = self.marker("A");
+        let at = self.write(&volume, &published, &a, None).await?;
+        let new = self.ctx.config().expand_size().max(volume.capacity);
+        let range = Some(v1::CapacityRange { required_bytes: new, limit_bytes: 0 });
+        let mut steps = Vec::new();
+        if !online {
+            steps.push(self.unpublish(&volume, &published).await?);
+        }
+        let mut node_required = true;
+        if controller {
+            let request = v1::ControllerExpandVolumeRequest {
+                volume_id: volume.id.clone(),
+                capacity_range: range,
+                volume_capability: Some(self.capability(volume.mode)),
+                ..Default::default()
+            };
+            let response = self.call("ControllerExpandVolume", &request, None).await?;
+            let answer: v1::ControllerExpandVolumeResponse = typed(&response);
+            node_required = answer.node_expansion_required;
+            steps.push(format!("ControllerExpandVolume to {new} bytes (answered capacity_bytes {})", answer.capacity_bytes));
+        }
+        if !online {
+            published = self.publish(&volume, 0, 0, false).await?;
+            steps.push("publishing again".to_owned());
+        }
+        if node_expands && node_required {
+            let request = v1::NodeExpandVolumeRequest {
+                volume_id: volume.id.clone(),
+                volume_path: published.target.display().to_string(),
+                capacity_range: range,
+                staging_target_path: published.staging.as_ref().map(|s| s.display().to_string()).unwrap_or_default(),
+                volume_capability: Some(self.capability(volume.mode)),
+                ..Default::default()
+            };
+            self.call("NodeExpandVolume", &request, Some(0)).await?;
+            steps.push(format!("NodeExpandVolume at {}", published.target.display()));
+        }
+        let done = format!("after {}", steps.join(", "));
+        let new = new as u64;
+        let (tolerance, what) = if self.block { (0, "block volume") } else { (fs_overhead(new), "file system") };
+        // A node may take a moment to see its device grow: look again for a while before judging.
+        let deadline = Instant::now() + GROW_TIMEOUT;
+        loop {
+            let size = if self.block { marker::block_size(&published.local) } else { marker::fs_size(&published.local) };
+            match size {
+                Ok(size) if size + tolerance >= new => break,
+                Ok(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(250)).await,
+                Ok(size) => {
+                    let allowance = if tolerance > 0 {
+                        format!(" less {tolerance} bytes of file-system overhead")
+                    } else {
+                        String::new()
+                    };
+                    return Err(self.fail(
+                        "volume-size",
+                        format!(
+                            "{done}, the {what} at {} is {size} bytes, less than the {new} bytes it was expanded \
+                             to{allowance}",
+                            published.at()
+                        ),
+                    ));
+                }
+                Err(e) => return Err(self.fail("data-read", format!("cannot tell the size of {}: {e}", published.at()))),
+            }
+        }
+        let context = format!("{done}, the marker written before the expansion is not intact");
+        self.verify(&published, &at, &a, &[], "data-lost", &context)?;
+        self.remove(&published, &at)
+    }
+}
+
+/// The arguments of `marker`.
+pub(crate) const MARKER_ARGS: &[ArgSpec] = &[
+    ArgSpec { name: "action", kind: ArgKind::Choice(&["write", "verify", "remove"]), required: true },
+    ArgSpec { name: "volume_id", kind: ArgKind::Str, required: true },
+    ArgSpec { name: "path", kind: ArgKind::Str, required: true },
+    ArgSpec { name: "node", kind: ArgKind::Int, required: false },
+    ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
+    ArgSpec { name: "label", kind: ArgKind::Str, required: false },
+    ArgSpec { name: "tail", kind: ArgKind::Int, required: false },
+];
+
+/// What `marker` saves: the marker's digest and, for a block volume, the offset of its
+/// second copy (pass it as `tail` to verify or remove it after the volume has grown).
+pub(crate) fn marker_outputs() -> Vec<(&'static str, super::vars::Ty)> {
+    vec![("digest", super::vars::Ty::Scalar), ("tail", super::vars::Ty::Scalar)]
+}
+
+/// Runs the `marker` check: one marker written into, verified in or removed from the
+/// volume `volume_id` published at `path` on node `node`. Only volumes this scenario created
+/// are ever written to.
+pub(crate) async fn marker_step(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let text = |name: &str| match args.get(name) {
+        Some(Val::Null) | None => None,
+        Some(v) => v.to_text(),
+    };
+    let (Some(action), Some(volume_id), Some(path)) = (text("action"), text("volume_id"), text("path")) else {
+        return super::checks::bad_arg(ctx, "check marker needs action, volume_id and path".into());
+    };
+    let number = |name: &str| text(name).map(|t| t.parse::<u64>().map_err(|_| format!("argument {name} must be a whole number, not {t:?}")));
+    let (node, tail) = match (number("node").transpose(), number("tail").transpose()) {
+        (Ok(node), Ok(tail)) => (node.unwrap_or(0) as usize, tail),
+        (Err(e), _) | (_, Err(e)) => return super::checks::bad_arg(ctx, format!("check marker: {e}")),
+    };
+    let block = match text("access") {
+        Some(a) => a == "block",
+        None => ctx.config().access_type == super::AccessType::Block,
+    };
+    let created = ctx.tracker.teardown_order().iter().any(|t| {
+        matches!(&t.resource, super::Resource::Volume { volume_id: id } if *id == volume_id)
+    });
+    if !created {
+        return super::checks::bad_arg(
+            ctx,
+            format!("check marker writes only into volumes the scenario created, and {volume_id:?} is not one of them"),
+        );
+    }
+    if ctx.inspector(node).is_none() {
+        return super::checks::bad_arg(ctx, format!("check marker: the run has no node endpoint {node}"));
+    }
+    if let Some(reason) = unreachable_files(ctx, node) {
+        return CheckOutcome::Skip(reason);
+    }
+    let target = PathBuf::from(&path);
+    let Some(local) = ctx.inspector(node).and_then(|i| i.local_path(&target)) else {
+        return CheckOutcome::Skip(unreachable_files(ctx, node).unwrap_or_default());
+    };
+    let label = text("label").unwrap_or_else(|| "A".to_owned());
+    let marker = Marker::new(ctx.config().seed, ctx.name(), &label);
+    let placement = match (block, tail) {
+        (false, _) => Some(Placement::File),
+        (true, Some(tail)) => Some(Placement::Block { tail }),
+        (true, None) => match marker::block_size(&local) {
+            Ok(size) if size >= 2 * marker::MARKER_LEN as u64 => Some(Placement::Block { tail: size - marker::MARKER_LEN as u64 }),
+            _ => None,
+        },
+    };
+    let at = format!("{path} on node endpoint {node}");
+    let result = match (action.as_str(), placement) {
+        ("write", placement) => marker::write(&local, block, &marker, placement.as_ref()).map(Some).map_err(|e| {
+            ("data-write", format!("writing marker {label} into volume {volume_id} at {at} failed: {e}"))
+        }),
+        ("verify", Some(placement)) => match marker::verify(&local, &placement, &marker, &[]) {
+            Ok(None) => Ok(Some(placement)),
+            Ok(Some((place, m))) => {
+                Err(("data-lost", format!("volume {volume_id} at {at}: {}", m.describe(&place, &marker))))
+            }
+            Err(e) => Err(("data-read", format!("reading marker {label} from volume {volume_id} at {at} failed: {e}"))),
+        },
+        (_, Some(placement)) => marker::remove(&local, &placement)
+            .map(|()| Some(placement))
+            .map_err(|e| ("data-cleanup", format!("removing marker {label} from {at} failed: {e}"))),
+        (_, None) => Err(("data-lost", format!("volume {volume_id} at {at} is too small to hold marker {label}"))),
+    };
+    match result {
+        Ok(placement) => {
+            let tail = match placement {
+                Some(Placement::Block { tail }) => Val::Int(i128::from(tail)),
+                _ => Val::Null,
+            };
+            CheckOutcome::Done(BTreeMap::from([
+                ("digest".to_owned(), Val::Str(marker.digest())),
+                ("tail".to_owned(), tail),
+            ]))
+        }
+        Err((kind, message)) => {
+            ctx.fail(kind, message);
+            CheckOutcome::Stop
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overhead_allowance_is_a_tenth_plus_16_mib() {
+        assert_eq!(fs_overhead(0), 16 << 20);
+        assert_eq!(fs_overhead(10 << 30), (1 << 30) + (16 << 20));
+    }
+}

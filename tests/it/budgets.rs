@@ -1,0 +1,201 @@
+//! Resource budgets against a constrained reference plugin (two nodes, an attach limit of 2,
+//! capacity for a handful of test volumes), over real sockets: the built-in suites give the
+//! same outcome for every scenario at the default jobs and at `--jobs 1`, no finding
+//! mentions RESOURCE_EXHAUSTED, scenarios that cannot fit are skipped with the reason, and
+//! contention the budgets cannot foresee (a plugin that keeps its capacity to itself) is
+//! retried rather than judged.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use csi_conform::{
+    proto::v1,
+    reference::Config,
+    report::{RunReport, Severity},
+    suite::{self, RunConfig},
+};
+use tempfile::TempDir;
+
+use crate::{
+    lifecycle::{Cluster, can_mount},
+    run::outcomes,
+};
+
+const MIB: i64 = 1 << 20;
+
+fn constrained(capacity: i64) -> Config {
+    Config { max_volumes_per_node: 2, capacity, ..Config::default() }
+}
+
+fn config(work: &TempDir, jobs: usize) -> RunConfig {
+    RunConfig {
+        jobs,
+        seed: 11,
+        idempotency_count: 3,
+        property_cases: 24,
+        volume_size: MIB,
+        expand_size: Some(2 * MIB),
+        options: ["attach_limit".to_owned()].into(),
+        work_dir: work.path().join("work"),
+        ..RunConfig::default()
+    }
+}
+
+/// Every finding or skip reason that mentions RESOURCE_EXHAUSTED, as `id: text`.
+fn exhausted(report: &RunReport) -> Vec<String> {
+    report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| s.findings.iter().map(move |f| format!("{}: {}", s.id, f.message)))
+        .filter(|t| t.contains("RESOURCE_EXHAUSTED"))
+        .collect()
+}
+
+fn verdicts(report: &RunReport) -> BTreeMap<String, Severity> {
+    outcomes(report).into_iter().map(|(id, (o, _))| (id, o)).collect()
+}
+
+#[tokio::test]
+async fn the_builtin_suites_give_the_same_verdicts_at_any_jobs_within_attach_and_capacity_limits() {
+    if !can_mount("the_builtin_suites_give_the_same_verdicts_at_any_jobs_within_attach_and_capacity_limits") {
+        return;
+    }
+    // Room for six 1 MiB test volumes: the volume-pagination scenario (5 and the one it
+    // adds) just fits alone.
+    let cluster = Cluster::start(constrained(6 * MIB), 2).await;
+    let engine = cluster.engine().await;
+    let mut reports = Vec::new();
+    for jobs in [RunConfig::default().jobs, 1] {
+        let work = tempfile::tempdir().unwrap();
+        let report = suite::run(&engine, &suite::builtin(), &config(&work, jobs)).await;
+        cluster.assert_clean().await;
+        assert_eq!(exhausted(&report), Vec::<String>::new(), "jobs {jobs}");
+        assert!(!report.failed(), "jobs {jobs}: {:#?}", crate::run::not_passed(&report));
+        reports.push(report);
+    }
+    let (parallel, serial) = (verdicts(&reports[0]), verdicts(&reports[1]));
+    let differ: Vec<_> = parallel.iter().filter(|(id, o)| serial.get(*id) != Some(o)).collect();
+    assert!(differ.is_empty(), "outcomes that depend on --jobs: {differ:?}");
+    let all = outcomes(&reports[0]);
+    // A scenario that needs more than the plugin has is skipped, saying so.
+    let (outcome, why) = &all["controller.create-volume.one-gib"];
+    assert_eq!(*outcome, Severity::Skip);
+    assert_eq!(why, "needs up to 1 GiB at once for its volumes, more than the 6 MiB the plugin reports available (GetCapacity)");
+    // The attach-limit check fills node 0 on its own and passes; the lifecycles on two
+    // nodes, the property cases and the pagination ran.
+    for id in [
+        "controller.publish.attach-limit",
+        "controller.list-volumes.pagination",
+        "lifecycle.two-nodes.multi-node-multi-writer",
+        "properties.create-then-validate",
+        "extras.expand.online",
+    ] {
+        assert_eq!(all[id].0, Severity::Pass, "{id}: {}", all[id].1);
+    }
+    assert!(reports[0].counts().pass >= 150, "{:?}", reports[0].counts());
+}
+
+/// Two volumes published on node 0 at once.
+const TWO_AT_ONCE: &str = r#"
+suite: budgets
+title: publications at once
+scenarios:
+  - id: two-on-node-0
+    title: two volumes published on node 0 at once
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}-a", volume_capabilities: ["${capability}"], capacity_range: { required_bytes: "${volume_size}" } }
+        save: { a: volume }
+      - call: CreateVolume
+        request: { name: "${name}-b", volume_capabilities: ["${capability}"], capacity_range: { required_bytes: "${volume_size}" } }
+        save: { b: volume }
+      - call: ControllerPublishVolume
+        request: { volume_id: "${a.volume_id}", node_id: "${node.id}", volume_capability: "${capability}", readonly: false }
+      - call: ControllerPublishVolume
+        request: { volume_id: "${b.volume_id}", node_id: "${node.id}", volume_capability: "${capability}", readonly: false }
+"#;
+
+#[tokio::test]
+async fn a_scenario_over_the_attach_limit_or_the_live_volume_limit_is_skipped_with_the_reason() {
+    let mut suites = suite::builtin();
+    suites.push(suite::load_str("budgets.yaml", TWO_AT_ONCE).unwrap_or_else(|e| panic!("{e}")));
+    for max in [1, 2] {
+        let cluster = Cluster::start(Config { max_volumes_per_node: max, ..Config::default() }, 2).await;
+        let engine = cluster.engine().await;
+        let work = tempfile::tempdir().unwrap();
+        let mut config = config(&work, 8);
+        config.focus = vec![regex::Regex::new(r"^budgets\.|^controller\.publish\.|^controller\.list-volumes\.pagination$").unwrap()];
+        config.budgets.max_live_volumes = Some(4);
+        let report = suite::run(&engine, &suites, &config).await;
+        cluster.assert_clean().await;
+        let all = outcomes(&report);
+        let (outcome, why) = &all["controller.list-volumes.pagination"];
+        assert_eq!((*outcome, why.as_str()), (Severity::Skip, "needs up to 6 live volumes at once, more than --max-live-volumes 4"));
+        let (outcome, why) = &all["budgets.two-on-node-0"];
+        if max == 1 {
+            let reason = "holds up to 2 volumes published on node node-0 at once, more than its max_volumes_per_node of 1";
+            assert_eq!((*outcome, why.as_str()), (Severity::Skip, reason));
+        } else {
+            assert_eq!(*outcome, Severity::Pass, "{why}");
+        }
+        // The attach-limit check publishes max + 1 volumes to node 0 on its own, and passes.
+        assert_eq!(all["controller.publish.attach-limit"].0, Severity::Pass, "{all:#?}");
+        assert!(!report.failed(), "{all:#?}");
+        assert_eq!(exhausted(&report), Vec::<String>::new());
+    }
+}
+
+/// A plugin that does not advertise GET_CAPACITY gives the budgets nothing to go by: the
+/// parallel lifecycles and property cases run out of its capacity, and the RESOURCE_EXHAUSTED
+/// answers are retried after the other scenarios release their volumes, so every verdict is
+/// still the plugin's.
+#[tokio::test]
+async fn contention_the_budgets_cannot_foresee_is_retried_not_judged() {
+    if !can_mount("contention_the_budgets_cannot_foresee_is_retried_not_judged") {
+        return;
+    }
+    let mut plugin = constrained(3 * MIB);
+    plugin.max_volumes_per_node = 0;
+    plugin.disabled.controller.insert(v1::controller_service_capability::rpc::Type::GetCapacity as i32);
+    let cluster = Cluster::start(plugin, 2).await;
+    let engine = cluster.engine().await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = config(&work, 8);
+    config.focus = vec![regex::Regex::new(r"^lifecycle\.(mount|block)\.|^properties\.create-then-validate$").unwrap()];
+    config.budgets.contention_timeout = Duration::from_secs(60);
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    cluster.assert_clean().await;
+    assert!(!report.failed(), "{:#?}", crate::run::not_passed(&report));
+    assert_eq!(exhausted(&report), Vec::<String>::new());
+    // The plugin did answer RESOURCE_EXHAUSTED: the run really was contended.
+    let create = &report.rpc_latency["CreateVolume"];
+    assert!(create.errors > 0, "no CreateVolume was refused: {create:?}");
+    assert!(report.counts().pass >= 8, "{:?}", report.counts());
+}
+
+/// A property step whose cases create volumes stops at --property-time, however many cases
+/// were asked for, says how many ran, and leaves nothing behind.
+#[tokio::test]
+async fn property_steps_that_create_volumes_stop_at_the_property_time_and_say_how_many_ran() {
+    let plugin = crate::support::TestPlugin::start(Config { latency: Duration::from_millis(2), ..Config::default() }).await;
+    let engine = crate::support::engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = config(&work, 4);
+    config.property_cases = 100_000;
+    config.property_time = Duration::from_millis(400);
+    config.focus = vec![regex::Regex::new(r"^properties\.create-then-validate$").unwrap()];
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let result = report.scenario("properties.create-then-validate").expect("it ran");
+    assert_eq!(result.outcome, Severity::Pass, "{:#?}", result.findings);
+    let notes: Vec<&str> = result.findings.iter().filter(|f| f.kind == "property-cases").map(|f| f.message.as_str()).collect();
+    assert_eq!(notes.len(), 1, "{:#?}", result.findings);
+    let ran: u32 = notes[0]
+        .split_once("property create-then-validate: ")
+        .and_then(|(_, rest)| rest.split_once(" of 100000 cases ran, in "))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", notes[0]));
+    assert!((1..100_000).contains(&ran), "{}", notes[0]);
+    assert!(result.duration < Duration::from_secs(30), "{:?}", result.duration);
+    let volumes = crate::support::ok(plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);
+    assert!(volumes.entries.is_empty(), "{:?}", volumes.entries);
+}
