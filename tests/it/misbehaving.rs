@@ -262,13 +262,6 @@ async fn an_ok_where_an_error_is_due_shows_what_came_back_redacted_and_short() {
     };
     let fake = FakePlugin::start(FakeOptions {
         misbehave: rules([("NodeGetVolumeStats", raw(stats)), ("ValidateVolumeCapabilities", raw(confirmed))]),
-/// A plugin that cannot stage at all (ember-csi on its fake Cinder backend answers UNKNOWN):
-/// the built-in scenario about a missing volume_context fails on its control step, and does
-/// not blame the missing context with a warning.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plugin_that_cannot_stage_is_not_warned_about_the_volume_context() {
-    let fake = FakePlugin::start(FakeOptions {
-        misbehave: rules([("NodeStageVolume", Misbehaviour::Refuse(tonic::Code::Unknown, "cannot attach"))]),
         ..FakeOptions::default()
     })
     .await;
@@ -302,6 +295,20 @@ async fn a_plugin_that_cannot_stage_is_not_warned_about_the_volume_context() {
     assert!(f.message.chars().count() < 400, "bounded: {}", f.message);
     let json = csi_conform::report::to_json(&report);
     assert!(!json.contains("hunter2") && !json.contains(secret), "no secret in the report");
+}
+
+/// A plugin that cannot stage at all (ember-csi on its fake Cinder backend answers UNKNOWN):
+/// the built-in scenario about a missing volume_context fails on its control step, and does
+/// not blame the missing context with a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_cannot_stage_is_not_warned_about_the_volume_context() {
+    let fake = FakePlugin::start(FakeOptions {
+        misbehave: rules([("NodeStageVolume", Misbehaviour::Refuse(tonic::Code::Unknown, "cannot attach"))]),
+        ..FakeOptions::default()
+    })
+    .await;
+    let plugin = fake.engine_plugin(options(Duration::from_secs(5))).await;
+    let work = tempfile::tempdir().unwrap();
     let config = RunConfig {
         focus: vec![regex::Regex::new("^extras\\.node\\.stage-without-volume-context$").unwrap()],
         ..config(&work)
