@@ -280,7 +280,7 @@ impl ScenarioCtx {
         let (caps, mut finding) = minimal;
         let smallest = if interrupted.is_some() { "smallest case found before shrinking stopped" } else { "minimal case" };
         finding.message = format!(
-            "property {} does not hold: {}; {smallest} {} (case {case} of {ran}, {shrinks} shrinking steps); seed {}; replay: {}",
+            "property {} does not hold: {}; {smallest} {} (case {case} of {cases}, {shrinks} shrinking steps); seed {}; replay: {}",
             step.property.name,
             finding.message,
             show_set(&caps),
