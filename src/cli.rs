@@ -17,7 +17,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, 
 
 use crate::{
     client::{ClientOptions, Connections, Endpoint, Targets},
-    fingerprint::Fingerprint,
+    fingerprint::{Capability, Fingerprint, PluginService},
     journal::{self, Journal, JournalObserver},
     report::{
         self, ExpectedFailures, RunReport,
@@ -1203,8 +1203,12 @@ async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> 
     let console = ConsoleProgress::new(Mode::detect(quiet), color, args.strict, expected.clone());
     config.progress = Some(console.clone());
 
+    // An endpoint that advertises CONTROLLER_SERVICE without serving it (a node instance of a
+    // split deployment, see `Fingerprint::collect`) is no controller for this run.
+    let serves_controller = fingerprint.controller.is_some()
+        || !fingerprint.supports(Capability::Plugin(PluginService::ControllerService));
     let plugin = suite::Plugin {
-        controller: connections.controller,
+        controller: connections.controller.filter(|_| serves_controller),
         nodes: connections.nodes,
         fingerprint,
     };

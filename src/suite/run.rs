@@ -690,9 +690,16 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
     }
     let needs_controller = scenario.steps.iter().any(|s| match &s.action {
         Action::Call(c) => !matches!(c.method.parent_service().name(), "Node" | "Identity"),
-        Action::Check(_) | Action::Property(_) | Action::Assert(_) => {
-            s.action.rpcs().iter().filter_map(|r| proto::method(r)).any(|m| m.parent_service().name() == "Controller")
-        }
+        // Named checks call ControllerPublishVolume / ControllerUnpublishVolume only when the
+        // controller advertises PUBLISH_UNPUBLISH_VOLUME, so those two alone need no endpoint
+        // (the existing-volume check on a node-only plugin).
+        Action::Check(_) | Action::Property(_) | Action::Assert(_) => s
+            .action
+            .rpcs()
+            .iter()
+            .filter(|r| !matches!(r.as_str(), "ControllerPublishVolume" | "ControllerUnpublishVolume"))
+            .filter_map(|r| proto::method(r))
+            .any(|m| m.parent_service().name() == "Controller"),
     });
     if needs_controller && plugin.controller.is_none() {
         return Some("calls controller RPCs, and no controller endpoint was given".to_owned());
