@@ -17,7 +17,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, 
 
 use crate::{
     client::{ClientOptions, Connections, Endpoint, Targets},
-    fingerprint::Fingerprint,
+    fingerprint::{Capability, Fingerprint, PluginService},
     journal::{self, Journal, JournalObserver},
     report::{
         self, ExpectedFailures, RunReport,
@@ -316,6 +316,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// Under GitHub Actions (GITHUB_ACTIONS=true), do not print the `::error` / `::warning`
+    /// workflow commands that turn each finding into an annotation.
+    #[arg(long)]
+    pub no_annotations: bool,
+
     /// Seed of names and property-based checks (default: random; printed for replay).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -480,6 +485,20 @@ pub struct ListArgs {
     /// List the named checks and properties suites can call.
     #[arg(long)]
     pub checks: bool,
+
+    /// Show the coverage of CSI v1.12's requirements on a plugin: per RPC, requirements
+    /// total / covered by a scenario / untestable / gaps, and overall (exit 1 when a
+    /// requirement is neither covered nor explained).
+    #[arg(long, conflicts_with_all = ["checks", "parity"])]
+    pub spec: bool,
+
+    /// With --spec: also list every requirement, its spec link and the scenarios naming it.
+    #[arg(long, requires = "spec")]
+    pub requirements: bool,
+
+    /// With --spec: table (default) or json.
+    #[arg(long, value_enum, default_value_t = Format::Table, requires = "spec")]
+    pub format: Format,
 }
 
 /// `csi-conform call`.
@@ -1184,8 +1203,12 @@ async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> 
     let console = ConsoleProgress::new(Mode::detect(quiet), color, args.strict, expected.clone());
     config.progress = Some(console.clone());
 
+    // An endpoint that advertises CONTROLLER_SERVICE without serving it (a node instance of a
+    // split deployment, see `Fingerprint::collect`) is no controller for this run.
+    let serves_controller = fingerprint.controller.is_some()
+        || !fingerprint.supports(Capability::Plugin(PluginService::ControllerService));
     let plugin = suite::Plugin {
-        controller: connections.controller,
+        controller: connections.controller.filter(|_| serves_controller),
         nodes: connections.nodes,
         fingerprint,
     };
@@ -1222,6 +1245,11 @@ async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> 
         println!();
     }
     print!("{}", report::summary_with_command(&report, color, &rerun));
+    if report::annotations::enabled(std::env::var("GITHUB_ACTIONS").ok().as_deref(), args.no_annotations) {
+        for line in report::annotations::annotations(&report) {
+            println!("{line}");
+        }
+    }
     let left = leftovers_on(&args.journal, &endpoints)?.len();
     if left > 0 {
         eprintln!(
@@ -1295,6 +1323,19 @@ fn list(args: ListArgs) -> Result<u8, CliError> {
         return Ok(EXIT_OK);
     }
     let suites = args.suites.load()?;
+    if args.spec {
+        let pairs: Vec<(&str, &[String])> =
+            suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).collect();
+        let coverage = crate::spec::coverage(crate::spec::builtin(), pairs);
+        match args.format {
+            Format::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(&coverage.to_json()).map_err(|e| CliError::usage(e.to_string()))?
+            ),
+            Format::Table => print!("{}", coverage.render(args.requirements)),
+        }
+        return Ok(if coverage.unaccounted().is_empty() { EXIT_OK } else { EXIT_FINDINGS });
+    }
     if args.parity {
         let table = crate::parity::coverage(&suites).map_err(CliError::usage)?;
         print!("{}", table.render());

@@ -298,16 +298,35 @@ impl Fingerprint {
         let mut controller_info = None;
         let mut group_controller = None;
         if let Some(conn) = controller {
+            // One endpoint in both roles (`--endpoint`) may be a node instance of a split
+            // deployment: it advertises CONTROLLER_SERVICE (every instance reports the same
+            // plugin capabilities, spec.md GetPluginCapabilities) without serving it. That is
+            // no fault of the plugin; the run then has no controller.
+            let shared_endpoint = nodes.iter().any(|n| n.endpoint() == conn.endpoint());
             if capabilities.services.contains(&PluginService::ControllerService) {
-                let caps = controller_capabilities(conn, &mut notes).await.map_err(rpc_err(conn))?;
-                controller_info = Some(ControllerInfo {
-                    endpoint: conn.endpoint().clone(),
-                    capabilities: caps,
-                });
+                match controller_capabilities(conn, &mut notes).await {
+                    Ok(caps) => {
+                        controller_info = Some(ControllerInfo { endpoint: conn.endpoint().clone(), capabilities: caps })
+                    }
+                    Err(e) if shared_endpoint && e.code == tonic::Code::Unimplemented => notes.push(format!(
+                        "{} advertises CONTROLLER_SERVICE but does not serve the Controller service (ControllerGetCapabilities is \
+                         UNIMPLEMENTED): a node instance of a split deployment; controller scenarios are skipped (give \
+                         --controller-endpoint to test the controller)",
+                        conn.endpoint()
+                    )),
+                    Err(e) => return Err(rpc_err(conn)(e)),
+                }
             }
             if capabilities.services.contains(&PluginService::GroupControllerService) {
-                let caps = group_capabilities(conn, &mut notes).await.map_err(rpc_err(conn))?;
-                group_controller = Some(GroupControllerInfo { capabilities: caps });
+                match group_capabilities(conn, &mut notes).await {
+                    Ok(caps) => group_controller = Some(GroupControllerInfo { capabilities: caps }),
+                    Err(e) if shared_endpoint && e.code == tonic::Code::Unimplemented => notes.push(format!(
+                        "{} advertises GROUP_CONTROLLER_SERVICE but does not serve it (GroupControllerGetCapabilities is \
+                         UNIMPLEMENTED): a node instance of a split deployment; group scenarios are skipped",
+                        conn.endpoint()
+                    )),
+                    Err(e) => return Err(rpc_err(conn)(e)),
+                }
             }
         }
 

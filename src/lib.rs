@@ -18,6 +18,7 @@ pub mod reference;
 pub mod report;
 pub mod scrub;
 pub mod secrets;
+pub mod spec;
 pub mod suite;
 pub mod units;
 pub mod yaml;

@@ -116,7 +116,9 @@ pub enum Mode {
     /// Identity, Controller, GroupController, SnapshotMetadata and Node.
     #[default]
     All,
-    /// Identity and Node only (CONTROLLER_SERVICE is not advertised).
+    /// Identity and Node only. CONTROLLER_SERVICE (and the other controller-side services)
+    /// are advertised only when the node shares a state directory with a controller, since
+    /// every instance of a deployment reports the same plugin capabilities.
     NodeOnly,
     /// Identity, Controller, GroupController and SnapshotMetadata.
     ControllerOnly,
@@ -426,22 +428,35 @@ impl Capabilities {
         let plugin = PLUGIN_SERVICES
             .into_iter()
             .filter(|t| !d.plugin.contains(&(*t as i32)))
+            // GetPluginCapabilities is the grand sum of the deployment, the same on every
+            // instance (spec.md, GetPluginCapabilities): a node that shares its state with a
+            // controller (a state directory) reports the controller's services too; only a
+            // standalone node plugin (no state directory) has none.
             .filter(|t| {
                 config.mode.serves_controller()
+                    || config.state_dir.is_some()
                     || *t == PluginService::VolumeAccessibilityConstraints
             })
             .collect();
+        let controller: Vec<ControllerRpc> = CONTROLLER_RPCS
+            .into_iter()
+            .filter(|t| !d.controller.contains(&(*t as i32)))
+            .collect();
+        let node: Vec<NodeRpc> = NODE_RPCS.into_iter().filter(|t| !d.node.contains(&(*t as i32))).collect();
+        // Capabilities that need another (spec.md, ControllerGetCapabilities and
+        // GetPluginCapabilities): LIST_VOLUMES_PUBLISHED_NODES needs PUBLISH_UNPUBLISH_VOLUME,
+        // ONLINE expansion needs an EXPAND_VOLUME. Disabling the one withdraws the other.
+        let publishes = controller.contains(&ControllerRpc::PublishUnpublishVolume);
+        let controller: Vec<ControllerRpc> = controller
+            .into_iter()
+            .filter(|t| publishes || *t != ControllerRpc::ListVolumesPublishedNodes)
+            .collect();
+        let expands = controller.contains(&ControllerRpc::ExpandVolume) || node.contains(&NodeRpc::ExpandVolume);
         Capabilities {
             plugin,
-            online_expansion: !d.online_expansion,
-            controller: CONTROLLER_RPCS
-                .into_iter()
-                .filter(|t| !d.controller.contains(&(*t as i32)))
-                .collect(),
-            node: NODE_RPCS
-                .into_iter()
-                .filter(|t| !d.node.contains(&(*t as i32)))
-                .collect(),
+            online_expansion: !d.online_expansion && expands,
+            controller,
+            node,
             group: GROUP_RPCS
                 .into_iter()
                 .filter(|t| !d.group.contains(&(*t as i32)))
@@ -524,6 +539,20 @@ mod tests {
         let caps = config.capabilities();
         assert!(!caps.has_controller(ControllerRpc::SingleNodeMultiWriter));
         assert!(caps.has_node(NodeRpc::SingleNodeMultiWriter));
+    }
+
+    #[test]
+    fn capabilities_that_need_another_go_with_it() {
+        let mut disabled = Disabled::default();
+        disabled.add("PUBLISH_UNPUBLISH_VOLUME").unwrap();
+        let caps = Config { disabled, ..Config::default() }.capabilities();
+        assert!(!caps.has_controller(ControllerRpc::ListVolumesPublishedNodes));
+        assert!(caps.online_expansion, "the EXPAND_VOLUMEs are still there");
+        let mut disabled = Disabled::default();
+        disabled.add("EXPAND_VOLUME").unwrap();
+        let caps = Config { disabled, ..Config::default() }.capabilities();
+        assert!(!caps.online_expansion, "ONLINE needs an EXPAND_VOLUME");
+        assert!(caps.has_controller(ControllerRpc::ListVolumesPublishedNodes));
     }
 
     #[test]

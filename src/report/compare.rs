@@ -162,7 +162,7 @@ mod tests {
         ScenarioResult {
             id: id.into(),
             title: id.into(),
-            spec: None,
+            requirements: Vec::new(),
             tags: vec![],
             parity: vec![],
             outcome,

@@ -110,7 +110,7 @@ fn focus_pattern(id: &str) -> String {
 
 /// The command that reruns one scenario alone. `base` is the run's own command line without
 /// its filters and seed (see [`summary_with_command`]); without one, `...` stands for it.
-fn rerun_command(report: &RunReport, id: &str, base: Option<&str>) -> String {
+pub(crate) fn rerun_command(report: &RunReport, id: &str, base: Option<&str>) -> String {
     let focus = shell_quote(&focus_pattern(&text::one_line(id)));
     match base {
         Some(base) => format!("{} --focus {focus} --seed {}", text::one_line(base), report.seed),
@@ -191,6 +191,31 @@ fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color:
     let _ = writeln!(out, "        rerun: {}", rerun_command(report, &scenario.id, base));
 }
 
+/// The failed, errored and warned scenarios again, grouped by the CSI requirement each
+/// names (a scenario naming several appears under each): which rule of the spec broke, and
+/// where it is written.
+fn by_requirement(out: &mut String, scenarios: &[&ScenarioResult], color: bool) {
+    let mut groups: Vec<(&super::model::RequirementRef, Vec<&ScenarioResult>)> = Vec::new();
+    for s in scenarios.iter().filter(|s| s.expectation.is_none() && s.outcome >= Severity::Warn) {
+        for r in &s.requirements {
+            match groups.iter_mut().find(|(g, _)| g.id == r.id) {
+                Some((_, members)) => members.push(s),
+                None => groups.push((r, vec![s])),
+            }
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{}", paint("By requirement (CSI v1.12):", Style::Bold, color));
+    for (r, members) in groups {
+        let _ = writeln!(out, "  {} [{}] {}", text::one_line(&r.id), text::one_line(&r.level), text::one_line(&r.link));
+        for s in members {
+            let _ = writeln!(out, "    {} {}", outcome_word(s, color), text::one_line(&s.id));
+        }
+    }
+}
+
 /// `n` and the noun, singular or plural as `n` wants.
 fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -265,6 +290,7 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
             entry(&mut out, report, scenario, color, base);
         }
     }
+    by_requirement(&mut out, &scenarios, color);
     out.push('\n');
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "{} {}", paint("Interrupted:", Style::BoldRed, color), text::one_line(why));

@@ -1,12 +1,19 @@
-//! The HTML report: one self-contained page (no scripts, no network) with the plugin's
-//! identity and capabilities, a table of outcomes by suite, findings by suite coloured by
-//! severity, each failure's detail (open), and an SVG chart of per-RPC latency (min, median,
-//! max; slowest first, the slow ones in red) so slow RPCs stand out. The page is well-formed
-//! XML as well as HTML, so XML tools can read it.
+//! The HTML report: one self-contained page (no network) that leads with what failed. In
+//! order: the plugin's identity and counts; **failures and warnings**, grouped by the CSI
+//! requirement their scenario names first (each with its requirements and spec links, expected
+//! vs answered, the plugin's message, the redacted request, and the rerun command); the
+//! requirement coverage of this run per RPC; the SVG chart of per-RPC latency (slowest first,
+//! slow ones in red); then every scenario by suite, collapsed.
+//!
+//! Filter buttons (all / failures / warnings) and a search box narrow the first section; a
+//! small inline script drives them, and the page reads completely with scripts off (the
+//! controls stay hidden then). `#filter=failures` in the URL applies a filter on load. The
+//! page is well-formed XML as well as HTML (the script uses neither `<` nor `&`), so XML
+//! tools can read it.
 
 use std::fmt::Write as _;
 
-use super::model::{RunReport, ScenarioResult, Severity};
+use super::model::{Finding, RequirementRef, RunReport, ScenarioResult, Severity};
 
 /// Escapes text for HTML element content and attribute values (terminal escapes and other
 /// control characters from plugin messages are made visible, never passed through).
@@ -20,7 +27,47 @@ td,th{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:
 th{background:#f3f5f7}.pass{background:#dafbe1}.fail{background:#ffd8d3}.error{background:#ffb3ad}\
 .warn{background:#fff4c2}.skip{background:#eef0f3;color:#57606a}.sev{font-weight:600;text-transform:uppercase}\
 details{margin:.2em 0}pre{white-space:pre-wrap;margin:.3em 0;font-size:90%}.counts span{margin-right:1.2em}\
-code{font-size:90%}.num{text-align:right}.legend{color:#57606a;font-size:90%}";
+code{font-size:90%}.num{text-align:right}.legend{color:#57606a;font-size:90%}\
+.finding{border-left:6px solid #d0d7de;padding:.4em .8em;margin:.6em 0}.finding.fail,.finding.error{border-color:#cf222e}\
+.finding.warn{border-color:#bf8700}#filters button{margin-right:.5em}#filters input{margin-left:1em}";
+
+/// Drives the filter buttons and the search box of the first section. No `<` and no `&`, so
+/// the page stays well-formed XML.
+const SCRIPT: &str = "(function(){\
+var bar=document.getElementById('filters');if(!bar){return;}bar.hidden=false;\
+var items=document.querySelectorAll('#problems .finding');var groups=document.querySelectorAll('#problems .req-group');\
+var show='all';var q='';\
+function apply(){var i,j;for(i=0;i!==items.length;i++){var it=items[i];\
+var a=(show==='all')?true:(it.getAttribute('data-filter')===show);\
+var b=(q==='')?true:(it.textContent.toLowerCase().indexOf(q)!==-1);\
+it.style.display=a?(b?'':'none'):'none';}\
+for(i=0;i!==groups.length;i++){var vis=false;var its=groups[i].querySelectorAll('.finding');\
+for(j=0;j!==its.length;j++){if(its[j].style.display!=='none'){vis=true;}}groups[i].style.display=vis?'':'none';}}\
+var bs=bar.querySelectorAll('button');\
+for(var i=0;i!==bs.length;i++){bs[i].addEventListener('click',function(e){show=e.currentTarget.getAttribute('data-show');\
+document.body.setAttribute('data-filter',show);apply();});}\
+document.getElementById('search').addEventListener('input',function(e){q=e.target.value.toLowerCase();apply();});\
+var m=/filter=(\\w+)/.exec(location.hash);if(m){var btn=bar.querySelector('button[data-show='+m[1]+']');if(btn){btn.click();}}\
+})();";
+
+/// One failed, errored or warned finding of the run, with its scenario: what the first
+/// section of the page lists, in this order (grouped by the scenario's first requirement,
+/// groups in order of first appearance, report order within a group).
+pub fn problems(report: &RunReport) -> Vec<(&ScenarioResult, &Finding)> {
+    let mut groups: Vec<(Option<&str>, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
+    for s in report.suites.iter().flat_map(|s| &s.scenarios) {
+        for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
+            let key = s.requirements.first().map(|r| r.id.as_str());
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, items)) => items.push((s, f)),
+                None => groups.push((key, vec![(s, f)])),
+            }
+        }
+    }
+    // Findings whose scenario names no requirement come last.
+    groups.sort_by_key(|(k, _)| k.is_none());
+    groups.into_iter().flat_map(|(_, items)| items).collect()
+}
 
 /// Renders the whole report as an HTML page.
 pub fn to_html(report: &RunReport) -> String {
@@ -57,6 +104,15 @@ pub fn to_html(report: &RunReport) -> String {
         counts.pass, counts.fail, counts.warn, counts.skip, counts.error
     );
 
+    problems_section(&mut out, report);
+    coverage_section(&mut out, report);
+
+    out.push_str("<h2>RPC latency</h2>\n<p class=\"legend\">Per RPC over the whole run, slowest median first: \
+        the bar spans the fastest to the slowest call, the tick is the median, on a logarithmic axis. \
+        RPCs whose median is five times the typical one or more are in red.</p>\n");
+    out.push_str(&latency_svg(report));
+    out.push('\n');
+
     out.push_str("<h2>Plugin</h2>\n<table>");
     let endpoints = report.endpoints.iter().map(|e| escape(e)).collect::<Vec<_>>().join("<br/>");
     let _ = write!(out, "<tr><th>endpoints</th><td>{endpoints}</td></tr>");
@@ -84,25 +140,150 @@ pub fn to_html(report: &RunReport) -> String {
     }
     out.push_str("</table>\n");
 
+    out.push_str("<h2>All scenarios by suite</h2>\n");
     for suite in &report.suites {
         let _ = writeln!(
             out,
-            "<h2 id=\"suite-{id}\">{} <small>{id}</small></h2>\n<table><tr><th>outcome</th><th>scenario</th><th>time</th><th>detail</th></tr>",
+            "<details class=\"suite\" id=\"suite-{id}\"><summary><b>{}</b> <small>{id}</small></summary>\n<table><tr><th>outcome</th><th>scenario</th><th>time</th><th>detail</th></tr>",
             escape(&suite.title),
             id = escape(&suite.id)
         );
         for s in &suite.scenarios {
             scenario_row(&mut out, s);
         }
-        out.push_str("</table>\n");
+        out.push_str("</table></details>\n");
     }
 
     out.push_str("<h2>RPC latency</h2>\n<p class=\"legend\">Per RPC over the whole run, slowest median first: \
         the bar spans the fastest to the slowest call, the tick is the median, on a logarithmic axis. \
         RPCs whose median is five times the typical one or more are in red.</p>\n");
-    out.push_str(&latency_svg(report));
-    out.push_str("\n</body></html>\n");
+    let _ = writeln!(out, "<script>{SCRIPT}</script>");
+    out.push_str("</body></html>\n");
     out
+}
+
+/// The first section: failures and warnings, grouped by requirement, with the filter bar.
+fn problems_section(out: &mut String, report: &RunReport) {
+    let items = problems(report);
+    out.push_str("<section id=\"problems\"><h2>Failures and warnings</h2>\n");
+    if items.is_empty() {
+        out.push_str("<p>None: no scenario failed or warned.</p></section>\n");
+        return;
+    }
+    out.push_str(
+        "<p id=\"filters\" hidden=\"hidden\"><button type=\"button\" data-show=\"all\">all</button>\
+         <button type=\"button\" data-show=\"failures\">failures</button>\
+         <button type=\"button\" data-show=\"warnings\">warnings</button>\
+         <input id=\"search\" type=\"search\" placeholder=\"search\" aria-label=\"search the failures and warnings\"/></p>\n",
+    );
+    let mut current: Option<Option<&str>> = None;
+    for (s, f) in items {
+        let key = s.requirements.first().map(|r| r.id.as_str());
+        if current != Some(key) {
+            if current.is_some() {
+                out.push_str("</div>\n");
+            }
+            match s.requirements.first() {
+                Some(r) => {
+                    let _ = writeln!(
+                        out,
+                        "<div class=\"req-group\"><h3><a href=\"{link}\">{id}</a> <small>[{level}] {summary}</small></h3>",
+                        link = escape(&r.link),
+                        id = escape(&r.id),
+                        level = escape(&r.level),
+                        summary = escape(&r.summary)
+                    );
+                }
+                None => out.push_str("<div class=\"req-group\"><h3>No requirement named</h3>\n"),
+            }
+            current = Some(key);
+        }
+        finding_item(out, report, s, f);
+    }
+    out.push_str("</div></section>\n");
+}
+
+fn finding_item(out: &mut String, report: &RunReport, s: &ScenarioResult, f: &Finding) {
+    let filter = if f.severity == Severity::Warn { "warnings" } else { "failures" };
+    let _ = write!(
+        out,
+        "<div class=\"finding {sev}\" data-filter=\"{filter}\" data-scenario=\"{id}\"><p><span class=\"sev\">{sev}</span> \
+         <a href=\"#{id}\"><code>{id}</code></a> {title}<br/><b>{kind}</b>: {message}</p>",
+        sev = f.severity,
+        id = escape(&s.id),
+        title = escape(&s.title),
+        kind = escape(&f.kind),
+        message = escape(&f.message)
+    );
+    let rows: Vec<(&str, &Option<String>)> = vec![
+        ("expected", &f.expected),
+        ("answered", &f.got),
+        ("plugin message", &f.plugin_message),
+        ("rpc", &f.rpc),
+        ("request", &f.request),
+    ];
+    if rows.iter().any(|(_, v)| v.is_some()) {
+        out.push_str("<table>");
+        for (label, value) in rows {
+            if let Some(v) = value {
+                let _ = write!(out, "<tr><th>{label}</th><td><pre>{}</pre></td></tr>", escape(v));
+            }
+        }
+        out.push_str("</table>");
+    }
+    if !s.requirements.is_empty() {
+        out.push_str("<p>spec: ");
+        let links: Vec<String> = s.requirements.iter().map(requirement_link).collect();
+        out.push_str(&links.join(", "));
+        out.push_str("</p>");
+    }
+    let _ = writeln!(
+        out,
+        "<p>rerun: <code>{}</code></p></div>",
+        escape(&super::console::rerun_command(report, &s.id, None))
+    );
+}
+
+fn requirement_link(r: &RequirementRef) -> String {
+    format!("<a href=\"{}\">{}</a> [{}]", escape(&r.link), escape(&r.id), escape(&r.level))
+}
+
+/// The requirement coverage of this run, per RPC (the part of a requirement id before its
+/// first dot): how many requirements the run's scenarios named, and how each came out (the
+/// worst outcome among the scenarios naming it).
+fn coverage_section(out: &mut String, report: &RunReport) {
+    use std::collections::BTreeMap;
+    let mut worst: BTreeMap<&str, Severity> = BTreeMap::new();
+    for s in report.suites.iter().flat_map(|s| &s.scenarios) {
+        for r in &s.requirements {
+            let e = worst.entry(r.id.as_str()).or_insert(s.outcome);
+            // A checked outcome beats a skip; among checked ones the worst wins.
+            if *e == Severity::Skip || (s.outcome != Severity::Skip && s.outcome > *e) {
+                *e = s.outcome;
+            }
+        }
+    }
+    out.push_str("<h2>Requirement coverage of this run</h2>\n<p class=\"legend\">CSI v1.12 requirements \
+        named by the scenarios of this run, by RPC, and how they came out (a requirement takes the worst \
+        outcome of the scenarios naming it; skipped: none of them ran). <code>csi-conform list --spec</code> \
+        shows the whole inventory.</p>\n<table><tr><th>RPC / topic</th><th>requirements</th>");
+    for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Skip] {
+        let _ = write!(out, "<th class=\"{sev}\">{sev}</th>");
+    }
+    out.push_str("</tr>\n");
+    let mut per: BTreeMap<&str, super::model::Counts> = BTreeMap::new();
+    for (id, sev) in &worst {
+        per.entry(id.split('.').next().unwrap_or(id)).or_default().add(*sev);
+    }
+    for (rpc, c) in &per {
+        let _ = write!(out, "<tr><td>{}</td><td class=\"num\">{}</td>", escape(rpc), c.total());
+        for (sev, n) in [(Severity::Pass, c.pass), (Severity::Fail, c.fail), (Severity::Error, c.error), (Severity::Warn, c.warn), (Severity::Skip, c.skip)] {
+            let class = if n > 0 { sev.as_str() } else { "" };
+            let _ = write!(out, "<td class=\"num {class}\">{n}</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
 }
 
 fn scenario_row(out: &mut String, s: &ScenarioResult) {

@@ -27,6 +27,9 @@
 //!   `strict` warnings count as failing findings.
 //! - A skip is `<skipped message="reason">` with the reason as its text too (Jenkins reads the
 //!   attribute, GitLab the text).
+//! - A failed or warned test case (and an expected failure) carries one
+//!   `requirement.<id>` property per CSI requirement its scenario checks, valued with the
+//!   spec link; the failure body lists them too.
 //! - Warnings on a test case that is not failed by them become `warning` properties
 //!   (`kind: message`) and are detailed in `<system-out>`.
 //! - An expected failure is a passed test case with an `expected-failure` property (the
@@ -167,8 +170,8 @@ fn finding_details(finding: &Finding) -> String {
 /// The scenario's title and spec section, heading a failure body.
 fn context(scenario: &ScenarioResult) -> String {
     let mut out = format!("scenario: {}", text::one_line(&scenario.title));
-    if let Some(spec) = &scenario.spec {
-        let _ = write!(out, "\nspec: {}", text::one_line(spec));
+    for r in &scenario.requirements {
+        let _ = write!(out, "\nrequirement: {} [{}] {} ({})", r.id, r.level, text::one_line(&r.summary), r.link);
     }
     out
 }
@@ -226,6 +229,14 @@ impl<'a> Case<'a> {
             }
         };
 
+        let warned = !strict && scenario.findings.iter().any(|f| f.severity == Severity::Warn);
+        if warned || !matches!(case.verdict, Verdict::Passed | Verdict::Skipped(_)) || !case.properties.is_empty() {
+            // Failed, warned and expected-failure cases name the requirements they check:
+            // `requirement.<id>` = the spec link (names stay unique).
+            for (i, r) in scenario.requirements.iter().enumerate() {
+                case.properties.insert(i, (format!("requirement.{}", r.id), r.link.clone()));
+            }
+        }
         if !strict {
             for warning in scenario.findings.iter().filter(|f| f.severity == Severity::Warn) {
                 case.properties.push(("warning".into(), format!("{}: {}", warning.kind, warning.message)));
@@ -374,7 +385,7 @@ mod tests {
         let scenario = ScenarioResult {
             id: "s.x".into(),
             title: "x".into(),
-            spec: None,
+            requirements: Vec::new(),
             tags: vec![],
             parity: vec![],
             outcome: Severity::Error,

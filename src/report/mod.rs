@@ -4,6 +4,7 @@
 //! ([`expect`]), and the comparison of two runs ([`compare`]).
 
 pub mod compare;
+pub mod annotations;
 pub mod console;
 pub mod expect;
 pub mod html;
@@ -19,6 +20,6 @@ pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use model::{
-    Counts, Expectation, Finding, MountSite, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
+    Counts, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
 };
 pub use write::{ReportError, write_atomically, write_reports};

@@ -107,6 +107,19 @@ pub enum Expectation {
     },
 }
 
+/// A CSI requirement as reports show it (see `suites/spec/v1.12.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequirementRef {
+    /// Its stable id, `CreateVolume.errors.already-exists`.
+    pub id: String,
+    /// MUST, SHOULD or MAY.
+    pub level: String,
+    /// What it asks, in one line.
+    pub summary: String,
+    /// The link into the spec.
+    pub link: String,
+}
+
 /// The result of one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioResult {
@@ -114,9 +127,10 @@ pub struct ScenarioResult {
     pub id: String,
     /// Its title.
     pub title: String,
-    /// The spec section it checks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<String>,
+    /// The CSI requirements it checks (ids of the built-in inventory, with level, summary
+    /// and spec link), so that every failure names the rule it breaks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<RequirementRef>,
     /// Its tags.
     #[serde(default)]
     pub tags: Vec<String>,
@@ -359,7 +373,7 @@ mod tests {
         let mut s = ScenarioResult {
             id: "x".into(),
             title: "x".into(),
-            spec: None,
+            requirements: Vec::new(),
             tags: vec![],
             parity: vec![],
             outcome: Severity::Pass,

@@ -141,6 +141,11 @@ fn run_test(test: &Test, label: &str, actual: &Val, or_zero: bool, vars: &Vars) 
                 fail(format!("{label} is {actual}, expected one of {}", Val::List(options)))
             }
         }
+        Test::OneOfList(list) => match eval(vars, list)? {
+            Val::List(options) if options.iter().any(|o| values_equal(actual, o)) => Ok(()),
+            Val::List(options) => fail(format!("{label} is {actual}, expected one of {}", Val::List(options))),
+            other => Err(AssertError::Invalid(format!("one_of needs a list, and the variable holds {}", other.describe()))),
+        },
         Test::Each(nested) => match actual {
             Val::Null => Ok(()),
             Val::List(items) => items.iter().enumerate().try_for_each(|(i, item)| {
@@ -312,6 +317,17 @@ mod tests {
         let mut vars = Vars::new();
         vars.insert("size", Val::Int(10));
         check_all(&[path_assertion(path, tests, or_zero)], &response(), &vars)
+    }
+
+    #[test]
+    fn one_of_a_list_variable() {
+        let mut vars = Vars::new();
+        vars.insert("ids", Val::List(vec![Val::Str("vol-0".into()), Val::Str("vol-1".into())]));
+        vars.insert("other", Val::List(vec![Val::Str("vol-2".into())]));
+        let one_of = |var: &str| path_assertion("volume.volume_id", vec![Test::OneOfList(node(&format!("\"${{{var}}}\"")))], false);
+        assert!(check_all(&[one_of("ids")], &response(), &vars).is_ok());
+        let e = check_all(&[one_of("other")], &response(), &vars).unwrap_err();
+        assert_eq!(e, AssertError::Failed("volume.volume_id is \"vol-1\", expected one of [\"vol-2\"]".into()));
     }
 
     #[test]

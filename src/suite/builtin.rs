@@ -18,6 +18,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("data.yaml", include_str!("../../suites/data.yaml")),
     ("capabilities.yaml", include_str!("../../suites/capabilities.yaml")),
     ("properties.yaml", include_str!("../../suites/properties.yaml")),
+    ("requirements.yaml", include_str!("../../suites/requirements.yaml")),
 ];
 
 /// Loads every built-in suite. They are checked by a unit test, so this cannot fail in a

@@ -75,7 +75,12 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works", "refused"]), required: false },
     ArgSpec { name: "refused_code", kind: ArgKind::Str, required: false },
     ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
+    ArgSpec { name: "long_paths", kind: ArgKind::Bool, required: false },
 ];
+
+/// With `long_paths`, node 0's staging and target paths live in a directory with a name this
+/// long, so that both are well over the 128 bytes the spec makes every plugin accept.
+const LONG_PATH_COMPONENT: usize = 160;
 
 /// The RPCs `lifecycle` may call: the four that only a volume of its own gets, then those
 /// `existing-volume` calls too ([`EXISTING_RPCS`]).
@@ -159,6 +164,7 @@ struct Plan {
     second_node: Second,
     second_target: Second,
     restart: bool,
+    long_paths: bool,
     /// The volume is an existing one (no CreateVolume, ValidateVolumeCapabilities or
     /// DeleteVolume; never expanded or changed).
     existing: bool,
@@ -269,6 +275,7 @@ impl Plan {
             second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
             second_target: second(str_arg(args, "second_target")),
             restart: bool_arg(args, "restart")?,
+            long_paths: bool_arg(args, "long_paths")?,
             existing: false,
             writes: true,
             unstage_without_path: bool_arg(args, "unstage_without_path")?,
@@ -596,7 +603,18 @@ impl Lifecycle<'_> {
             return Err(self.fail("assertion", format!("NodeGetInfo of node endpoint {index} returned no node_id")));
         }
         let paths = self.ctx.paths.clone();
-        let (staging, target) = if index == 0 {
+        let (staging, target) = if index == 0 && self.plan.long_paths {
+            // Paths over 128 bytes: the spec's minimum a plugin must accept for them.
+            let name = format!("long-{}", "p".repeat(LONG_PATH_COMPONENT - 5));
+            let dir = paths.dir.join(name);
+            let staging = dir.join("staging");
+            if let Err(e) = std::fs::create_dir_all(&staging) {
+                self.ctx.push(Finding::new(Severity::Error, "setup", format!("cannot create {}: {e}", staging.display())));
+                return Err(CheckOutcome::Stop);
+            }
+            self.ctx.own_paths([dir.join("target"), staging.clone(), dir.clone()]);
+            (staging, dir.join("target"))
+        } else if index == 0 {
             (paths.staging.clone(), paths.target.clone())
         } else {
             // Another node gets paths of its own: node plugins on one host must not share them.

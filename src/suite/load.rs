@@ -467,7 +467,7 @@ impl Loader<'_> {
             self.err(n.pos, format!("scenario id {id:?} must use only a-z, 0-9, '.' and '-'"));
         }
         let title = self.required(&fields, "title", "a scenario", node.pos).and_then(|n| self.string(n, "title"));
-        let spec = fields.get("spec").and_then(|n| self.string(n, "spec"));
+        let spec = fields.get("spec").map(|n| self.requirement_ids(n)).unwrap_or_default();
         let parity = fields.get("parity").map(|n| self.parity(n)).unwrap_or_default();
         let tags = fields
             .get("tags")
@@ -499,6 +499,26 @@ impl Loader<'_> {
             steps,
             location: Location { origin: self.origin.to_owned(), pos: id_node.map_or(node.pos, |n| n.pos) },
         })
+    }
+
+    /// `spec:`: one requirement id or a list of them, each one the built-in inventory has.
+    fn requirement_ids(&mut self, node: &Node) -> Vec<String> {
+        if matches!(&node.kind, NodeKind::Seq(items) if items.is_empty()) {
+            self.err(node.pos, "spec is empty; name the requirement ids the scenario checks, or leave spec out");
+            return Vec::new();
+        }
+        let inventory = crate::spec::builtin();
+        let mut ids = Vec::new();
+        for (id, pos) in self.strings(node, "a requirement id in spec") {
+            if inventory.get(&id).is_none() {
+                self.err(pos, inventory.unknown_id_text(&id));
+            } else if ids.contains(&id) {
+                self.err(pos, format!("requirement {id} is named twice in spec"));
+            } else {
+                ids.push(id);
+            }
+        }
+        ids
     }
 
     fn parity(&mut self, node: &Node) -> Vec<u32> {
@@ -917,8 +937,11 @@ impl Loader<'_> {
             "contains" | "not_contains" => Test::Contains { value: value.clone(), negated: key == "not_contains" },
             "one_of" => match value.as_seq() {
                 Some(items) if !items.is_empty() => Test::OneOf(items.to_vec()),
+                None if value.as_str().is_some_and(|t| t.trim().starts_with("${") && t.trim().ends_with('}')) => {
+                    Test::OneOfList(value.clone())
+                }
                 _ => {
-                    self.err(value.pos, format!("one_of must be a non-empty list, not {}", value.describe()));
+                    self.err(value.pos, format!("one_of must be a non-empty list or a \"${{variable}}\" holding one, not {}", value.describe()));
                     return None;
                 }
             },

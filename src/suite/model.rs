@@ -122,7 +122,7 @@ impl Requires {
 pub struct Scenario {
     pub(crate) id: String,
     pub(crate) title: String,
-    pub(crate) spec: Option<String>,
+    pub(crate) spec: Vec<String>,
     pub(crate) parity: Vec<u32>,
     pub(crate) tags: Vec<String>,
     /// The scenario's own requirements merged with its suite's.
@@ -145,9 +145,9 @@ impl Scenario {
         &self.title
     }
 
-    /// The spec section it checks.
-    pub fn spec(&self) -> Option<&str> {
-        self.spec.as_deref()
+    /// The ids of the CSI requirements it checks (see [`crate::spec`]).
+    pub fn spec(&self) -> &[String] {
+        &self.spec
     }
 
     /// The csi-sanity case numbers it covers.
@@ -545,8 +545,11 @@ pub enum Test {
         /// `not_contains`.
         negated: bool,
     },
-    /// `one_of`.
+    /// `one_of` with a list written out.
     OneOf(Vec<Node>),
+    /// `one_of: "${var}"`: one of the elements of a list variable (e.g. a list saved from
+    /// another answer, for order-free comparisons with `each`).
+    OneOfList(Node),
     /// `each`: every element satisfies these (paths relative to the element).
     Each(Vec<Assertion>),
 }

@@ -618,11 +618,25 @@ fn latency(plugin: &Plugin) -> BTreeMap<String, RpcLatency> {
         .collect()
 }
 
+/// The report's view of the requirements a scenario names.
+pub fn requirement_refs(ids: &[String]) -> Vec<crate::report::RequirementRef> {
+    let inventory = crate::spec::builtin();
+    ids.iter()
+        .filter_map(|id| inventory.get(id))
+        .map(|r| crate::report::RequirementRef {
+            id: r.id.clone(),
+            level: r.level.as_str().to_owned(),
+            summary: r.summary.clone(),
+            link: r.link().to_owned(),
+        })
+        .collect()
+}
+
 fn blank_result(scenario: &Scenario) -> ScenarioResult {
     ScenarioResult {
         id: scenario.id.clone(),
         title: scenario.title.clone(),
-        spec: scenario.spec.clone(),
+        requirements: requirement_refs(&scenario.spec),
         tags: scenario.tags.clone(),
         parity: scenario.parity.clone(),
         outcome: Severity::Pass,
@@ -676,9 +690,16 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
     }
     let needs_controller = scenario.steps.iter().any(|s| match &s.action {
         Action::Call(c) => !matches!(c.method.parent_service().name(), "Node" | "Identity"),
-        Action::Check(_) | Action::Property(_) | Action::Assert(_) => {
-            s.action.rpcs().iter().filter_map(|r| proto::method(r)).any(|m| m.parent_service().name() == "Controller")
-        }
+        // Named checks call ControllerPublishVolume / ControllerUnpublishVolume only when the
+        // controller advertises PUBLISH_UNPUBLISH_VOLUME, so those two alone need no endpoint
+        // (the existing-volume check on a node-only plugin).
+        Action::Check(_) | Action::Property(_) | Action::Assert(_) => s
+            .action
+            .rpcs()
+            .iter()
+            .filter(|r| !matches!(r.as_str(), "ControllerPublishVolume" | "ControllerUnpublishVolume"))
+            .filter_map(|r| proto::method(r))
+            .any(|m| m.parent_service().name() == "Controller"),
     });
     if needs_controller && plugin.controller.is_none() {
         return Some("calls controller RPCs, and no controller endpoint was given".to_owned());

@@ -24,3 +24,16 @@ fn the_suite_authors_example_is_a_valid_suite() {
     let suite = csi_conform::suite::load_str("README.md", text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(suite.scenarios().len(), 1);
 }
+
+#[test]
+fn the_readme_shows_the_current_spec_coverage() {
+    let suites = csi_conform::suite::builtin();
+    let pairs: Vec<(&str, &[String])> = suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).collect();
+    let coverage = csi_conform::spec::coverage(csi_conform::spec::builtin(), pairs);
+    let rendered = coverage.render(false);
+    let readme = readme();
+    for wanted in ["testable requirements covered", "all   "] {
+        let line = rendered.lines().find(|l| l.contains(wanted)).unwrap();
+        assert!(readme.contains(line), "README.md should show `{line}` (csi-conform list --spec)");
+    }
+}

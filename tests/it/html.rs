@@ -1,6 +1,9 @@
 //! The HTML report of a real run with failures: well-formed (parsed as XML), self-contained,
-//! with the plugin's identity and capabilities, the outcome of every scenario by suite, every
-//! finding, and the SVG latency chart with a row per RPC called.
+//! leading with exactly the run's failures and warnings grouped by requirement, with the
+//! plugin's identity and capabilities, the outcome of every scenario by suite, every finding,
+//! and the SVG latency chart with a row per RPC called; its filter buttons work in a headless
+//! Chromium when one is installed. GitHub Actions annotations appear only under
+//! GITHUB_ACTIONS=true.
 
 use std::collections::BTreeSet;
 
@@ -8,9 +11,10 @@ use csi_conform::{
     reference::{Config, Quirk},
     report::html::escape,
 };
+use csi_conform::report::Severity;
 use quick_xml::events::Event;
 
-use crate::support::{TestPlugin, csi_conform};
+use crate::support::{TestPlugin, csi_conform, csi_conform_env};
 
 /// Parses `html` as XML; returns the names of every element met. Panics on anything malformed
 /// (bad nesting, mismatched end tags, unclosed elements, bad attributes).
@@ -59,8 +63,18 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
     for needed in ["html", "head", "style", "body", "table", "details", "svg", "rect", "line", "text"] {
         assert!(names.contains(needed), "no <{needed}> in the page");
     }
-    assert!(!names.contains("script") && !names.contains("link") && !names.contains("img"), "self-contained: {names:?}");
-    assert_eq!(html.matches("http").count(), html.matches("http://www.w3.org/2000/svg").count(), "no network references");
+    assert!(!names.contains("link") && !names.contains("img"), "self-contained: {names:?}");
+    assert_eq!(html.matches("<script").count(), 1, "one inline script");
+    assert!(html.contains("<script>(function(){"), "the script is inline, with no src");
+    // Nothing is loaded from the network; the only addresses are the SVG namespace and links
+    // (followed only when clicked) into the spec.
+    assert!(!html.contains(" src="), "nothing is loaded");
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("http://www.w3.org/2000/svg").count()
+            + html.matches("href=\"https://github.com/container-storage-interface/spec/blob/v1.12.0/spec.md#").count(),
+        "no other network references"
+    );
 
     assert!(html.contains(&escape(&report.plugin_name)) && html.contains(&escape(&report.plugin_version)));
     for cap in &report.capabilities {
@@ -80,6 +94,43 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
     assert!(findings > 0 && report.counts().fail > 0, "{:?}", report.counts());
     assert!(html.contains("<details open=\"open\"><summary><span class=\"sev\">fail</span>"), "failures are open");
 
+    // The page opens with the failures and warnings: the first section after the header,
+    // listing exactly the JSON report's failing and warning findings, grouped by the first
+    // requirement their scenario names (groups in order of first appearance), in order.
+    let section_at = html.find("<section id=\"problems\">").expect("a failures section");
+    assert_eq!(html.find("<h2>"), Some(section_at + "<section id=\"problems\">".len()), "it is the first section");
+    let section = &html[section_at..html[section_at..].find("</section>").unwrap() + section_at];
+    let mut groups: Vec<(Option<String>, Vec<(String, String, String)>)> = Vec::new();
+    for s in report.suites.iter().flat_map(|s| &s.scenarios) {
+        for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
+            let key = s.requirements.first().map(|r| r.id.clone());
+            let item = (f.severity.to_string(), s.id.clone(), f.message.clone());
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, items)) => items.push(item),
+                None => groups.push((key, vec![item])),
+            }
+        }
+    }
+    groups.sort_by_key(|(k, _)| k.is_none());
+    let expected: Vec<(String, String, String)> = groups.into_iter().flat_map(|(_, items)| items).collect();
+    let listed: Vec<&str> = section.split("<div class=\"finding ").skip(1).collect();
+    assert_eq!(listed.len(), expected.len(), "one entry per failing or warning finding");
+    for (entry, (severity, id, message)) in listed.iter().zip(&expected) {
+        assert!(entry.starts_with(&format!("{severity}\" data-filter=")), "{entry}");
+        assert!(entry.contains(&format!("data-scenario=\"{}\"", escape(id))), "{id} out of order: {entry}");
+        assert!(entry.contains(&escape(message)), "{id}: {message}");
+        assert!(entry.contains("rerun: <code>csi-conform run ... --focus"), "{id}");
+    }
+    for s in report.suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.outcome >= Severity::Warn) {
+        for r in &s.requirements {
+            assert!(section.contains(&format!("<a href=\"{}\">{}</a>", escape(&r.link), escape(&r.id))), "{} names {}", s.id, r.id);
+        }
+    }
+    let coverage = html.find("<h2>Requirement coverage of this run</h2>").expect("a coverage table");
+    let latency = html.find("<h2>RPC latency</h2>").unwrap();
+    let by_suite = html.find("<h2>All scenarios by suite</h2>").unwrap();
+    assert!(section_at < coverage && coverage < latency && latency < by_suite, "failures, coverage, latency, then all scenarios");
+
     let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
     for (rpc, latency) in &report.rpc_latency {
         assert!(svg.contains(&format!(">{rpc}</text>")), "no row for {rpc}");
@@ -91,4 +142,88 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
         .map(|t| t.split("median ").nth(1).unwrap().split("ms").next().unwrap().parse().unwrap())
         .collect();
     assert!(medians.windows(2).all(|w| w[0] >= w[1]), "slowest first: {medians:?}");
+}
+
+/// A run of the `extras` suite against a plugin with two quirks: failures and warnings both.
+async fn quirky_run(cwd: &std::path::Path, env: &[(&str, &str)], extra: &[&str]) -> (std::process::Output, TestPlugin) {
+    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::EmptySourceRejected].into(), ..Config::default() };
+    let plugin = TestPlugin::start(config).await;
+    let socket = plugin.socket.display().to_string();
+    let mut args = vec!["run", "--endpoint", &socket, "-q", "--focus", "^extras\\.", "--html", "page.html"];
+    args.extend_from_slice(extra);
+    let out = csi_conform_env(&args, cwd, env).await;
+    (out, plugin)
+}
+
+#[tokio::test]
+async fn annotations_appear_under_github_actions_only() {
+    let cwd = tempfile::tempdir().unwrap();
+    let (out, _plugin) = quirky_run(cwd.path(), &[("GITHUB_ACTIONS", "true")], &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = std::fs::read_to_string(cwd.path().join("reports/report.json")).unwrap();
+    let report = csi_conform::report::from_json(&json).unwrap();
+    let errors: Vec<&str> = stdout.lines().filter(|l| l.starts_with("::error title=")).collect();
+    let warnings: Vec<&str> = stdout.lines().filter(|l| l.starts_with("::warning title=")).collect();
+    let count = |pred: &dyn Fn(Severity) -> bool| {
+        report.suites.iter().flat_map(|s| &s.scenarios).flat_map(|s| &s.findings).filter(|f| pred(f.severity)).count()
+    };
+    assert!(count(&|s| s >= Severity::Fail) > 0 && count(&|s| s == Severity::Warn) > 0, "the quirks make both: {stdout}");
+    assert_eq!(errors.len(), count(&|s| s >= Severity::Fail), "one ::error per failing finding:\n{stdout}");
+    assert_eq!(warnings.len(), count(&|s| s == Severity::Warn), "one ::warning per warning:\n{stdout}");
+    let failed = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.outcome == Severity::Fail).unwrap();
+    let title = format!("::error title={} breaks {}::", failed.id, failed.requirements.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(" "));
+    let line = errors.iter().find(|l| l.starts_with(&title)).unwrap_or_else(|| panic!("no annotation titled {title}:\n{stdout}"));
+    assert!(line.contains(&format!("%0Aspec: {}", failed.requirements[0].link)), "{line}");
+    assert!(!line.contains('\n'), "one line per finding");
+
+    for (env, extra) in [(vec![], vec![]), (vec![("GITHUB_ACTIONS", "true")], vec!["--no-annotations"])] {
+        let cwd = tempfile::tempdir().unwrap();
+        let (out, _plugin) = quirky_run(cwd.path(), &env, &extra).await;
+        assert_eq!(out.status.code(), Some(1));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("::error") && !stdout.contains("::warning"), "{env:?} {extra:?}: {stdout}");
+    }
+}
+
+/// The installed headless Chromium, if any.
+fn chromium() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|p| p.is_file())
+}
+
+#[tokio::test]
+async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
+    let Some(browser) = chromium() else {
+        println!("SKIPPED: no chromium on PATH (scripts/test installs Debian's chromium when run as root with CI=true)");
+        return;
+    };
+    let cwd = tempfile::tempdir().unwrap();
+    let (out, _plugin) = quirky_run(cwd.path(), &[], &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let page = cwd.path().join("page.html");
+    let url = format!("file://{}#filter=failures", page.display());
+    let profile = tempfile::tempdir().unwrap();
+    let dom = tokio::process::Command::new(&browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", &url])
+        .output()
+        .await
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.contains("data-filter=\"failures\""), "the DOM came back: {dom}");
+    let entries: Vec<&str> = dom.split("<div class=\"finding ").skip(1).map(|e| &e[..e.find('>').unwrap()]).collect();
+    let (fails, warns): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.contains("data-filter=\"failures\""));
+    assert!(!fails.is_empty() && !warns.is_empty(), "the run has both: {entries:?}");
+    for e in &fails {
+        assert!(!e.contains("display: none"), "a failure is hidden: {e}");
+    }
+    for e in &warns {
+        assert!(e.contains("display: none"), "a warning shows under the failures filter: {e}");
+    }
+    assert!(dom.contains("<body data-filter=\"failures\""), "the filter was clicked");
 }

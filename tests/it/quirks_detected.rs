@@ -29,7 +29,7 @@ use crate::{
 const VVC: [&str; 4] =
     ["controller.validate", "extras.validate.confirms-request", "extras.validate.mount-flags", "extras.validate.mount-group"];
 /// The lifecycle scenarios of a one-node run: each validates the capability it publishes with.
-const LIFECYCLE: [&str; 10] = [
+const LIFECYCLE: [&str; 11] = [
     "lifecycle.block.read-only",
     "lifecycle.block.read-write",
     "lifecycle.mount.read-only",
@@ -40,6 +40,7 @@ const LIFECYCLE: [&str; 10] = [
     "lifecycle.mount.volume-mount-flags",
     "lifecycle.no-secrets",
     "lifecycle.single-node-single-writer.second-target-refused",
+    "requirements.node.long-paths",
 ];
 /// The lifecycle scenarios whose capability carries mount flags.
 const LIFECYCLE_FLAGS: [&str; 4] = [

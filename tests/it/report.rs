@@ -28,7 +28,7 @@ fn scenario(id: &str, title: &str, findings: Vec<Finding>, millis: u64) -> Scena
     let mut s = ScenarioResult {
         id: id.into(),
         title: title.into(),
-        spec: None,
+        requirements: Vec::new(),
         tags: vec![],
         parity: vec![],
         outcome: Severity::Pass,
@@ -90,7 +90,20 @@ fn sample_report(strict: bool) -> RunReport {
         }],
         45,
     );
-    no_name.spec = Some("CreateVolume Errors".into());
+    no_name.requirements = vec![
+        report::RequirementRef {
+            id: "CreateVolume.name.required".into(),
+            level: "MUST".into(),
+            summary: "A request without a name is refused".into(),
+            link: "https://github.com/container-storage-interface/spec/blob/v1.12.0/spec.md#createvolume".into(),
+        },
+        report::RequirementRef {
+            id: "ErrorScheme.errors.missing-required-field".into(),
+            level: "MUST".into(),
+            summary: "A request lacking a REQUIRED field is refused with INVALID_ARGUMENT".into(),
+            link: "https://github.com/container-storage-interface/spec/blob/v1.12.0/spec.md#error-scheme".into(),
+        },
+    ];
     no_name.parity = vec![10];
     no_name.tags = vec!["negative".into()];
 
@@ -317,13 +330,19 @@ fn a_junit_reader_sees_the_counts_messages_and_properties() {
 
     let fail = case(&suites, "controller.create-volume.no-name");
     assert_eq!(fail.classname.as_deref(), Some("controller"));
+    assert_eq!(
+        prop(&fail.properties, "requirement.CreateVolume.name.required"),
+        Some("https://github.com/container-storage-interface/spec/blob/v1.12.0/spec.md#createvolume"),
+        "a failed test case names the requirements it breaks, with their spec links"
+    );
     assert_eq!(fail.time, 0.045);
     let failure = fail.status.failure_as_ref();
     assert_eq!(failure.failure_type, "unexpected-code");
     assert_eq!(failure.message, "CreateVolume without a name: expected INVALID_ARGUMENT, got INTERNAL");
     for part in [
         "scenario: CreateVolume fails when no name is provided",
-        "spec: CreateVolume Errors",
+        "requirement: CreateVolume.name.required [MUST] A request without a name is refused (https://github.com/container-storage-interface/spec/blob/v1.12.0/spec.md#createvolume)",
+        "requirement: ErrorScheme.errors.missing-required-field [MUST]",
         "FAIL unexpected-code (step 2): CreateVolume without a name",
         "rpc: CreateVolume",
         "request: {",

@@ -155,7 +155,7 @@ fn a_valid_suite_loads_with_its_metadata() {
     assert_eq!(s.id(), "valid.lifecycle.full");
     assert_eq!(s.parity(), [37, 89]);
     assert_eq!(s.tags(), ["lifecycle", "positive"]);
-    assert_eq!(s.spec(), Some("CreateVolume"));
+    assert_eq!(s.spec(), ["CreateVolume.idempotent", "DeleteVolume.deletes"]);
     assert_eq!(s.requires().capabilities.len(), 2, "the suite's requirement is merged in");
     assert_eq!(s.source().pos.line, 6);
     assert!(suite.scenarios()[1].serial());
@@ -210,4 +210,16 @@ fn an_unquoted_negated_condition_gets_a_hint() {
             "t.yaml:7:15: unsupported tag !node:STAGE_UNSTAGE_VOLUME; a negated condition must be quoted: \"!node:STAGE_UNSTAGE_VOLUME\""
         ]
     );
+}
+
+#[test]
+fn one_of_takes_a_list_variable_for_order_free_comparisons() {
+    let suite = |test: &str| {
+        format!(
+            "suite: t\ntitle: T\nscenarios:\n  - id: a\n    title: A\n    steps:\n      - call: GetPluginCapabilities\n        request: {{}}\n        save: {{ caps: capabilities }}\n      - assert:\n          - {{ value: \"${{caps}}\", each: {{ one_of: {test} }} }}\n"
+        )
+    };
+    assert!(suite::load_str("t.yaml", &suite("\"${caps}\"")).is_ok());
+    let errs = suite::load_str("t.yaml", &suite("caps")).unwrap_err().to_string();
+    assert!(errs.contains("one_of must be a non-empty list or a \"${variable}\" holding one"), "{errs}");
 }

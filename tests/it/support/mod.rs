@@ -271,12 +271,12 @@ pub async fn csi_conform(args: &[&str], cwd: &Path) -> std::process::Output {
     csi_conform_env(args, cwd, &[]).await
 }
 
-/// [`csi_conform`] with extra environment variables (and `CI`, `NO_COLOR`, `RUST_LOG` and
-/// `CSI_ENDPOINT` cleared first, so the host's own settings do not leak in).
+/// [`csi_conform`] with extra environment variables (and `CI`, `NO_COLOR`, `RUST_LOG`,
+/// `CSI_ENDPOINT` and `GITHUB_ACTIONS` cleared first, so the host's own settings do not leak in).
 pub async fn csi_conform_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args).current_dir(cwd);
-    for var in ["CI", "NO_COLOR", "RUST_LOG", "CSI_ENDPOINT"] {
+    for var in ["CI", "NO_COLOR", "RUST_LOG", "CSI_ENDPOINT", "GITHUB_ACTIONS"] {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());
