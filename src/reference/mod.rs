@@ -32,6 +32,7 @@ mod quirks;
 mod snapshot_metadata;
 mod snapshots;
 mod state;
+mod volume_changes;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

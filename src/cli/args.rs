@@ -1,0 +1,530 @@
+//! The subcommands' argument types: suites, paths, run settings, connection, listing, calls and cleanup.
+
+use super::*;
+
+/// Which suites to use.
+#[derive(Debug, Clone, Args)]
+pub struct SuiteArgs {
+    /// A suite file of your own; repeatable. Added to the built-in suites.
+    #[arg(long = "suite", value_name = "FILE")]
+    pub suites: Vec<PathBuf>,
+
+    /// Leave out the built-in suites (only the --suite files run).
+    #[arg(long)]
+    pub no_builtin: bool,
+}
+
+impl SuiteArgs {
+    /// The built-in suites (unless left out) and the given files, checked for duplicate ids.
+    pub fn load(&self) -> Result<Vec<Suite>, CliError> {
+        let mut suites = if self.no_builtin { Vec::new() } else { suite::builtin() };
+        let mut errors = Vec::new();
+        for file in &self.suites {
+            match suite::load_file(file) {
+                Ok(s) => suites.push(s),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if errors.is_empty()
+            && let Err(e) = suite::check_unique(&suites)
+        {
+            errors.push(e.to_string());
+        }
+        if errors.is_empty() { Ok(suites) } else { Err(CliError::usage(errors.join("\n"))) }
+    }
+}
+
+/// `csi-conform report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Compare two JSON reports (`run --json`), an older run's and a newer one's: new
+    /// failures, fixed scenarios, scenarios that appeared or went away, and RPCs whose median
+    /// latency moved by more than 1.5x. Exit code 1 when the newer run has new failures
+    /// (a nightly job fails on regressions only), 0 otherwise.
+    #[arg(long, num_args = 2, required = true, value_names = ["OLD", "NEW"])]
+    pub compare: Vec<PathBuf>,
+}
+
+/// csi-sanity's mount and staging directories and path commands (`--csi.mountdir` ...).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Target and staging paths (csi-sanity's --csi.mountdir and friends)")]
+pub struct PathArgs {
+    /// Where target paths go: each scenario gets its own directory in DIR (created if
+    /// missing), the parent of its target paths, as csi-sanity's mount dir is. Default: a
+    /// directory of the run under --work-dir.
+    #[arg(long, value_name = "DIR")]
+    pub mount_dir: Option<PathBuf>,
+
+    /// Where staging paths go: each scenario's staging path is its own directory in DIR
+    /// (csi-sanity uses DIR itself, one spec at a time; our scenarios run concurrently).
+    /// Default: inside each scenario's directory.
+    #[arg(long, value_name = "DIR")]
+    pub staging_dir: Option<PathBuf>,
+
+    /// Makes each target parent: run as `CMD PATH` (no shell), it prints the path it made
+    /// (e.g. a script that runs mkdir in the plugin's pod). Also run once on --mount-dir.
+    #[arg(long, value_name = "CMD")]
+    pub create_mount_path_cmd: Option<PathBuf>,
+
+    /// Makes each staging path, as --create-mount-path-cmd does target parents.
+    #[arg(long, value_name = "CMD")]
+    pub create_staging_path_cmd: Option<PathBuf>,
+
+    /// How long a create command may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub create_path_cmd_timeout: Duration,
+
+    /// Removes each target parent after its scenario (and --mount-dir at the end, if the run
+    /// made it): run as `CMD PATH`.
+    #[arg(long, value_name = "CMD")]
+    pub remove_mount_path_cmd: Option<PathBuf>,
+
+    /// Removes each staging path after its scenario, as --remove-mount-path-cmd does.
+    #[arg(long, value_name = "CMD")]
+    pub remove_staging_path_cmd: Option<PathBuf>,
+
+    /// How long a remove command may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub remove_path_cmd_timeout: Duration,
+}
+
+impl PathArgs {
+    /// The engine's path settings.
+    pub fn settings(&self) -> PathSettings {
+        PathSettings {
+            mount_dir: self.mount_dir.clone(),
+            staging_dir: self.staging_dir.clone(),
+            create_mount_cmd: self.create_mount_path_cmd.clone(),
+            create_staging_cmd: self.create_staging_path_cmd.clone(),
+            create_timeout: self.create_path_cmd_timeout,
+            remove_mount_cmd: self.remove_mount_path_cmd.clone(),
+            remove_staging_cmd: self.remove_staging_path_cmd.clone(),
+            remove_timeout: self.remove_path_cmd_timeout,
+        }
+    }
+}
+
+/// `csi-conform run`.
+#[derive(Debug, Args)]
+#[command(after_long_help = RUN_HELP)]
+pub struct RunArgs {
+    /// Settings from a YAML file: each key is a long flag name of `run` (`endpoint`,
+    /// `test-volume-size`, `focus: [a, b]`, `strict: true`); flags given on the command line
+    /// win. Relative FILE and DIR values are relative to the settings file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The plugin (none: the bundled reference plugin, started on a temporary socket).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// Which suites.
+    #[command(flatten)]
+    pub suites: SuiteArgs,
+
+    /// `csi-sanity`: only the scenarios mapped to csi-sanity cases (`list --parity`), sending
+    /// what csi-sanity sends, for its verdicts; `full`: everything (migrate in two steps).
+    #[arg(long, value_enum, default_value_t = suite::Profile::Full)]
+    pub profile: suite::Profile,
+
+    /// Run only scenarios whose id, title or a tag matches this regex; repeatable (any).
+    #[arg(long, value_name = "REGEX")]
+    pub focus: Vec<String>,
+
+    /// Leave out scenarios whose id, title or a tag matches this regex; repeatable.
+    #[arg(long, value_name = "REGEX")]
+    pub skip: Vec<String>,
+
+    /// Scenarios run at once (the work waits on the plugin, so more than the cores).
+    #[arg(long, short = 'j', default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: u16,
+
+    /// How often idempotency checks repeat a call (0 skips them).
+    #[arg(long, default_value_t = 10)]
+    pub idempotency_count: u32,
+
+    /// The access type of the default volume capability.
+    #[arg(long, value_enum, default_value_t = AccessTypeArg::Mount)]
+    pub access_type: AccessTypeArg,
+
+    /// Size of test volumes (bytes; 10Gi, 512Mi and the like are accepted).
+    #[arg(long, value_name = "BYTES", default_value = "10Gi", value_parser = crate::units::parse_bytes)]
+    pub test_volume_size: i64,
+
+    /// Size to expand test volumes to (default: the volume size + 1 GiB).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
+    pub test_volume_expand_size: Option<i64>,
+
+    /// YAML map of CreateVolume parameters (csi-sanity's --csi.testvolumeparameters).
+    #[arg(long, value_name = "FILE")]
+    pub test_volume_parameters: Option<PathBuf>,
+
+    /// YAML map of mutable parameters (default: iops: "3000"; none with --profile csi-sanity).
+    #[arg(long, value_name = "FILE")]
+    pub test_volume_mutable_parameters: Option<PathBuf>,
+
+    /// YAML map of CreateSnapshot parameters.
+    #[arg(long, value_name = "FILE")]
+    pub test_snapshot_parameters: Option<PathBuf>,
+
+    /// Secrets file in csi-sanity's format (CreateVolumeSecret: {...}, ...).
+    #[arg(long, value_name = "FILE")]
+    pub secrets: Option<PathBuf>,
+
+    /// Also check that publishing beyond the node's max_volumes_per_node fails.
+    #[arg(long)]
+    pub test_node_volume_attach_limit: bool,
+
+    /// How to inspect staging and target paths of node endpoints whose process cannot be
+    /// found (tcp, or a unix socket served from outside this pid namespace): a shell command
+    /// given the path as its argument, printing file, directory, not_found or other
+    /// (csi-sanity's --csi.checkpathcmd). Unix sockets are inspected where the serving
+    /// process sees its paths (its mount namespace).
+    #[arg(long, value_name = "CMD")]
+    pub check_path_cmd: Option<String>,
+
+    /// The longest one --check-path-cmd call may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub check_path_cmd_timeout: Duration,
+
+    /// Whether staging and target mounts are verified: `auto` in the mount namespace of the
+    /// process serving each node socket (skipped, with the reason, where it cannot be
+    /// found); `off` skips every mount check (plugins that only pretend to mount).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "off"])]
+    pub mount_check: String,
+
+    /// Enables the restart scenario: this shell command restarts the node plugin (it gets
+    /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
+    /// NodeStageVolume and NodePublishVolume.
+    #[arg(long, value_name = "CMD")]
+    pub allow_restart_cmd: Option<String>,
+
+    /// JUnit XML report.
+    #[arg(long, value_name = "FILE", default_value = "reports/junit.xml")]
+    pub junit: PathBuf,
+
+    /// JSON report (for scripts and `report --compare`).
+    #[arg(long, value_name = "FILE", default_value = "reports/report.json")]
+    pub json: PathBuf,
+
+    /// Self-contained HTML report.
+    #[arg(long, value_name = "FILE", default_value = "reports/report.html")]
+    pub html: PathBuf,
+
+    /// YAML map of scenario id to reason: known failures that do not fail the run.
+    #[arg(long, value_name = "FILE")]
+    pub expect_failures: Option<PathBuf>,
+
+    /// Warnings (tolerated deviations) fail the run too.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Under GitHub Actions (GITHUB_ACTIONS=true), do not print the `::error` / `::warning`
+    /// workflow commands that turn each finding into an annotation.
+    #[arg(long)]
+    pub no_annotations: bool,
+
+    /// Seed of names and property-based checks (default: random; printed for replay).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Generated cases each property step checks (0 skips the property scenarios).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub property_cases: u32,
+
+    /// The longest a property step whose cases create volumes keeps starting new cases
+    /// (whichever of this and --property-cases comes first; 0: no time limit).
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = crate::units::parse_duration)]
+    pub property_time: Duration,
+
+    /// Test volumes that may exist at once across all running scenarios and property cases
+    /// (cloud volume quotas; default: no limit of ours).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_live_volumes: Option<u32>,
+
+    /// Bytes of test volumes that may exist at once (default: the plugin's GetCapacity
+    /// available_capacity at the start, when it advertises GET_CAPACITY).
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_bytes)]
+    pub max_live_bytes: Option<i64>,
+
+    /// How long a call the plugin answers RESOURCE_EXHAUSTED (or ABORTED "operation
+    /// pending") is retried, after a release, while other scenarios of the run hold resources
+    /// on it.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
+    pub contention_timeout: Duration,
+
+    /// YAML bounds of the capabilities property steps generate (access_types, access_modes,
+    /// fs_types, mount_flags, volume_mount_groups, max_capabilities; see suites/README.md).
+    #[arg(long, value_name = "FILE")]
+    pub property_bounds: Option<PathBuf>,
+
+    /// The longest the whole run may take; scenarios not started by then are not run, and
+    /// those in flight get --cleanup-timeout to finish and tear down.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub run_timeout: Option<Duration>,
+
+    /// After SIGINT/SIGTERM (or --run-timeout), how long teardown may take; what is not torn
+    /// down by then stays in the journal for `csi-conform cleanup`.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_positive_duration)]
+    pub cleanup_timeout: Duration,
+
+    /// How often to try a plugin again (with doubling waits from 500ms) after the connection
+    /// to it is lost; when it stays gone, its remaining scenarios are errors.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub reconnect_attempts: u32,
+
+    /// Directory under which each scenario gets its staging and target paths.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+
+    /// The cleanup journal: every created resource is recorded here until torn down.
+    #[arg(long, value_name = "FILE", default_value = "reports/journal.jsonl")]
+    pub journal: PathBuf,
+
+    /// Clean up what an earlier run left in the journal before starting.
+    #[arg(long)]
+    pub cleanup_first: bool,
+
+    /// Where target and staging paths go, and how they are made.
+    #[command(flatten)]
+    pub paths: PathArgs,
+
+    /// Volumes the run did not create (the `existing` suite).
+    #[command(flatten)]
+    pub existing: ExistingArgs,
+}
+
+/// `--existing-volume` and its companions.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Existing (pre-provisioned) volumes")]
+pub struct ExistingArgs {
+    /// A volume the run did not create, by id: the `existing` suite stages and publishes it
+    /// as a CO does (never deletes, expands, modifies or snapshots it). More go in the
+    /// --config file's `existing-volumes:` list.
+    #[arg(long, value_name = "ID")]
+    pub existing_volume: Option<String>,
+
+    /// YAML map: the volume_context a CO passes with --existing-volume.
+    #[arg(long, value_name = "FILE", requires = "existing_volume")]
+    pub existing_volume_context: Option<PathBuf>,
+
+    /// How --existing-volume is used: `mount` or `block`, `fs_type=T`, `mount_flags=a+b`,
+    /// `mode=MODE` (comma-separated; e.g. `mount,fs_type=ext4,mode=SINGLE_NODE_WRITER`).
+    /// Default: the run's (--access-type, SINGLE_NODE_WRITER).
+    #[arg(long, value_name = "SPEC", requires = "existing_volume")]
+    pub existing_volume_capability: Option<String>,
+
+    /// The run may write to the existing volumes (write probes, data checks). Without it
+    /// nothing is ever written to them.
+    #[arg(long)]
+    pub existing_volume_writable: bool,
+}
+
+impl ExistingArgs {
+    /// The existing volumes of the command line and of the settings file `config`.
+    pub(super) fn volumes(&self, config: Option<&Path>) -> Result<Vec<suite::ExistingVolume>, CliError> {
+        let mut volumes = Vec::new();
+        if let Some(id) = &self.existing_volume {
+            if id.is_empty() {
+                return Err(CliError::usage("--existing-volume is empty; give the volume's id"));
+            }
+            let mut volume = suite::ExistingVolume { id: id.clone(), origin: "--existing-volume".into(), ..Default::default() };
+            if let Some(file) = &self.existing_volume_context {
+                volume.context = crate::config::load_string_map(file).map_err(CliError::usage)?;
+            }
+            if let Some(spec) = &self.existing_volume_capability {
+                volume.capability = suite::ExistingCapability::parse(spec)
+                    .map_err(|e| CliError::usage(format!("--existing-volume-capability {spec:?}: {e}")))?;
+            }
+            volumes.push(volume);
+        }
+        if let Some(file) = config {
+            for volume in crate::config::load_existing_volumes(file).map_err(CliError::usage)? {
+                if volumes.iter().any(|v| v.id == volume.id) {
+                    return Err(CliError::usage(format!(
+                        "{}: volume {:?} is also given with --existing-volume",
+                        volume.origin, volume.id
+                    )));
+                }
+                volumes.push(volume);
+            }
+        }
+        Ok(volumes)
+    }
+}
+
+const RUN_HELP: &str = "\
+Examples:
+  csi-conform run --endpoint unix:///run/csi/csi.sock --secrets secrets.yaml
+  csi-conform run --controller-endpoint /run/ctrl.sock --node-endpoint /run/node-a.sock \\
+      --node-endpoint tcp://10.0.0.2:10000
+  csi-conform run --config csi-conform.yaml --focus '^node\\.'
+  csi-conform --csi.endpoint=/tmp/csi.sock --ginkgo.skip=pagination   (csi-sanity's flags)
+
+Output: one line per scenario as it finishes (a progress bar on a terminal; plain lines when
+not a terminal or CI is set; none with -q), then a summary listing every failure with its
+reason and a command that reruns it alone. Reports: --junit, --json, --html.";
+
+/// `--access-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessTypeArg {
+    /// A mounted file system.
+    Mount,
+    /// A raw block device.
+    Block,
+}
+
+/// `csi-conform list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Which suites.
+    #[command(flatten)]
+    pub suites: SuiteArgs,
+
+    /// Show which scenarios cover each csi-sanity check (and any that none covers).
+    #[arg(long, conflicts_with = "checks")]
+    pub parity: bool,
+
+    /// List the named checks and properties suites can call.
+    #[arg(long)]
+    pub checks: bool,
+
+    /// Show the coverage of CSI v1.12's requirements on a plugin: per RPC, requirements
+    /// total / covered by a scenario / untestable / gaps, and overall (exit 1 when a
+    /// requirement is neither covered nor explained).
+    #[arg(long, conflicts_with_all = ["checks", "parity"])]
+    pub spec: bool,
+
+    /// With --spec: also list every requirement, its spec link and the scenarios naming it.
+    #[arg(long, requires = "spec")]
+    pub requirements: bool,
+
+    /// With --spec: table (default) or json.
+    #[arg(long, value_enum, default_value_t = Format::Table, requires = "spec")]
+    pub format: Format,
+}
+
+/// `csi-conform call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The RPC's method name (CreateVolume, NodeGetInfo, ...).
+    pub rpc: String,
+
+    /// The plugin.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// The request as YAML with proto field names, or `-` to read it from stdin.
+    #[arg(long, value_name = "YAML")]
+    pub request: Option<String>,
+
+    /// For node RPCs: which --node-endpoint (0 is the first).
+    #[arg(long, default_value_t = 0)]
+    pub node: usize,
+}
+
+/// `csi-conform cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// The journal of the runs to clean up after.
+    #[arg(long, value_name = "FILE", default_value = "reports/journal.jsonl")]
+    pub journal: PathBuf,
+
+    /// The secrets file the runs used (undo calls send the secrets their creation sent).
+    #[arg(long, value_name = "FILE")]
+    pub secrets: Option<PathBuf>,
+
+    /// Connection limits; endpoints given here restrict the cleanup to those endpoints
+    /// (default: every endpoint the journal names).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// How to reach the plugin under test.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// The plugin's endpoint, for every role: unix:///abs/path, unix:rel/path, a bare path,
+    /// tcp://host:port or dns:///host:port.
+    #[arg(long, env = "CSI_ENDPOINT", value_name = "ENDPOINT")]
+    pub endpoint: Option<Endpoint>,
+
+    /// A separate controller endpoint (overrides --endpoint for the controller role).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub controller_endpoint: Option<Endpoint>,
+
+    /// A node plugin endpoint; repeat for several nodes (overrides --endpoint for the node role).
+    #[arg(long = "node-endpoint", value_name = "ENDPOINT")]
+    pub node_endpoints: Vec<Endpoint>,
+
+    /// How long to wait for the socket, the server and a ready Probe.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
+    pub connect_timeout: Duration,
+
+    /// The deadline of every RPC: a call not answered by then fails its scenario.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
+    pub rpc_timeout: Duration,
+
+    /// The largest response message accepted from the plugin (bytes; 4Mi, 64Ki and the like
+    /// are accepted); a larger answer is a finding.
+    #[arg(long, value_name = "BYTES", default_value = "4Mi", value_parser = parse_message_size)]
+    pub max_message_size: usize,
+}
+
+/// A duration above zero (`--rpc-timeout 0` would fail every call).
+/// A byte count above zero.
+fn parse_positive_bytes(text: &str) -> Result<i64, String> {
+    let n = crate::units::parse_bytes(text)?;
+    if n > 0 { Ok(n) } else { Err("must be more than 0 bytes".to_owned()) }
+}
+
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    let d = crate::units::parse_duration(text)?;
+    if d.is_zero() { Err("must be more than 0".to_owned()) } else { Ok(d) }
+}
+
+/// A message size limit: a byte count above zero.
+fn parse_message_size(text: &str) -> Result<usize, String> {
+    let n = crate::units::parse_bytes(text)?;
+    usize::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| "must be more than 0 bytes".to_owned())
+}
+
+impl ConnectArgs {
+    /// The endpoints by role.
+    pub fn targets(&self) -> Targets {
+        Targets::resolve(
+            self.endpoint.clone(),
+            self.controller_endpoint.clone(),
+            self.node_endpoints.clone(),
+        )
+    }
+
+    /// The client limits.
+    pub fn client_options(&self) -> ClientOptions {
+        ClientOptions {
+            connect_timeout: self.connect_timeout,
+            rpc_timeout: self.rpc_timeout,
+            max_message_size: self.max_message_size,
+        }
+    }
+}
+
+/// Output format of `fingerprint`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// An aligned, readable table.
+    Table,
+    /// JSON, for scripts.
+    Json,
+}
+
+/// `csi-conform fingerprint`.
+#[derive(Debug, Args)]
+pub struct FingerprintArgs {
+    /// The plugin.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
