@@ -246,3 +246,31 @@ async fn scenarios_that_need_more_publications_than_the_node_allows_skip_with_th
     }
     cluster.assert_clean().await;
 }
+
+/// The data check may call group-snapshot RPCs, but only its group scenarios need a group
+/// controller: a plugin without one (ember-csi, a spec 1.1 plugin) still gets every other
+/// data scenario run, and the group ones skip naming the group capability.
+#[tokio::test]
+async fn a_plugin_without_a_group_controller_runs_every_data_scenario_but_the_group_ones() {
+    if !can_mount("a_plugin_without_a_group_controller_runs_every_data_scenario_but_the_group_ones") {
+        return;
+    }
+    let mut disabled = reference::Disabled::default();
+    disabled.add("GROUP_CONTROLLER_SERVICE").unwrap();
+    let cluster = Cluster::start(Config { disabled, ..Config::default() }, 1).await;
+    let engine = cluster.engine().await;
+    let work = tempfile::tempdir().unwrap();
+    let report = run(&engine, &config(work.path(), r"^data\.(mount|block)\.(republish|read-only|snapshot|group-snapshot|clone)$")).await;
+    for access in ["mount", "block"] {
+        for scenario in ["republish", "read-only", "snapshot", "clone"] {
+            let id = format!("data.{access}.{scenario}");
+            let s = report.scenario(&id).unwrap();
+            assert_eq!(s.outcome, Severity::Pass, "{id}: {:?} {:?}", s.skip_reason, s.findings);
+        }
+        let id = format!("data.{access}.group-snapshot");
+        let s = report.scenario(&id).unwrap();
+        assert_eq!(s.outcome, Severity::Skip, "{id}");
+        assert!(s.skip_reason.as_deref().unwrap_or_default().contains("GROUP"), "{:?}", s.skip_reason);
+    }
+    cluster.assert_clean().await;
+}
