@@ -31,7 +31,7 @@ use super::{
     checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
     inspect::{Inspector, MountTableError, PathKind, WriteProbe},
     model::SecretsMode,
-    run::{ScenarioCtx, call_finding},
+    ctx::{ScenarioCtx, call_finding},
     vars::Val,
 };
 use crate::{
