@@ -11,6 +11,8 @@ mod checks;
 mod data;
 mod existing;
 mod inspect;
+#[cfg(test)]
+mod layout;
 mod lifecycle;
 mod marker;
 mod confirm;
