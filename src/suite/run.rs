@@ -1,8 +1,8 @@
 //! Running suites against a plugin: selection (focus/skip), gating on capabilities, node
-//! count and opt-ins, concurrent scenarios (up to `jobs`; `serial` ones alone), steps with
-//! their expectations, variables, repeats and polls, teardown of every tracked resource, and
-//! the [`RunReport`]. Secret values never leave it: requests are summarised through the
-//! redaction helpers and every finding is scrubbed of the secrets file's values.
+//! count and opt-ins, concurrent scenarios (up to `jobs`; `serial` ones alone), each run
+//! through its context (`ctx.rs`, steps in `steps.rs`) and torn down, latency, and the
+//! [`RunReport`]. The top of the engine: nothing under `src/suite/` imports it but `mod.rs`.
+//! Secret values never leave it: every finding is scrubbed of the secrets file's values.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
