@@ -684,7 +684,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
-    use crate::{client::ErrorOrigin, suite::run::tests_support::fingerprint};
+    use crate::{client::ErrorOrigin, suite::settings::tests_support::fingerprint};
 
     fn limits(per_node: &[i64], volumes: Option<u32>, bytes: Option<i64>, jobs: usize) -> Limits {
         let mut fp = fingerprint(per_node.len());

@@ -9,7 +9,7 @@ use std::{
 };
 
 use super::{
-    run::RunConfig,
+    settings::RunConfig,
     vars::{Ty, Val, Vars},
 };
 use crate::{
@@ -237,7 +237,7 @@ mod tests {
     fn every_value_has_a_type() {
         let types = types();
         let config = RunConfig::default();
-        let fp = crate::suite::run::tests_support::fingerprint(1);
+        let fp = crate::suite::settings::tests_support::fingerprint(1);
         let paths = ScenarioPaths::in_dir("/tmp/x/0000-s_a".into(), "/tmp/x/0000-s_a/staging".into());
         let vars = values(&config, &fp, "n", &paths);
         let names: Vec<&str> = vars.names().collect();

@@ -11,7 +11,7 @@ use crate::yaml::{Node, Plain};
 use super::{
     inspect::{self, PATH_STATES},
     confirm,
-    run::{ScenarioCtx, call_finding},
+    ctx::{ScenarioCtx, call_finding},
     vars::{FieldPath, Ty, Val},
 };
 use crate::{
@@ -19,22 +19,14 @@ use crate::{
     report::{Finding, Severity},
 };
 
+pub use super::ctx::CheckOutcome;
+
 /// A check's arguments, variables substituted.
 pub type CheckArgs = BTreeMap<String, Val>;
 
 /// The future a check body returns.
 pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = CheckOutcome> + Send + 'a>>;
 
-/// How a check ended.
-#[derive(Debug, Clone)]
-pub enum CheckOutcome {
-    /// It ran; its outputs (failures, if any, are findings already recorded).
-    Done(BTreeMap<String, Val>),
-    /// The scenario becomes a skip, for this reason.
-    Skip(String),
-    /// A failure (recorded) ends the scenario.
-    Stop,
-}
 
 /// The type of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use prost_reflect::DynamicMessage;
 use super::{
     checks::CheckArgs,
     request::message_from_val,
-    run::{ScenarioCtx, call_finding},
+    ctx::{ScenarioCtx, call_finding},
     vars::Val,
 };
 use crate::{

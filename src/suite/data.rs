@@ -22,7 +22,7 @@ use super::{
     checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
     inspect::Inspector,
     marker::{self, Marker, Placement},
-    run::ScenarioCtx,
+    ctx::ScenarioCtx,
     vars::Val,
 };
 use crate::{

@@ -11,9 +11,12 @@ mod checks;
 mod data;
 mod existing;
 mod inspect;
+#[cfg(test)]
+mod layout;
 mod lifecycle;
 mod marker;
 mod confirm;
+mod ctx;
 mod load;
 mod model;
 mod property;
@@ -22,6 +25,8 @@ mod resources;
 mod paths;
 mod profile;
 mod run;
+mod settings;
+mod steps;
 mod vars;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
@@ -46,8 +51,8 @@ pub use request::{RequestTemplate, build_request, parse_request};
 pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
 pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
-pub use run::{
-    DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, Response, RunConfig, ScenarioCtx, run, run_until,
-};
+pub use ctx::{Response, ScenarioCtx};
+pub use run::{run, run_until};
+pub use settings::{DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

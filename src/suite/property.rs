@@ -26,7 +26,7 @@ use super::{
     checks::{ArgKind, ArgSpec, CheckArgs, VALIDATE_ARGS},
     confirm,
     model::PropertyStep,
-    run::{Flow, ScenarioCtx, call_finding, rpc_error_finding, unreachable_finding},
+    ctx::{Flow, ScenarioCtx, call_finding, rpc_error_finding, unreachable_finding},
     vars::Val,
 };
 use crate::{

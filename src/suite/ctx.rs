@@ -1,0 +1,569 @@
+//! The context named checks and steps work through: [`ScenarioCtx`] (variables, tracked
+//! resources, findings, paths, sending calls, teardown), the run-wide [`Shared`] state, how
+//! a scenario goes on ([`Flow`], [`CheckOutcome`]), the plugin's [`Response`] and the
+//! finding helpers. Knows nothing of the runner or of step execution.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use prost_reflect::{DynamicMessage, MethodDescriptor, ReflectMessage};
+use tonic::Code;
+
+use super::{
+    budget::{Budget, Retried},
+    builtin_vars::{self, ScenarioPaths},
+    inspect::Inspector,
+    load::secret_key,
+    model::*,
+    paths::{PathError, RunPaths},
+    resources::Tracker,
+    settings::{Plugin, RunConfig},
+    vars::{Val, Vars},
+};
+use crate::{
+    client::{Connection, ErrorOrigin, RpcError},
+    fingerprint::{Capability, Fingerprint},
+    proto,
+    report::{Finding, Severity},
+};
+
+/// State shared by every scenario of a run.
+pub(crate) struct Shared {
+    pub(crate) plugin: Plugin,
+    pub(crate) config: RunConfig,
+    pub(crate) suites: Vec<super::Suite>,
+    pub(crate) run_id: String,
+    /// The run's path roots, or why they could not be made (every scenario then errors).
+    pub(crate) paths: Result<RunPaths, PathError>,
+    /// Where each node endpoint's paths and mounts are, found at the start (and again after
+    /// a node plugin restart).
+    pub(crate) inspectors: Mutex<Vec<Inspector>>,
+    /// The scheduler keeping the run's budgets.
+    pub(crate) budget: Arc<Budget>,
+    pub(crate) stopping: AtomicBool,
+    pub(crate) stop_reason: Mutex<Option<String>>,
+    /// Endpoints that stopped answering, with why: nothing more is sent to them.
+    pub(crate) dead: Mutex<HashMap<String, String>>,
+    /// Held while an endpoint is being tried again, so that one scenario does it at a time.
+    pub(crate) reconnecting: tokio::sync::Mutex<()>,
+}
+
+impl Shared {
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        self.config.scrubber.scrub(text).into_owned()
+    }
+
+    /// Why nothing more is sent to `endpoint`, if so.
+    pub(crate) fn gone(&self, endpoint: &str) -> Option<String> {
+        self.dead.lock().unwrap_or_else(|p| p.into_inner()).get(endpoint).cloned()
+    }
+
+    /// The connection to `conn`'s endpoint was lost: Probe it at once, then with backoff
+    /// ([`RunConfig::reconnect`]); an endpoint that never answers is given up for the run.
+    pub(crate) async fn lost(&self, conn: &Connection) {
+        let endpoint = conn.endpoint().to_string();
+        let _one_at_a_time = self.reconnecting.lock().await;
+        if self.gone(&endpoint).is_some() {
+            return;
+        }
+        let policy = self.config.reconnect;
+        let options = conn.options();
+        let per_probe = options.rpc_timeout.min(options.connect_timeout);
+        let started = Instant::now();
+        let mut wait = policy.first_wait;
+        for attempt in 0..=policy.attempts {
+            if attempt > 0 {
+                tokio::time::sleep(wait).await;
+                wait = wait.saturating_mul(2);
+            }
+            if let Ok(true) = conn.probe(per_probe).await {
+                if attempt > 0 {
+                    tracing::warn!(%endpoint, attempt, "the plugin answers again");
+                }
+                return;
+            }
+            tracing::warn!(%endpoint, attempt, "the plugin does not answer");
+        }
+        let why = format!(
+            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed)",
+            policy.attempts,
+            crate::client::human_duration(started.elapsed())
+        );
+        tracing::error!("{why}; nothing more is sent to it");
+        self.dead.lock().unwrap_or_else(|p| p.into_inner()).insert(endpoint, why);
+    }
+
+    pub(crate) fn stopped(&self) -> Option<String> {
+        if self.stopping.load(Ordering::SeqCst) {
+            Some(self.stop_reason.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default())
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn stop(&self, reason: String) {
+        self.stop_reason.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(reason);
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+}
+
+/// How a check ended.
+#[derive(Debug, Clone)]
+pub enum CheckOutcome {
+    /// It ran; its outputs (failures, if any, are findings already recorded).
+    Done(BTreeMap<String, Val>),
+    /// The scenario becomes a skip, for this reason.
+    Skip(String),
+    /// A failure (recorded) ends the scenario.
+    Stop,
+}
+
+/// How a scenario's steps ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Keep going.
+    Continue,
+    /// A failure (or error) ends the scenario.
+    Stop,
+    /// The scenario turns into a skip, with this reason.
+    Skip(String),
+}
+
+/// The plugin's answer to one call.
+pub(crate) type Answer = Result<Response, RpcError>;
+
+/// One running scenario: its variables, resources, findings and paths. Named checks work
+/// through it too (calls made here are tracked and torn down like any step's).
+pub struct ScenarioCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) vars: Vars,
+    pub(crate) tracker: Tracker,
+    pub(crate) findings: Vec<Finding>,
+    pub(crate) paths: ScenarioPaths,
+    /// Further paths of the scenario's directory that checks made (or that plugins make in
+    /// them), removed after teardown like the built-in ones, in this order.
+    pub(crate) own_paths: Vec<PathBuf>,
+    pub(crate) name: String,
+    pub(crate) scenario_id: String,
+    /// The step being run (for findings).
+    pub(crate) step: Option<usize>,
+    pub(crate) step_name: Option<String>,
+    /// The budget lease this context works under (its scenario's, or a property case's).
+    pub(crate) holder: u64,
+    /// The last call retried for contention that still failed: its RPC and the note its
+    /// findings carry.
+    pub(crate) contention: Option<(String, String)>,
+    /// The call step being sent expects a contention code itself: it is not retried.
+    pub(crate) contention_expected: bool,
+}
+
+impl ScenarioCtx {
+    pub(crate) fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths, holder: u64) -> Self {
+        let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
+        let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
+        let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
+        ScenarioCtx {
+            shared,
+            vars,
+            tracker,
+            findings: Vec::new(),
+            paths,
+            own_paths: Vec::new(),
+            name,
+            scenario_id: scenario.id.clone(),
+            step: None,
+            step_name: None,
+            holder,
+            contention: None,
+            contention_expected: false,
+        }
+    }
+
+    /// A context for work that runs concurrently with the scenario's own (a property's
+    /// cases): the same connections, variables and step, its own tracker numbering from the
+    /// scenario's sequence. [`ScenarioCtx::absorb`] takes back what it recorded.
+    pub(crate) fn fork(&self) -> ScenarioCtx {
+        ScenarioCtx {
+            shared: self.shared.clone(),
+            vars: self.vars.clone(),
+            tracker: self.tracker.fork(),
+            findings: Vec::new(),
+            paths: self.paths.clone(),
+            own_paths: Vec::new(),
+            name: self.name.clone(),
+            scenario_id: self.scenario_id.clone(),
+            step: self.step,
+            step_name: self.step_name.clone(),
+            holder: self.holder,
+            contention: None,
+            contention_expected: false,
+        }
+    }
+
+    /// Takes back what a [`fork`](ScenarioCtx::fork) recorded: the resources it still holds
+    /// (torn down with the scenario), its findings and its paths.
+    pub(crate) fn absorb(&mut self, fork: ScenarioCtx) {
+        self.tracker.absorb(fork.tracker);
+        self.findings.extend(fork.findings);
+        self.own_paths.extend(fork.own_paths);
+    }
+
+    /// The run's configuration.
+    pub fn config(&self) -> &RunConfig {
+        &self.shared.config
+    }
+
+    /// The plugin's fingerprint.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.shared.plugin.fingerprint
+    }
+
+    /// The node connections.
+    pub fn node_connections(&self) -> &[Connection] {
+        &self.shared.plugin.nodes
+    }
+
+    /// The scenario's unique name (the `name` variable).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How the paths of node endpoint `node` can be inspected (`None`: no such endpoint).
+    pub fn inspector(&self, node: usize) -> Option<Inspector> {
+        self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get(node).cloned()
+    }
+
+    /// Finds again where node endpoint `node`'s paths are (a restarted node plugin is a new
+    /// process, perhaps in a new mount namespace), for the rest of the run; `None`: no such
+    /// endpoint.
+    pub async fn identify_node(&self, node: usize) -> Option<Inspector> {
+        let conn = self.shared.plugin.nodes.get(node)?;
+        let found = node_inspector(node, conn, &self.shared.config).await;
+        if let Some(slot) = self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(node) {
+            *slot = found.clone();
+        }
+        Some(found)
+    }
+
+    /// Paths inside the scenario's directory to remove after teardown (in this order, before
+    /// the built-in ones), with the same care: only empty directories and plain files.
+    pub fn own_paths(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        self.own_paths.extend(paths);
+    }
+
+    /// The scenario's full id (`extras.validate.confirms-request`).
+    pub fn scenario_id(&self) -> &str {
+        &self.scenario_id
+    }
+
+    /// Records a finding at the current step.
+    pub fn push(&mut self, mut finding: Finding) {
+        finding.step = finding.step.or(self.step);
+        if let Some((rpc, note)) = &self.contention
+            && finding.rpc.as_deref() == Some(rpc)
+        {
+            finding.message = format!("{} ({note})", finding.message);
+        }
+        if let Some(name) = &self.step_name {
+            finding.message = format!("{name}: {}", finding.message);
+        }
+        self.findings.push(finding);
+    }
+
+    /// Records a failure at the current step.
+    pub fn fail(&mut self, kind: &str, message: impl Into<String>) {
+        self.push(Finding::new(Severity::Fail, kind, message));
+    }
+    /// Sends one RPC: picks the connection, fills secrets, records what it creates and
+    /// releases (when `track`). Returns the request as sent and the answer.
+    pub(crate) async fn send(
+        &mut self,
+        method: &MethodDescriptor,
+        mut request: DynamicMessage,
+        node: Option<usize>,
+        secrets: &SecretsMode,
+        track: bool,
+    ) -> (DynamicMessage, Answer) {
+        let key = self.apply_secrets(&mut request, method.name(), secrets);
+        let node_index = node.unwrap_or(0);
+        let conn = match self.connection(method, node) {
+            Ok(c) => c,
+            Err(e) => return (request, Err(e)),
+        };
+        let endpoint = conn.endpoint().to_string();
+        // A call that is not sent: the harness's own error, never the plugin's answer.
+        let not_sent = |code: Code, message: String| RpcError {
+            rpc: method.name().to_owned(),
+            code,
+            message,
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Transport,
+        };
+        if let Some(why) = self.shared.gone(&endpoint) {
+            return (request, Err(not_sent(Code::Unavailable, why)));
+        }
+        if let Some(why) = super::existing::refusal(method.name(), &request, &self.shared.config.existing_volumes) {
+            self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
+            return (request, Err(not_sent(Code::Aborted, why)));
+        }
+        let scrubber = &self.shared.config.scrubber;
+        scrubber.add(proto::sensitive_values(&request));
+        tracing::debug!(rpc = method.name(), request = %self.shared.scrub(&proto::to_redacted_json(&request)), "call");
+        let sending =
+            if track { self.tracker.sending(method.name(), &request, node_index, key.as_deref()) } else { None };
+        // Contention while this run holds other resources on the plugin is retried after a
+        // release (bounded by --contention-timeout), not judged.
+        let holder = if self.contention_expected { None } else { Some(self.holder) };
+        let (answer, retried) = self
+            .shared
+            .budget
+            .retry_contention(holder, || async {
+                if method.is_server_streaming() {
+                    conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
+                } else {
+                    conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
+                }
+            })
+            .await;
+        self.contention = match retried {
+            Some(r @ Retried { code: Some(_), .. }) => Some((method.name().to_owned(), r.note())),
+            _ => None,
+        };
+        match &answer {
+            Ok(response) => response.messages().iter().for_each(|m| scrubber.add(proto::sensitive_values(m))),
+            Err(e) if e.is_unreachable() => self.shared.lost(&conn).await,
+            Err(_) => {}
+        }
+        if track {
+            let outcome = match &answer {
+                Ok(Response::Unary(m)) => Some(Ok(m)),
+                Ok(Response::Stream(_)) => None,
+                Err(e) => Some(Err(e.code)),
+            };
+            if let Some(outcome) = outcome {
+                self.tracker.observe_call(
+                    sending.as_ref(),
+                    method.name(),
+                    &request,
+                    outcome,
+                    node_index,
+                    key.as_deref(),
+                );
+            }
+            // Only an answer from the plugin settles the call: after a timeout, a lost
+            // connection or an undecodable answer, it may have made something.
+            let heard = answer.as_ref().err().is_none_or(|e| e.origin == ErrorOrigin::Plugin);
+            self.tracker.answered(sending, heard);
+        }
+        (request, answer)
+    }
+
+    /// Sends a unary RPC by name with `secrets: auto`, tracked: the way named checks call.
+    pub async fn call(
+        &mut self,
+        rpc: &str,
+        request: DynamicMessage,
+        node: Option<usize>,
+    ) -> Result<DynamicMessage, RpcError> {
+        let Some(method) = proto::method(rpc) else {
+            return Err(RpcError {
+                rpc: rpc.to_owned(),
+                code: Code::Unimplemented,
+                message: "not a CSI RPC".into(),
+                elapsed: Duration::ZERO,
+                origin: ErrorOrigin::Plugin,
+            });
+        };
+        match self.send(&method, request, node, &SecretsMode::Auto, true).await.1 {
+            Ok(Response::Unary(m)) => Ok(m),
+            Ok(Response::Stream(mut messages)) => {
+                Ok(messages.pop().unwrap_or_else(|| DynamicMessage::new(method.output())))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Why the scenario cannot go on when `rpc` answered `code`: UNIMPLEMENTED from an RPC
+    /// whose capability the plugin advertises. The scenario is then a skip saying so (the
+    /// capability-honesty scenarios are where that is a failure, once, naming the
+    /// capability), not one more failure about the same missing RPC.
+    pub(crate) fn advertised_but_unimplemented(&self, rpc: &str, code: Code) -> Option<String> {
+        if code != Code::Unimplemented {
+            return None;
+        }
+        let capability = Capability::serving(rpc)?;
+        self.fingerprint().supports(capability).then(|| {
+            format!(
+                "{rpc} answered UNIMPLEMENTED although the plugin advertises {capability} (the `capabilities` suite reports this)"
+            )
+        })
+    }
+
+    /// Records a failed call made by a check; returns the flow it implies.
+    pub fn call_failed(&mut self, error: &RpcError, request: &DynamicMessage, expected: &str) -> CheckOutcome {
+        if let Some(reason) = self.advertised_but_unimplemented(&error.rpc, error.code) {
+            return CheckOutcome::Skip(reason);
+        }
+        let f = if error.is_unreachable() {
+            unreachable_finding(error, request)
+        } else {
+            let message = format!("{} answered {}, expected {expected}", error.rpc, error.code_name());
+            rpc_error_finding(error, request, Severity::Fail, "unexpected-code", message, Some(expected.to_owned()))
+        };
+        self.push(f);
+        CheckOutcome::Stop
+    }
+
+    pub(crate) fn connection(&self, method: &MethodDescriptor, node: Option<usize>) -> Result<Connection, RpcError> {
+        let plugin = &self.shared.plugin;
+        let service = method.parent_service().name().to_owned();
+        let found = match service.as_str() {
+            "Node" => plugin.nodes.get(node.unwrap_or(0)),
+            "Identity" => match node {
+                Some(n) => plugin.nodes.get(n),
+                None => plugin.controller.as_ref().or(plugin.nodes.first()),
+            },
+            _ => plugin.controller.as_ref(),
+        };
+        found.cloned().ok_or_else(|| RpcError {
+            rpc: method.name().to_owned(),
+            code: Code::Unavailable,
+            message: format!("no endpoint serves the {service} service in this run"),
+            elapsed: Duration::ZERO,
+            origin: ErrorOrigin::Transport,
+        })
+    }
+
+    /// Fills the request's `secrets`; returns the key used (a name, never values).
+    pub(crate) fn apply_secrets(&self, request: &mut DynamicMessage, rpc: &str, mode: &SecretsMode) -> Option<String> {
+        let field = request.descriptor().get_field_by_name("secrets")?;
+        let key = match mode {
+            SecretsMode::None => {
+                request.clear_field(&field);
+                return None;
+            }
+            SecretsMode::Auto if request.has_field(&field) => return Some("(request)".to_owned()),
+            SecretsMode::Auto => secret_key(rpc),
+            SecretsMode::Key(k) => k.clone(),
+        };
+        let values = self.shared.config.secrets.get(&key)?;
+        super::resources::set_secrets(request, values);
+        Some(key)
+    }
+
+    pub(crate) async fn teardown(&mut self) {
+        self.step = None;
+        self.step_name = None;
+        for tracked in self.tracker.teardown_order() {
+            let (rpc, request) = tracked.resource.teardown();
+            let Some(method) = proto::method(rpc) else {
+                continue;
+            };
+            let mode = if tracked.secrets_key.is_some() { SecretsMode::Auto } else { SecretsMode::None };
+            let (sent, answer) = self.send(&method, request, tracked.resource.node(), &mode, false).await;
+            match answer {
+                Ok(_) => self.tracker.release(tracked.seq),
+                Err(e) if e.code == Code::NotFound => self.tracker.release(tracked.seq),
+                Err(e) => {
+                    let severity = if e.is_unreachable() { Severity::Error } else { Severity::Fail };
+                    let why = format!("{rpc} answered {}: {}", e.code_name(), e.message);
+                    let message =
+                        format!("teardown could not remove {}: {why}; it is left on the plugin", tracked.resource);
+                    self.push(rpc_error_finding(&e, &sent, severity, "teardown", message, None));
+                    self.tracker.abandon(tracked.seq, &why);
+                }
+            }
+        }
+    }
+}
+
+/// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
+pub(crate) async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
+    Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
+}
+
+/// A finding about one call: its RPC and one-line redacted request filled in.
+pub fn call_finding(
+    severity: Severity,
+    kind: &str,
+    message: impl Into<String>,
+    rpc: &str,
+    request: &DynamicMessage,
+) -> Finding {
+    let mut f = Finding::new(severity, kind, message);
+    f.rpc = Some(rpc.to_owned());
+    f.request = Some(proto::to_redacted_json(request));
+    f
+}
+
+/// What an OK answer held, for a finding that expected an error: `; it returned ...` (see
+/// [`proto::summary`]: redacted, bounded; the finding is scrubbed as well).
+pub(crate) fn ok_summary(response: &Response) -> String {
+    match response.messages() {
+        [one] => format!("; it returned {}", proto::summary(one, proto::SUMMARY_MAX)),
+        [] => "; it returned an empty stream".to_owned(),
+        [first, ..] => format!(
+            "; it returned {} messages, the first {}",
+            response.messages().len(),
+            proto::summary(first, proto::SUMMARY_MAX)
+        ),
+    }
+}
+
+/// A finding about a call that failed: also the code it got and the plugin's message.
+pub(crate) fn rpc_error_finding(
+    error: &RpcError,
+    request: &DynamicMessage,
+    severity: Severity,
+    kind: &str,
+    message: String,
+    expected: Option<String>,
+) -> Finding {
+    let mut f = call_finding(severity, kind, message, &error.rpc, request);
+    f.expected = expected;
+    f.got = Some(error.code_name().to_owned());
+    f.plugin_message = Some(error.message.clone()).filter(|m| !m.is_empty());
+    f
+}
+
+pub(crate) fn unreachable_finding(error: &RpcError, request: &DynamicMessage) -> Finding {
+    let message = format!("plugin unreachable: {}", error.message);
+    rpc_error_finding(error, request, Severity::Error, "unreachable", message, None)
+}
+
+/// A plugin's answer: one message, or every message of a stream.
+#[derive(Debug, Clone)]
+pub enum Response {
+    /// A unary RPC's response.
+    Unary(DynamicMessage),
+    /// A server-streaming RPC's messages.
+    Stream(Vec<DynamicMessage>),
+}
+
+impl Response {
+    /// Every message of the answer (one for a unary RPC).
+    pub fn messages(&self) -> &[DynamicMessage] {
+        match self {
+            Response::Unary(m) => std::slice::from_ref(m),
+            Response::Stream(messages) => messages,
+        }
+    }
+
+    /// The response as a value; a stream is `{messages: [...]}`.
+    pub fn to_val(&self) -> Val {
+        match self {
+            Response::Unary(m) => Val::from_message(m),
+            Response::Stream(messages) => Val::Map(BTreeMap::from([(
+                "messages".to_owned(),
+                Val::List(messages.iter().map(Val::from_message).collect()),
+            )])),
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! The node side of the `lifecycle` check: NodeStage/NodePublish (with repeats and a second
+//! target), a node plugin restart, NodeGetVolumeStats, NodeUnpublish/NodeUnstage, and what
+//! the node's mount namespace must show after each. A child of `lifecycle`, which owns the
+//! plan, the controller side and how calls are sent and judged.
+
+use std::path::Path;
+
+use super::*;
+
+impl Lifecycle<'_> {
+    pub(super) async fn stage(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        if !node.stage {
+            return Ok(());
+        }
+        let request = v1::NodeStageVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            publish_context: node.publish_context.clone(),
+            staging_target_path: node.staging.display().to_string(),
+            volume_capability: Some(self.plan.node_capability()),
+            volume_context: self.context.clone(),
+            ..Default::default()
+        };
+        self.call("NodeStageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
+        // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
+        self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
+    }
+
+    /// NodeUnstageVolume of the staged volume with no staging_target_path: the spec makes
+    /// the field required (INVALID_ARGUMENT), and a plugin that unstages by volume id alone
+    /// would tear the staging from under a CO that staged it elsewhere.
+    pub(super) async fn unstage_without_path(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        let request =
+            v1::NodeUnstageVolumeRequest { volume_id: self.volume_id.clone(), staging_target_path: String::new() };
+        let (sent, answer) = self.send("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index)).await;
+        let what = format!("NodeUnstageVolume of volume {} without a staging_target_path", self.volume_id);
+        self.expect_refusal(&what, &sent, answer, Code::InvalidArgument)
+    }
+
+    /// Runs `--allow-restart-cmd` for `node` and waits until the node plugin answers again.
+    pub(super) async fn restart(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        let Some(command) = self.ctx.config().restart_cmd.clone() else {
+            return Err(CheckOutcome::Skip("restarting the node plugin needs --allow-restart-cmd".into()));
+        };
+        let conn = self.ctx.node_connections()[node.index].clone();
+        let endpoint = conn.endpoint().to_string();
+        let child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .env("CSI_CONFORM_NODE_ENDPOINT", &endpoint)
+            .env("CSI_CONFORM_NODE_INDEX", node.index.to_string())
+            .env("CSI_CONFORM_NODE_ID", &node.node_id)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn();
+        let error = |message: String| Finding::new(Severity::Error, "restart", message);
+        let output = match child {
+            Err(e) => Err(format!("--allow-restart-cmd could not be started: {e}")),
+            Ok(child) => match tokio::time::timeout(RESTART_TIMEOUT, child.wait_with_output()).await {
+                Err(_) => Err(format!(
+                    "--allow-restart-cmd did not finish within {}",
+                    crate::client::human_duration(RESTART_TIMEOUT)
+                )),
+                Ok(Err(e)) => Err(format!("--allow-restart-cmd failed: {e}")),
+                Ok(Ok(out)) if !out.status.success() => {
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    Err(format!(
+                        "--allow-restart-cmd failed ({}): {}",
+                        out.status,
+                        stderr.lines().next().unwrap_or_default().trim()
+                    ))
+                }
+                Ok(Ok(_)) => Ok(()),
+            },
+        };
+        if let Err(message) = output {
+            self.ctx.push(error(message));
+            return Err(CheckOutcome::Stop);
+        }
+        // The connection reconnects on its own; Probe until the new process answers ready.
+        let deadline = Instant::now() + RESTART_TIMEOUT;
+        loop {
+            let mut identity = conn.identity();
+            let probe = conn.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
+            match probe {
+                Ok(r) if r.ready != Some(false) => return Ok(()),
+                _ if Instant::now() >= deadline => {
+                    self.ctx.push(error(format!(
+                        "node endpoint {} ({endpoint}) did not answer Probe ready within {} after --allow-restart-cmd",
+                        node.index,
+                        crate::client::human_duration(RESTART_TIMEOUT)
+                    )));
+                    return Err(CheckOutcome::Stop);
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    pub(super) fn publish_request(&self, node: &NodeUse, target: &Path) -> v1::NodePublishVolumeRequest {
+        v1::NodePublishVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            publish_context: node.publish_context.clone(),
+            staging_target_path: if node.stage { node.staging.display().to_string() } else { String::new() },
+            target_path: target.display().to_string(),
+            volume_capability: Some(self.plan.node_capability()),
+            readonly: self.plan.read_only(),
+            volume_context: self.context.clone(),
+            ..Default::default()
+        }
+    }
+
+    pub(super) async fn publish(&mut self, node: &NodeUse, target: &Path, times: u32) -> Result<(), CheckOutcome> {
+        let request = self.publish_request(node, target);
+        self.call("NodePublishVolume", proto::to_dynamic(&request), Some(node.index), times).await?;
+        self.check_published(node, target).await
+    }
+
+    /// A second NodePublishVolume of the volume on `node` (node endpoint 0), at `paths.target2`.
+    pub(super) async fn second_target(
+        &mut self,
+        node: &NodeUse,
+        expect: Second,
+    ) -> Result<Option<(NodeUse, PathBuf)>, CheckOutcome> {
+        let target = self.ctx.paths.target2.clone();
+        match expect {
+            Second::None => Ok(None),
+            Second::Works => {
+                self.publish(node, &target, 1).await?;
+                Ok(Some((node.clone(), target)))
+            }
+            Second::Refused(code) => {
+                let request = self.publish_request(node, &target);
+                let (sent, answer) =
+                    self.send("NodePublishVolume", proto::to_dynamic(&request), Some(node.index)).await;
+                let what = format!(
+                    "NodePublishVolume of a {} volume already published at {} at a second target path",
+                    self.plan.mode,
+                    node.target.display()
+                );
+                self.expect_refusal(&what, &sent, answer, code)?;
+                if self.mount_table(node.inspector.mount_entry(&target))?.flatten().is_some() {
+                    return Err(self.fail(
+                        "path-state",
+                        format!("NodePublishVolume was refused, yet {} is a mount point", target.display()),
+                    ));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    pub(super) async fn stats(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        if !self.node_supports(node.index, NodeCapability::GetVolumeStats) {
+            return Ok(());
+        }
+        let request = v1::NodeGetVolumeStatsRequest {
+            volume_id: self.volume_id.clone(),
+            volume_path: node.target.display().to_string(),
+            staging_target_path: if node.stage { node.staging.display().to_string() } else { String::new() },
+        };
+        let response = self.call("NodeGetVolumeStats", proto::to_dynamic(&request), Some(node.index), 1).await?;
+        if typed::<v1::NodeGetVolumeStatsResponse>(&response).usage.is_empty() {
+            return Err(self.fail(
+                "assertion",
+                format!("NodeGetVolumeStats of {} on node {} reported no usage", node.target.display(), node.node_id),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) async fn unpublish(&mut self, node: &NodeUse, target: &Path) -> Result<(), CheckOutcome> {
+        let request = v1::NodeUnpublishVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            target_path: target.display().to_string(),
+        };
+        self.call("NodeUnpublishVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
+        if self.mount_table(node.inspector.mount_entry(target))?.flatten().is_some() {
+            return Err(self.fail(
+                "path-state",
+                format!("after NodeUnpublishVolume, {} is still a mount point", target.display()),
+            ));
+        }
+        // The plugin created the target, so it must remove it ("the SP MUST delete the file or
+        // directory it created at this path").
+        self.expect_kind(node, target, PathKind::NotFound, "NodeUnpublishVolume").await
+    }
+
+    pub(super) async fn unstage(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        if !node.stage {
+            return Ok(());
+        }
+        let request = v1::NodeUnstageVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            staging_target_path: node.staging.display().to_string(),
+        };
+        self.call("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
+        let left = self.mount_table(node.inspector.mounts_under(&node.staging))?.unwrap_or_default();
+        if let Some(m) = left.first() {
+            return Err(self.fail(
+                "path-state",
+                format!(
+                    "after NodeUnstageVolume, {} is still mounted at {}",
+                    if left.len() == 1 { "a file system".to_owned() } else { format!("{} file systems", left.len()) },
+                    m.mount_point.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the kind of `path` on `node` after `rpc` (nothing when it cannot be inspected).
+    pub(super) async fn expect_kind(
+        &mut self,
+        node: &NodeUse,
+        path: &Path,
+        want: PathKind,
+        rpc: &str,
+    ) -> Result<(), CheckOutcome> {
+        match node.inspector.kind(path).await {
+            Ok(None) => Ok(()),
+            Ok(Some(kind)) if kind == want => Ok(()),
+            Ok(Some(kind)) => {
+                let want = match want {
+                    PathKind::NotFound => "removed".to_owned(),
+                    other => format!("a {other}"),
+                };
+                Err(self.fail(
+                    "path-state",
+                    format!(
+                        "after {rpc}, {} on node {} is a {kind}; it should be {want}",
+                        path.display(),
+                        node.node_id
+                    ),
+                ))
+            }
+            Err(e) => {
+                self.ctx.push(Finding::new(Severity::Error, "check-path-cmd", e.to_string()));
+                Err(CheckOutcome::Stop)
+            }
+        }
+    }
+
+    /// What the host must show after NodePublishVolume: the target exists as the right kind,
+    /// is mounted exactly once (repeats must not stack mounts), carries the requested VFS
+    /// options, and takes writes only when the publication is read-write.
+    pub(super) async fn check_published(&mut self, node: &NodeUse, target: &Path) -> Result<(), CheckOutcome> {
+        let want = if self.plan.block { PathKind::File } else { PathKind::Directory };
+        self.expect_kind(node, target, want, "NodePublishVolume").await?;
+        let Some(stacked) = self.mount_table(node.inspector.mounts_at(target))? else {
+            return Ok(());
+        };
+        let shown = target.display().to_string();
+        let device = node.inspector.is_device(target);
+        let Some(top) = stacked.last().cloned() else {
+            if self.plan.block && device {
+                return Ok(());
+            }
+            return Err(self.fail(
+                "path-state",
+                format!("after NodePublishVolume, {shown} is not a mount point: the volume is not mounted on the host"),
+            ));
+        };
+        if stacked.len() > 1 {
+            return Err(self.fail(
+                "path-state",
+                format!(
+                    "{} file systems are mounted on top of each other at {shown}: a repeated NodePublishVolume \
+                     must not mount again",
+                    stacked.len()
+                ),
+            ));
+        }
+        let read_only = self.plan.read_only();
+        if read_only && !top.read_only {
+            return Err(self.fail(
+                "path-state",
+                format!("{shown} was published read-only, but the mount table shows it mounted read-write"),
+            ));
+        }
+        let missing: Vec<&str> = self.plan.vfs_options().into_iter().filter(|o| !top.has_option(o)).collect();
+        if !missing.is_empty() {
+            return Err(self.fail(
+                "mount-flags",
+                format!(
+                    "the mount at {shown} lacks the mount option{} {} that the volume capability asked for",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", ")
+                ),
+            ));
+        }
+        // Nothing is written to a volume the run may not write to (an existing volume without
+        // --existing-volume-writable): the mount table's read-only flag is all it sees. The
+        // data-path checks (markers written and read back) belong here too, behind the same
+        // `self.plan.writes`.
+        if !self.plan.writes {
+            return Ok(());
+        }
+        let probe = node.inspector.probe_write(target, self.plan.block).unwrap_or(WriteProbe::NotProbed);
+        let problem = match (read_only, &probe) {
+            (_, WriteProbe::NotProbed) | (true, WriteProbe::ReadOnly) | (false, WriteProbe::Writable) => None,
+            (true, WriteProbe::Writable) => {
+                Some(format!("{shown} is published read-only, yet a write to it succeeded"))
+            }
+            (true, WriteProbe::Failed(e)) => Some(format!(
+                "a write to the read-only {shown} failed with {e}, not with EROFS (read-only file system)"
+            )),
+            (false, WriteProbe::ReadOnly) => Some(format!("{shown} is published read-write, yet it is read-only")),
+            (false, WriteProbe::Failed(e)) => Some(format!("{shown} is published read-write, yet a write failed: {e}")),
+        };
+        match problem {
+            Some(message) => Err(self.fail("path-state", message)),
+            None => Ok(()),
+        }
+    }
+}
