@@ -22,8 +22,7 @@ use super::{
 };
 use crate::{
     client::Connection,
-    fingerprint::Capability,
-    proto,
+    fingerprint::{Capability, PluginService},
     report::{Finding, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult},
 };
 
@@ -339,19 +338,24 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
         let names: Vec<String> = any.iter().map(ToString::to_string).collect();
         return Some(format!("requires one of {}, none of which the plugin advertises", names.join(", ")));
     }
-    let needs_controller = scenario.steps.iter().any(|s| match &s.action {
-        Action::Call(c) => !matches!(c.method.parent_service().name(), "Node" | "Identity"),
-        // Named checks call ControllerPublishVolume / ControllerUnpublishVolume only when the
-        // controller advertises PUBLISH_UNPUBLISH_VOLUME, so those two alone need no endpoint
-        // (the existing-volume check on a node-only plugin).
-        Action::Check(_) | Action::Property(_) | Action::Assert(_) => s
-            .action
-            .rpcs()
-            .iter()
-            .filter(|r| !matches!(r.as_str(), "ControllerPublishVolume" | "ControllerUnpublishVolume"))
-            .filter_map(|r| proto::method(r))
-            .any(|m| m.parent_service().name() == "Controller"),
-    });
+    // A controller endpoint is needed by a call step to a controller-side RPC, and by a
+    // scenario that needs a controller-side service: implied by what its checks and
+    // properties may call, or named in its `requires` (a suite that says `implicit_requires:
+    // false`, like `existing`, whose check calls ControllerPublishVolume only when advertised,
+    // names what it needs itself).
+    let controller_side = |c: &Capability| match c {
+        Capability::Plugin(service) => matches!(
+            service,
+            PluginService::ControllerService | PluginService::GroupControllerService | PluginService::SnapshotMetadataService
+        ),
+        Capability::Controller(_) | Capability::Group(_) => true,
+        Capability::Node(_) | Capability::Expansion(_) => false,
+    };
+    let needs_controller = scenario.implied.iter().chain(&scenario.requires.capabilities).any(controller_side)
+        || scenario.steps.iter().any(|s| match &s.action {
+            Action::Call(c) => !matches!(c.method.parent_service().name(), "Node" | "Identity"),
+            Action::Check(_) | Action::Property(_) | Action::Assert(_) => false,
+        });
     if needs_controller && plugin.controller.is_none() {
         return Some("calls controller RPCs, and no controller endpoint was given".to_owned());
     }
