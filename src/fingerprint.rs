@@ -290,10 +290,49 @@ impl Fingerprint {
             let endpoint = conn.endpoint().clone();
             move |error| FingerprintError::Rpc { endpoint, error }
         };
+        // What each endpoint says about its Node service (and its plugin's name) does not
+        // depend on what the plugin advertises, so every endpoint is asked at once, beside
+        // the first endpoint's identity: a plugin behind a slow API answers the fingerprint
+        // in three round trips, not nine. Errors and notes keep the order of a sequential
+        // fingerprint.
+        let node_answers = futures_util::future::join_all(nodes.iter().map(|conn| async move {
+            let mut notes = Vec::new();
+            let asks_name = conn.endpoint() != first.endpoint();
+            let (info, name) = tokio::join!(node_info(conn, &mut notes), async {
+                if asks_name { Some(plugin_info(conn).await) } else { None }
+            });
+            (info, name, notes)
+        }));
         let mut notes = Vec::new();
-
-        let plugin = plugin_info(first).await.map_err(rpc_err(first))?;
-        let capabilities = plugin_capabilities(first, &mut notes).await.map_err(rpc_err(first))?;
+        let identity = async {
+            let (plugin, capabilities) = tokio::join!(plugin_info(first), plugin_capabilities(first, &mut notes));
+            let (plugin, capabilities) = (plugin.map_err(rpc_err(first))?, capabilities.map_err(rpc_err(first))?);
+            // Controller-side RPCs only when advertised: a node-only plugin gets none.
+            let (mut controller_notes, mut group_notes) = (Vec::new(), Vec::new());
+            let (controller_caps, group_caps) = match controller {
+                Some(conn) => {
+                    let services = &capabilities.services;
+                    tokio::join!(
+                        async {
+                            match services.contains(&PluginService::ControllerService) {
+                                true => Some(controller_capabilities(conn, &mut controller_notes).await),
+                                false => None,
+                            }
+                        },
+                        async {
+                            match services.contains(&PluginService::GroupControllerService) {
+                                true => Some(group_capabilities(conn, &mut group_notes).await),
+                                false => None,
+                            }
+                        }
+                    )
+                }
+                None => (None, None),
+            };
+            Ok::<_, FingerprintError>((plugin, capabilities, controller_caps, group_caps, controller_notes, group_notes))
+        };
+        let (identity, node_answers) = tokio::join!(identity, node_answers);
+        let (plugin, capabilities, controller_caps, group_caps, controller_notes, group_notes) = identity?;
 
         let mut controller_info = None;
         let mut group_controller = None;
@@ -303,41 +342,41 @@ impl Fingerprint {
             // plugin capabilities, spec.md GetPluginCapabilities) without serving it. That is
             // no fault of the plugin; the run then has no controller.
             let shared_endpoint = nodes.iter().any(|n| n.endpoint() == conn.endpoint());
-            if capabilities.services.contains(&PluginService::ControllerService) {
-                match controller_capabilities(conn, &mut notes).await {
-                    Ok(caps) => {
-                        controller_info = Some(ControllerInfo { endpoint: conn.endpoint().clone(), capabilities: caps })
-                    }
-                    Err(e) if shared_endpoint && e.code == tonic::Code::Unimplemented => notes.push(format!(
-                        "{} advertises CONTROLLER_SERVICE but does not serve the Controller service (ControllerGetCapabilities is \
-                         UNIMPLEMENTED): a node instance of a split deployment; controller scenarios are skipped (give \
-                         --controller-endpoint to test the controller)",
-                        conn.endpoint()
-                    )),
-                    Err(e) => return Err(rpc_err(conn)(e)),
+            notes.extend(controller_notes);
+            match controller_caps {
+                None => {}
+                Some(Ok(caps)) => {
+                    controller_info = Some(ControllerInfo { endpoint: conn.endpoint().clone(), capabilities: caps })
                 }
+                Some(Err(e)) if shared_endpoint && e.code == tonic::Code::Unimplemented => notes.push(format!(
+                    "{} advertises CONTROLLER_SERVICE but does not serve the Controller service (ControllerGetCapabilities is \
+                     UNIMPLEMENTED): a node instance of a split deployment; controller scenarios are skipped (give \
+                     --controller-endpoint to test the controller)",
+                    conn.endpoint()
+                )),
+                Some(Err(e)) => return Err(rpc_err(conn)(e)),
             }
-            if capabilities.services.contains(&PluginService::GroupControllerService) {
-                match group_capabilities(conn, &mut notes).await {
-                    Ok(caps) => group_controller = Some(GroupControllerInfo { capabilities: caps }),
-                    Err(e) if shared_endpoint && e.code == tonic::Code::Unimplemented => notes.push(format!(
-                        "{} advertises GROUP_CONTROLLER_SERVICE but does not serve it (GroupControllerGetCapabilities is \
-                         UNIMPLEMENTED): a node instance of a split deployment; group scenarios are skipped",
-                        conn.endpoint()
-                    )),
-                    Err(e) => return Err(rpc_err(conn)(e)),
-                }
+            notes.extend(group_notes);
+            match group_caps {
+                None => {}
+                Some(Ok(caps)) => group_controller = Some(GroupControllerInfo { capabilities: caps }),
+                Some(Err(e)) if shared_endpoint && e.code == tonic::Code::Unimplemented => notes.push(format!(
+                    "{} advertises GROUP_CONTROLLER_SERVICE but does not serve it (GroupControllerGetCapabilities is \
+                     UNIMPLEMENTED): a node instance of a split deployment; group scenarios are skipped",
+                    conn.endpoint()
+                )),
+                Some(Err(e)) => return Err(rpc_err(conn)(e)),
             }
         }
 
         let mut node_infos = Vec::new();
-        for conn in nodes {
-            match node_info(conn, &mut notes).await {
+        for (conn, (info, name, node_notes)) in nodes.iter().zip(node_answers) {
+            notes.extend(node_notes);
+            match info {
                 Ok(Some(mut info)) => {
-                    info.plugin_name = if conn.endpoint() == first.endpoint() {
-                        plugin.name.clone()
-                    } else {
-                        plugin_info(conn).await.map_err(rpc_err(conn))?.name
+                    info.plugin_name = match name {
+                        Some(answer) => answer.map_err(rpc_err(conn))?.name,
+                        None => plugin.name.clone(),
                     };
                     if info.plugin_name != plugin.name {
                         notes.push(format!(
