@@ -203,6 +203,7 @@ const SCENARIO_KEYS: &[&str] = &[
     "requires_secrets",
     "implicit_requires",
     "serial",
+    "exclusive",
     "steps",
 ];
 const COMMON_STEP_KEYS: &[&str] = &["name", "when"];
@@ -472,6 +473,7 @@ impl Loader<'_> {
             .unwrap_or_default();
         let requires = suite_requires.merged(&self.requires(&fields));
         let serial = fields.get("serial").and_then(|n| self.boolean(n, "serial")).unwrap_or(false);
+        let exclusive = fields.get("exclusive").map(|n| self.pools(n, serial)).unwrap_or_default();
         let implicit =
             fields.get("implicit_requires").and_then(|n| self.boolean(n, "implicit_requires")).unwrap_or(true);
         let mut steps = Vec::new();
@@ -493,9 +495,29 @@ impl Loader<'_> {
             requires,
             implied,
             serial,
+            exclusive,
             steps,
             location: Location { origin: self.origin.to_owned(), pos: id_node.map_or(node.pos, |n| n.pos) },
         })
+    }
+
+    /// `exclusive:`: one pool name or a list of them (`serial: true` already runs alone).
+    fn pools(&mut self, node: &Node, serial: bool) -> Vec<Pool> {
+        if serial {
+            self.err(node.pos, "exclusive is for a scenario that may run beside others; serial: true already runs it alone");
+        }
+        let mut pools = Vec::new();
+        for (name, pos) in self.strings(node, "a pool in exclusive") {
+            match Pool::from_name(&name) {
+                Some(p) if pools.contains(&p) => self.err(pos, format!("pool {name} is named twice in exclusive")),
+                Some(p) => pools.push(p),
+                None => {
+                    let known: Vec<&str> = Pool::ALL.iter().map(|p| p.name()).collect();
+                    self.err(pos, format!("unknown pool {name:?} in exclusive; known: {}", known.join(", ")));
+                }
+            }
+        }
+        pools
     }
 
     /// `spec:`: one requirement id or a list of them, each one the built-in inventory has.

@@ -43,7 +43,7 @@ pub use load::{
     LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
 };
 pub use model::{
-    Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, PropertyStep,
+    Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, Pool, PropertyStep,
     Repeat, Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test,
 };
 pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};

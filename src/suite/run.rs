@@ -1,5 +1,6 @@
 //! Running suites against a plugin: selection (focus/skip), gating on capabilities, node
-//! count and opt-ins, concurrent scenarios (up to `jobs`; `serial` ones alone), each run
+//! count and opt-ins, concurrent scenarios (up to `jobs`, within the budgets; `serial` ones
+//! alone, `exclusive` ones beside scenarios that do not change their pools), each run
 //! through its context (`ctx.rs`, steps in `steps.rs`) and torn down, latency, and the
 //! [`RunReport`]. The top of the engine: nothing under `src/suite/` imports it but `mod.rs`.
 //! Secret values never leave it: every finding is scrubbed of the secrets file's values.
@@ -313,7 +314,16 @@ fn start_order(shared: &Shared, selected: &[(usize, usize)]) -> Queue {
     let mut order: Vec<usize> = (0..selected.len()).collect();
     if config.jobs > 1 {
         let costs: Vec<u64> = (0..selected.len()).map(|i| budget::cost(scenario(i), fp, &sizing)).collect();
-        order.sort_by_key(|&i| (demands[i].alone, std::cmp::Reverse(costs[i])));
+        // Scenarios that hold a pool exclusively first, while nothing that changes it has
+        // started (scenarios that leave it alone run beside them): those holding the volumes
+        // before those holding the snapshots, since nearly every scenario changes the volumes
+        // and a scenario holding them exclusively later would wait for all of those to end.
+        // Then the longest first; the ones that run alone last.
+        let first_pool = |d: &budget::Demand| d.exclusive.iter().min().copied();
+        order.sort_by_key(|&i| {
+            let d = &demands[i];
+            (d.alone, first_pool(d).is_none(), first_pool(d), std::cmp::Reverse(costs[i]))
+        });
     }
     Queue::new(shared.budget.limits(), order.into_iter().map(|i| (i, demands[i].clone())))
 }

@@ -199,3 +199,49 @@ async fn property_steps_that_create_volumes_stop_at_the_property_time_and_say_ho
     let volumes = crate::support::ok(plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await);
     assert!(volumes.entries.is_empty(), "{:?}", volumes.entries);
 }
+
+/// A suite of one scenario that counts the plugin's volumes across a stretch of calls, and
+/// seven that create volumes throughout that stretch; `exclusive` is the counter's
+/// `exclusive:` line (or none).
+fn counting_suite(exclusive: &str) -> suite::Suite {
+    let mut text = format!(
+        "suite: counts\ntitle: t\nscenarios:\n  - id: counter\n    title: counts volumes twice\n{exclusive}    steps:\n\
+         \x20     - check: list-all-volumes\n        save: {{ before: count }}\n\
+         \x20     - call: Probe\n        repeat: 8\n\
+         \x20     - check: list-all-volumes\n        save: {{ after: count }}\n\
+         \x20     - assert: [{{ value: \"${{after}}\", equals: \"${{before}}\" }}]\n"
+    );
+    for n in 0..7 {
+        text.push_str(&format!("  - id: creates-{n}\n    title: creates volumes\n    steps:\n"));
+        for v in 0..4 {
+            text.push_str(&format!(
+                "      - call: CreateVolume\n        request: {{ name: \"${{name}}-{v}\", volume_capabilities: [\"${{capability}}\"], \
+                 capacity_range: {{ required_bytes: \"${{volume_size}}\" }} }}\n      - call: Probe\n"
+            ));
+        }
+    }
+    suite::load_str("counts.yaml", &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A scenario that holds the volumes exclusively (`exclusive: [volumes]`, as the built-in
+/// ListVolumes count checks do) sees a stable count while seven scenarios that create
+/// volumes wait, at 8 jobs against a plugin at 20 ms per RPC; without it the same suite
+/// sees their volumes appear mid-count (so the check can fail).
+#[tokio::test]
+async fn a_scenario_holding_the_volumes_exclusively_counts_them_undisturbed() {
+    let plugin = crate::support::TestPlugin::start(Config { latency: Duration::from_millis(20), ..Config::default() }).await;
+    let engine = crate::support::engine_plugin(&plugin).await;
+    let run = |exclusive: &'static str| {
+        let engine = engine.clone();
+        async move {
+            let work = tempfile::tempdir().unwrap();
+            let report = suite::run(&engine, &[counting_suite(exclusive)], &config(&work, 8)).await;
+            verdicts(&report)
+        }
+    };
+    let held = run("    exclusive: [volumes]\n").await;
+    assert_eq!(held.values().filter(|o| **o == Severity::Pass).count(), 8, "{held:?}");
+    let unheld = run("").await;
+    assert_eq!(unheld["counts.counter"], Severity::Fail, "the creating scenarios ran beside the counter: {unheld:?}");
+    assert_eq!(unheld.values().filter(|o| **o == Severity::Pass).count(), 7, "{unheld:?}");
+}

@@ -142,6 +142,16 @@ fn suite_and_scenario_keys_are_checked() {
             "t.yaml:7:21: requires_nodes must be a whole number of at least 1, not \"two\"",
         ]
     );
+    assert_eq!(
+        errors(
+            "suite: t\ntitle: T\nscenarios:\n  - id: s\n    title: S\n    exclusive: [volumes, volume, volumes]\n    steps: [{ call: Probe }]\n  - id: u\n    title: U\n    serial: true\n    exclusive: snapshots\n    steps: [{ call: Probe }]\n"
+        ),
+        [
+            "t.yaml:6:26: unknown pool \"volume\" in exclusive; known: volumes, snapshots, existing-volumes",
+            "t.yaml:6:34: pool volumes is named twice in exclusive",
+            "t.yaml:11:16: exclusive is for a scenario that may run beside others; serial: true already runs it alone",
+        ]
+    );
     assert_eq!(errors(""), ["t.yaml:1:1: the suite is empty"]);
     assert_eq!(errors("a: [1, 2\n"), ["t.yaml:2:1: invalid YAML: while parsing a flow sequence, expected ',' or ']'"]);
 }
@@ -159,6 +169,7 @@ fn a_valid_suite_loads_with_its_metadata() {
     assert_eq!(s.requires().capabilities.len(), 2, "the suite's requirement is merged in");
     assert_eq!(s.source().pos.line, 6);
     assert!(suite.scenarios()[1].serial());
+    assert!(suite.scenarios()[1].exclusive().is_empty());
     assert!(suite.scenarios()[1].implied_requires().is_empty());
     assert_eq!(s.implied_requires().len(), 1);
 }

@@ -1,0 +1,333 @@
+//! What one scenario holds on the plugin at once, derived from its steps and named checks
+//! (publications per node, live volumes and their bytes, whether it runs alone, the pools it
+//! changes or holds exclusively), and how long it takes in RPCs: the demand that the
+//! scheduler in the parent module keeps within the limits.
+
+use crate::{
+    fingerprint::Fingerprint,
+    suite::model::{Action, Call, Pool, Repeat, Scenario, Step},
+    yaml::Plain,
+};
+
+/// The most volumes the attach-limit check creates for a node limit it tests (its own cap).
+const ATTACH_LIMIT_MAX: i64 = 256;
+
+/// The run's sizes a scenario's demand depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizing {
+    /// `--test-volume-size`.
+    pub volume_size: i64,
+    /// The expansion target.
+    pub expand_size: i64,
+    /// `--idempotency-count`.
+    pub idempotency_count: u32,
+    /// `--property-cases`.
+    pub property_cases: u32,
+    /// `--jobs`.
+    pub jobs: usize,
+}
+
+/// What one scenario (or one property case) holds on the plugin at most, at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Demand {
+    /// Volumes published at once on each node endpoint (by index; missing: none).
+    pub publish: Vec<u32>,
+    /// Test volumes alive at once.
+    pub volumes: u32,
+    /// Their bytes.
+    pub bytes: i64,
+    /// Runs with nothing else (a `serial` scenario, the attach-limit check).
+    pub alone: bool,
+    /// Pools no other running scenario may change meanwhile (`exclusive:`).
+    pub exclusive: Vec<Pool>,
+    /// Pools it may change (by the RPCs it may call), and so may not while another scenario
+    /// holds them exclusively. Includes its exclusive ones.
+    pub changes: Vec<Pool>,
+    /// It creates a volume of a size the plugin picks (no capacity range): budgeted as all
+    /// the bytes there are, so that nothing else holds any while it runs.
+    pub plugin_sized: bool,
+}
+
+impl Demand {
+    /// One more volume of `bytes` (a property case's).
+    pub fn volume(bytes: i64) -> Demand {
+        Demand { volumes: 1, bytes, ..Demand::default() }
+    }
+
+    /// Whether it holds anything countable.
+    pub(super) fn holds(&self) -> bool {
+        self.volumes > 0 || self.bytes > 0 || self.publish.iter().any(|&n| n > 0)
+    }
+}
+
+/// Whether a step of `scenario` runs against this plugin (its `when:` holds).
+fn runs(step: &Step, fp: &Fingerprint) -> bool {
+    step.when.iter().all(|c| fp.supports(c.capability) != c.negated)
+}
+
+/// A map entry of a YAML mapping node.
+fn entry<'a>(node: &'a crate::yaml::Node, key: &str) -> Option<&'a crate::yaml::Node> {
+    node.as_map()?.iter().find(|(k, _)| k.scalar_text() == Some(key)).map(|(_, v)| v)
+}
+
+/// The bytes a CreateVolume step asks for: its literal `capacity_range.required_bytes` (or
+/// `limit_bytes`), the expansion target or the test volume size when they come from
+/// variables, `None` when it sends no capacity range (the plugin picks the size).
+fn requested_bytes(call: &Call, sizing: &Sizing) -> Option<i64> {
+    let range = call.request.node().and_then(|n| entry(n, "capacity_range")).filter(|r| !r.is_null())?;
+    let literal = |key| match entry(range, key).and_then(crate::yaml::Node::plain) {
+        Some(Plain::Int(i)) => i64::try_from(i).ok().filter(|&b| b > 0),
+        _ => None,
+    };
+    let mentions = |word: &str| {
+        ["required_bytes", "limit_bytes"]
+            .iter()
+            .filter_map(|k| entry(range, k).and_then(crate::yaml::Node::scalar_text))
+            .any(|t| t.contains(word))
+    };
+    Some(literal("required_bytes").or_else(|| literal("limit_bytes")).unwrap_or(if mentions("expand_size") {
+        sizing.expand_size
+    } else {
+        sizing.volume_size
+    }))
+}
+
+/// A literal whole-number argument of a check step.
+fn int_literal(args: &[(String, crate::yaml::Node)], name: &str) -> Option<i64> {
+    args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
+        Some(Plain::Int(i)) => i64::try_from(i).ok(),
+        _ => None,
+    })
+}
+
+/// A literal string argument of a check step.
+fn str_literal<'a>(args: &'a [(String, crate::yaml::Node)], name: &str) -> Option<&'a str> {
+    args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
+        Some(Plain::Str(s)) => Some(s),
+        _ => None,
+    })
+}
+
+/// What `scenario` holds at most, derived from its steps (those whose `when:` holds) and
+/// named checks:
+/// - a CreateVolume call expected to succeed: one live volume; ControllerPublishVolume
+///   (to `${node.id}`, node 0), NodeStageVolume and NodePublishVolume calls expected to
+///   succeed: publications on their node, never more than the volumes the calls create;
+/// - `lifecycle`: one volume, published on each of its `nodes` (default 1);
+/// - `volume-pagination`: its `volumes` (default 5) and the one it adds;
+/// - `data`: the volumes its scenario creates (two for a snapshot or clone, four for a group
+///   snapshot), published as [`super::data::publications`] says (one on each node to move or
+///   share);
+/// - `existing-volume`: no volume of its own, one publication on node 0 at a time;
+/// - `attach-limit`: node 0's `max_volumes_per_node` + 1 volumes, alone (it fills the node
+///   on purpose, so its publications are not budgeted);
+/// - a property whose cases create volumes: one (further cases run beside it only while the
+///   budget has room, see [`Budget::try_extra`]);
+/// - the pools it changes: those any RPC it may call (a call step whatever it expects, a named
+///   check's or property's RPCs) changes, and the existing volumes for `existing-volume`.
+///
+/// Bytes are the volumes times the test volume size (the expansion target when the
+/// scenario expands).
+pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand {
+    let nodes = fp.nodes.len().max(1);
+    let mut called_volumes = 0u32;
+    let mut called_bytes = 0i64;
+    let mut plugin_sized = false;
+    let mut other_volumes = 0u32;
+    let mut expands = false;
+    let mut alone = scenario.serial;
+    let mut changes: Vec<Pool> = scenario.exclusive.clone();
+    let change = |changes: &mut Vec<Pool>, rpcs: &[&str]| {
+        for pool in Pool::ALL {
+            if !changes.contains(&pool) && rpcs.iter().any(|rpc| pool.changed_by(rpc)) {
+                changes.push(pool);
+            }
+        }
+    };
+    // Per node: ControllerPublish, NodeStage, NodePublish calls expected to succeed.
+    let mut calls = vec![[0u32; 3]; nodes];
+    let mut checked = vec![0u32; nodes];
+    for step in scenario.steps.iter().filter(|s| runs(s, fp)) {
+        match &step.action {
+            Action::Call(call) => change(&mut changes, &[call.method.name()]),
+            Action::Check(check) => change(&mut changes, check.check.rpcs),
+            Action::Property(p) => change(&mut changes, p.property.rpcs),
+            Action::Assert(_) => {}
+        }
+        match &step.action {
+            Action::Call(call) => {
+                let ok = call.expect.codes.accepts_ok();
+                let node = call.node.unwrap_or(0).min(nodes - 1);
+                match call.method.name() {
+                    "CreateVolume" if ok => {
+                        called_volumes += 1;
+                        match requested_bytes(call, sizing) {
+                            Some(bytes) => called_bytes = called_bytes.saturating_add(bytes),
+                            None => plugin_sized = true,
+                        }
+                    }
+                    "ControllerExpandVolume" => expands = true,
+                    "ControllerPublishVolume" if ok => calls[0][0] += 1,
+                    "NodeStageVolume" if ok => calls[node][1] += 1,
+                    "NodePublishVolume" if ok => calls[node][2] += 1,
+                    _ => {}
+                }
+            }
+            Action::Check(check) => match check.check.name {
+                "lifecycle" => {
+                    other_volumes += 1;
+                    let on = int_literal(&check.args, "nodes").unwrap_or(1).clamp(1, nodes as i64) as usize;
+                    checked.iter_mut().take(on).for_each(|n| *n += 1);
+                }
+                "volume-pagination" => {
+                    let count = int_literal(&check.args, "volumes").unwrap_or(5).clamp(3, 100);
+                    other_volumes += count as u32 + 1;
+                }
+                "data" => {
+                    let scenario = str_literal(&check.args, "scenario").unwrap_or_default();
+                    other_volumes += match scenario {
+                        // Two sources, and each member's restore.
+                        "group-snapshot" => 4,
+                        "snapshot" | "clone" => 2,
+                        _ => 1,
+                    };
+                    if scenario == "expand" {
+                        expands = true;
+                    }
+                    checked[0] += crate::suite::data::publications(scenario) as u32;
+                    if matches!(scenario, "move" | "shared") && nodes > 1 {
+                        checked[1] += 1;
+                    }
+                }
+                // The volumes are the operator's, published one at a time on node 0.
+                "existing-volume" => {
+                    checked[0] += 1;
+                    if !changes.contains(&Pool::ExistingVolumes) {
+                        changes.push(Pool::ExistingVolumes);
+                    }
+                }
+                "attach-limit" => {
+                    alone = true;
+                    let max = fp.nodes.first().map_or(0, |n| n.max_volumes_per_node);
+                    if (1..=ATTACH_LIMIT_MAX).contains(&max) {
+                        other_volumes += max as u32 + 1;
+                    }
+                }
+                _ => {}
+            },
+            Action::Property(p) if p.property.rpcs.contains(&"CreateVolume") => other_volumes += 1,
+            Action::Property(_) | Action::Assert(_) => {}
+        }
+    }
+    let publish: Vec<u32> = calls
+        .iter()
+        .zip(&checked)
+        .map(|(c, &from_checks)| c.iter().copied().max().unwrap_or(0).min(called_volumes) + from_checks)
+        .collect();
+    let volumes = called_volumes + other_volumes;
+    // Expanded volumes count at the expansion target.
+    let grown = if expands { sizing.expand_size.saturating_sub(sizing.volume_size).max(0) } else { 0 };
+    let bytes = i64::from(other_volumes)
+        .saturating_mul(sizing.volume_size)
+        .saturating_add(called_bytes)
+        .saturating_add(i64::from(volumes).saturating_mul(grown));
+    changes.sort();
+    Demand { publish, volumes, bytes, alone, plugin_sized, exclusive: scenario.exclusive.clone(), changes }
+}
+
+/// An estimate of how long `scenario` takes, in sequential RPCs: the runner starts the
+/// longest first so that the run's wall is not its last long scenario.
+pub fn cost(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> u64 {
+    let times = u64::from(sizing.idempotency_count.max(1));
+    let mut total = 0u64;
+    for step in scenario.steps.iter().filter(|s| runs(s, fp)) {
+        total += match &step.action {
+            Action::Call(call) => {
+                let repeat = match call.repeat {
+                    Repeat::Times(n) => u64::from(n.max(1)),
+                    Repeat::Idempotency => times,
+                };
+                repeat + if call.poll.is_some() { 5 } else { 0 }
+            }
+            Action::Check(check) => match check.check.name {
+                "lifecycle" => {
+                    let nodes = int_literal(&check.args, "nodes").unwrap_or(1).max(1) as u64;
+                    4 + times * (2 + 6 * nodes)
+                }
+                "volume-pagination" => 2 * int_literal(&check.args, "volumes").unwrap_or(5).max(0) as u64 + 6,
+                // Create, publish, write, and the way back, once or twice.
+                "data" => 16,
+                "existing-volume" => 4 + times * 8,
+                "attach-limit" => 2 * fp.nodes.first().map_or(0, |n| n.max_volumes_per_node.clamp(0, ATTACH_LIMIT_MAX)) as u64 + 4,
+                _ => 3,
+            },
+            Action::Property(p) => {
+                let cases = u64::from(sizing.property_cases);
+                cases * p.property.rpcs.len() as u64 / sizing.jobs.max(1) as u64 + 1
+            }
+            Action::Assert(_) => 0,
+        };
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::settings::tests_support::fingerprint;
+
+    const SIZING: Sizing = Sizing { volume_size: 100, expand_size: 300, idempotency_count: 3, property_cases: 16, jobs: 4 };
+
+    fn scenario(steps: &str) -> Scenario {
+        let text = format!("suite: t\ntitle: t\nscenarios:\n  - id: s\n    title: t\n    steps:\n{steps}");
+        let suite = crate::suite::load_str("test", &text).unwrap_or_else(|e| panic!("{e}"));
+        suite.scenarios.into_iter().next().expect("one scenario")
+    }
+
+    #[test]
+    fn demand_comes_from_the_steps_and_named_checks() {
+        let fp = fingerprint(2);
+        let s = scenario(
+            "      - call: CreateVolume\n        request: { name: a, capacity_range: { required_bytes: 1000 } }\n\
+             \x20     - call: CreateVolume\n        request: { name: b, capacity_range: { required_bytes: \"${volume_size}\" } }\n\
+             \x20     - call: CreateVolume\n        request: { name: c }\n        expect: { code: INVALID_ARGUMENT }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: a, node_id: n }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: b, node_id: n }\n\
+             \x20     - call: ControllerPublishVolume\n        request: { volume_id: b, node_id: n }\n\
+             \x20     - check: lifecycle\n        args: { nodes: 2 }\n",
+        );
+        let d = demand(&s, &fp, &SIZING);
+        // Two created volumes (the refused CreateVolume makes none) plus the lifecycle's;
+        // three publish calls on node 0 but only two volumes to publish, plus the
+        // lifecycle's one on each node.
+        assert_eq!(d.volumes, 3);
+        assert_eq!(d.publish, [3, 1]);
+        assert_eq!(d.bytes, 1000 + 100 + 100);
+        assert!(!d.alone && !d.plugin_sized);
+
+        let unsized_create = scenario("      - call: CreateVolume\n        request: { name: a }\n");
+        assert!(demand(&unsized_create, &fp, &SIZING).plugin_sized);
+        let expanding = scenario(
+            "      - call: CreateVolume\n        request: { name: a, capacity_range: { required_bytes: \"${volume_size}\" } }\n\
+             \x20     - call: ControllerExpandVolume\n        request: { volume_id: a, capacity_range: { required_bytes: \"${expand_size}\" } }\n",
+        );
+        assert_eq!(demand(&expanding, &fp, &SIZING).bytes, 300);
+    }
+
+
+    #[test]
+    fn the_pools_a_scenario_changes_come_from_every_rpc_it_may_call() {
+        let fp = fingerprint(1);
+        let changes = |steps: &str| demand(&scenario(steps), &fp, &SIZING).changes;
+        // A call meant to fail still counts: a plugin may create the volume anyway.
+        let refused = "      - call: CreateVolume\n        request: { name: a }\n        expect: { code: INVALID_ARGUMENT }\n";
+        assert_eq!(changes(refused), [Pool::Volumes]);
+        assert_eq!(changes("      - call: DeleteSnapshot\n        request: { snapshot_id: s }\n"), [Pool::Snapshots]);
+        assert_eq!(changes("      - check: list-all-volumes\n      - call: Probe\n"), []);
+        assert_eq!(changes("      - check: lifecycle\n"), [Pool::Volumes]);
+        assert_eq!(changes("      - check: data\n        args: { scenario: snapshot }\n"), [Pool::Volumes, Pool::Snapshots]);
+        assert_eq!(changes("      - check: existing-volume\n"), [Pool::ExistingVolumes]);
+        // A step whose `when:` does not hold changes nothing.
+        assert_eq!(changes("      - when: controller:LIST_SNAPSHOTS\n        call: CreateSnapshot\n        request: { name: s }\n"), []);
+    }
+}
