@@ -224,9 +224,11 @@ impl Plugin {
                 .values()
                 .find(|v| !v.static_volume && v.name == req.name)
             {
+                // Quirk `same-name-any-capability`: the capabilities are not compared.
+                let compared: &[Capability] = if self.quirk(super::Quirk::SameNameAnyCapability) { &[] } else { &caps };
                 same_volume_request(
                     existing,
-                    &caps,
+                    compared,
                     range,
                     &parameters,
                     &mutable,

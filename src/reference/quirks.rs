@@ -71,6 +71,8 @@ pub enum Quirk {
     /// not confirmed by ValidateVolumeCapabilities and refused (INVALID_ARGUMENT) by
     /// ControllerPublishVolume.
     CreatedMountFlagsOnly,
+    /// CreateVolume with an existing volume's name compares everything but the capabilities.
+    SameNameAnyCapability,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -81,7 +83,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 19] = [
+    pub const ALL: [Quirk; 20] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -101,6 +103,7 @@ impl Quirk {
         Quirk::ExpandNoGrow,
         Quirk::LoseDataOnUnstage,
         Quirk::CreatedMountFlagsOnly,
+        Quirk::SameNameAnyCapability,
     ];
 
     /// The name `--quirk` takes.
@@ -125,6 +128,7 @@ impl Quirk {
             Quirk::ExpandNoGrow => "expand-no-grow",
             Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
             Quirk::CreatedMountFlagsOnly => "created-mount-flags-only",
+            Quirk::SameNameAnyCapability => "same-name-any-capability",
         }
     }
 
@@ -187,6 +191,9 @@ impl Quirk {
             }
             Quirk::CreatedMountFlagsOnly => {
                 "ValidateVolumeCapabilities does not confirm, and ControllerPublishVolume refuses with INVALID_ARGUMENT, mount_flags other than the volume was created with (ember-csi)"
+            }
+            Quirk::SameNameAnyCapability => {
+                "CreateVolume with an existing volume's name and other capabilities answers OK with that volume, which ValidateVolumeCapabilities does not confirm for them (ember-csi, whose idempotency compares the size only)"
             }
         }
     }

@@ -164,6 +164,9 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             "unconfirmed",
             Severity::Warn,
         ),
+        Quirk::SameNameAnyCapability => {
+            on(&["extras.create-volume.same-name-other-capabilities"], "incompatible-volume", Severity::Fail)
+        }
     }
 }
 
@@ -479,6 +482,53 @@ async fn created_mount_flags_only_warns_and_the_refused_publish_is_no_failure() 
     assert!(why.contains("ControllerPublishVolume refused it (INVALID_ARGUMENT"), "{why}");
     let same_flags = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "lifecycle.mount.volume-mount-flags");
     assert_eq!(same_flags.map(|s| s.outcome), Some(Severity::Pass), "the flags the volume was created with still publish");
+}
+
+/// ember-csi's idempotency: OK with the mount volume to a block request. The plugin's own
+/// ValidateVolumeCapabilities confirms mount and declines block for it, so it is
+/// incompatible and the OK is a failure that says so.
+#[tokio::test]
+async fn same_name_any_capability_fails_when_the_plugin_itself_declines_the_new_capability() {
+    let report = caught(Quirk::SameNameAnyCapability).await;
+    let f = the_finding(&report, "extras.create-volume.same-name-other-capabilities");
+    assert!(f.message.contains("confirms mount access for that volume but not block access"), "{}", f.message);
+    assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("ALREADY_EXISTS, or OK for a volume that serves block access"), Some("OK")));
+}
+
+/// The same OK from a plugin that never confirms anything cannot be judged either way: a
+/// warning, never a failure.
+#[tokio::test]
+async fn same_name_any_capability_only_warns_when_the_plugin_never_confirms() {
+    let plugin = TestPlugin::start(Config {
+        quirks: [Quirk::SameNameAnyCapability, Quirk::Unconfirmed].into(),
+        ..Config::default()
+    })
+    .await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = run_config(&work);
+    config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let f = the_finding(&report, "extras.create-volume.same-name-other-capabilities");
+    assert_eq!((f.kind.as_str(), f.severity), ("unverified-compatibility", Severity::Warn), "{f:#?}");
+    assert!(f.message.contains("confirms neither mount nor block access"), "{}", f.message);
+}
+
+/// A plugin whose volumes serve every capability (the fake: its idempotency compares the
+/// size, and it confirms whatever is asked) may answer OK: the spec owes ALREADY_EXISTS only
+/// for an incompatible volume, so the scenario passes.
+#[tokio::test]
+async fn a_same_name_ok_passes_for_a_volume_confirmed_for_the_new_capability() {
+    let fake = fake_plugin::FakePlugin::start(fake_plugin::FakeOptions::default()).await;
+    let engine = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = run_config(&work);
+    config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let scenario = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "extras.create-volume.same-name-other-capabilities");
+    let scenario = scenario.expect("the scenario ran");
+    assert_eq!(scenario.outcome, Severity::Pass, "{:#?}", scenario.findings);
+    assert!(fake.volume_ids().is_empty(), "its volume is torn down: {:?}", fake.volume_ids());
 }
 
 #[tokio::test]

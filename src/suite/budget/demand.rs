@@ -116,9 +116,10 @@ fn str_literal<'a>(args: &'a [(String, crate::yaml::Node)], name: &str) -> Optio
 /// - `lifecycle`: one volume, published on each of its `nodes` (default 1);
 /// - `volume-pagination`: its `volumes` (default 5) and the one it adds;
 /// - `data`: the volumes its scenario creates (two for a snapshot or clone, four for a group
-///   snapshot), published as [`super::data::publications`] says (one on each node to move or
+///   snapshot), published as [`crate::suite::data::publications`] says (one on each node to move or
 ///   share);
 /// - `existing-volume`: no volume of its own, one publication on node 0 at a time;
+/// - `name-conflict`: two volumes (a plugin that answers OK may return a second one);
 /// - `attach-limit`: node 0's `max_volumes_per_node` + 1 volumes, alone (it fills the node
 ///   on purpose, so its publications are not budgeted);
 /// - a property whose cases create volumes: one (further cases run beside it only while the
@@ -199,6 +200,8 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
                         checked[1] += 1;
                     }
                 }
+                // Its volume, and a second one if the plugin answers OK with another.
+                "name-conflict" => other_volumes += 2,
                 // The volumes are the operator's, published one at a time on node 0.
                 "existing-volume" => {
                     checked[0] += 1;
