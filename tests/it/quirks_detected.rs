@@ -787,3 +787,40 @@ fn builtin_requests_never_send_an_empty_message_where_the_spec_means_unset() {
     );
 }
 
+
+/// Scenarios that asked more than the spec does, against the test fake, which differs from
+/// the reference plugin where the spec lets it: its ListVolumes token is a position (a
+/// deleted entry shifts the next page past one that exists, as hostpath-style plugins do),
+/// ValidateVolumeCapabilities confirms whatever a volume is asked about, and DeleteVolume
+/// deletes a published volume. Each is a warning naming what it saw, or a pass; with
+/// ids as tokens the same paging passes outright.
+#[tokio::test]
+async fn what_the_spec_allows_is_never_a_failure() {
+    let focus = r"^(controller\.list-volumes\.pagination|extras\.validate\.block-for-mount-volume|extras\.delete-volume\.while-published)$";
+    let run = |positional_tokens: bool| async move {
+        let options = fake_plugin::FakeOptions { positional_tokens, ..fake_plugin::FakeOptions::default() };
+        let fake = fake_plugin::FakePlugin::start(options).await;
+        let engine = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
+        let work = tempfile::tempdir().unwrap();
+        let mut config = run_config(&work);
+        config.focus = vec![Regex::new(focus).unwrap()];
+        let report = suite::run(&engine, &suite::builtin(), &config).await;
+        assert!(fake.volume_ids().is_empty(), "everything is torn down: {:?}", fake.volume_ids());
+        report
+            .suites
+            .iter()
+            .flat_map(|s| &s.scenarios)
+            .map(|s| {
+                let findings: Vec<(String, Severity)> = s.findings.iter().map(|f| (f.kind.clone(), f.severity)).collect();
+                (s.id.clone(), (s.outcome, findings))
+            })
+            .collect::<BTreeMap<String, (Severity, Vec<(String, Severity)>)>>()
+    };
+    let warned = |kind: &str| (Severity::Warn, vec![(kind.to_owned(), Severity::Warn)]);
+    let positional = run(true).await;
+    assert_eq!(positional["controller.list-volumes.pagination"], warned("pagination"), "{positional:#?}");
+    assert_eq!(positional["extras.validate.block-for-mount-volume"], warned("confirms-unsupported"));
+    assert_eq!(positional["extras.delete-volume.while-published"], (Severity::Pass, vec![]));
+    let by_id = run(false).await;
+    assert_eq!(by_id["controller.list-volumes.pagination"], (Severity::Pass, vec![]), "{by_id:#?}");
+}

@@ -73,6 +73,9 @@ pub struct FakeOptions {
     pub restart_after: Option<Duration>,
     /// RPCs (by method name) that misbehave instead of answering.
     pub misbehave: super::misbehaving::Rules,
+    /// ListVolumes tokens are positions in the list (as hostpath-style plugins page), so an
+    /// entry deleted before the position shifts the next page past one that exists.
+    pub positional_tokens: bool,
 }
 
 impl Default for FakeOptions {
@@ -88,6 +91,7 @@ impl Default for FakeOptions {
             max_volumes_per_node: 2,
             restart_after: None,
             misbehave: Default::default(),
+            positional_tokens: false,
         }
     }
 }
@@ -433,17 +437,21 @@ impl v1::controller_server::Controller for Fake {
         let ids: Vec<&String> = state.volumes.keys().collect();
         let start = match req.starting_token.as_str() {
             "" => 0,
+            token if self.options.positional_tokens => {
+                token.parse::<usize>().map_err(|_| Status::aborted("invalid starting_token"))?
+            }
             token => token
                 .strip_prefix("after:")
                 .and_then(|id| ids.iter().position(|i| i.as_str() > id))
                 .unwrap_or(ids.len()),
         };
-        if !req.starting_token.is_empty() && !req.starting_token.starts_with("after:") {
+        if !req.starting_token.is_empty() && !self.options.positional_tokens && !req.starting_token.starts_with("after:") {
             return Err(Status::aborted("invalid starting_token"));
         }
         let take = if req.max_entries > 0 { req.max_entries as usize } else { usize::MAX };
         let page: Vec<&String> = ids.iter().skip(start).take(take).copied().collect();
         let next_token = match page.last() {
+            Some(_) if self.options.positional_tokens && start + page.len() < ids.len() => (start + page.len()).to_string(),
             Some(last) if start + page.len() < ids.len() => format!("after:{last}"),
             _ => String::new(),
         };
