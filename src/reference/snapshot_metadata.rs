@@ -72,9 +72,13 @@ fn page_size(max_results: i32) -> Result<usize, Status> {
     })
 }
 
-/// OUT_OF_RANGE when the offset is negative or beyond the volume.
+/// INVALID_ARGUMENT for a negative offset (an invalid argument value), OUT_OF_RANGE for one
+/// beyond the volume (the error table's "exceeds the volume size").
 fn check_offset(offset: i64, capacity: i64) -> Result<u64, Status> {
-    if offset < 0 || offset > capacity {
+    if offset < 0 {
+        return Err(Status::invalid_argument(format!("starting_offset {offset} is negative")));
+    }
+    if offset > capacity {
         return Err(Status::out_of_range(format!(
             "starting_offset {offset} is outside the volume (0..={capacity})"
         )));

@@ -1522,9 +1522,10 @@ async fn snapshot_metadata_reports_allocated_and_changed_extents() {
         .await),
         Code::OutOfRange
     );
+    // A negative offset is an invalid value; OUT_OF_RANGE is for one past the volume.
     assert_eq!(
         err(collect(md.get_metadata_allocated(alloc(&s1, -1, 0)).await).await),
-        Code::OutOfRange
+        Code::InvalidArgument
     );
     assert_eq!(
         err(collect(md.get_metadata_delta(delta("", &s2, 0)).await).await),
