@@ -552,7 +552,8 @@ mod tests {
     }
 
     /// Many scenarios with random demands run through the scheduler at once: at no time do
-    /// the running ones together exceed a limit, and every one runs.
+    /// the running ones together exceed a limit or change a pool one of them holds
+    /// exclusively, and every one runs.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_scenarios_never_exceed_a_budget() {
         let budget = Budget::new(limits(&[2, 3], Some(4), Some(60), 8), DEFAULT_CONTENTION_TIMEOUT);
@@ -565,9 +566,17 @@ mod tests {
             .map(|_| {
                 let mut d = publishing(&[random(4), random(5)], random(6));
                 d.alone = random(10) == 0;
+                d.changes = [Pool::Volumes, Pool::Snapshots].into_iter().filter(|_| random(2) == 0).collect();
+                if random(6) == 0 {
+                    d.exclusive = d.changes.iter().copied().take(1).collect();
+                }
                 d
             })
             .collect();
+        // Per pool (0 volumes, 1 snapshots): scenarios changing it and holding it exclusively
+        // now, and how often one started beside the other.
+        let pools = Arc::new(Mutex::new(([0u32; 2], [0u32; 2], 0u32)));
+        let index = |p: &Pool| usize::from(*p == Pool::Snapshots);
         let mut queue = Queue::new(budget.limits(), demands.iter().cloned().enumerate());
         let oversize = queue.pending.iter().filter(|p| p.2.is_some()).count();
         let use_ = Arc::new([(); 5].map(|()| AtomicU32::new(0)));
@@ -584,13 +593,27 @@ mod tests {
                 u32::try_from(d.bytes).unwrap(),
                 1 + 100 * u32::from(d.alone),
             ];
-            let (use_, peak) = (use_.clone(), peak.clone());
+            let (use_, peak, pools) = (use_.clone(), peak.clone(), pools.clone());
+            let (changes, exclusive): (Vec<usize>, Vec<usize>) =
+                (d.changes.iter().map(index).collect(), d.exclusive.iter().map(index).collect());
             tasks.spawn(async move {
                 for (i, n) in amounts.iter().enumerate() {
                     let now = use_[i].fetch_add(*n, Ordering::SeqCst) + n;
                     peak[i].fetch_max(now, Ordering::SeqCst);
                 }
+                {
+                    let (changing, held, clashes) = &mut *pools.lock().unwrap();
+                    *clashes += changes.iter().filter(|&&p| held[p] > 0).count() as u32;
+                    *clashes += exclusive.iter().filter(|&&p| changing[p] > 0).count() as u32;
+                    changes.iter().for_each(|&p| changing[p] += 1);
+                    exclusive.iter().for_each(|&p| held[p] += 1);
+                }
                 tokio::time::sleep(Duration::from_millis(u64::from(amounts[2]) + 1)).await;
+                {
+                    let (changing, held, _) = &mut *pools.lock().unwrap();
+                    changes.iter().for_each(|&p| changing[p] -= 1);
+                    exclusive.iter().for_each(|&p| held[p] -= 1);
+                }
                 for (i, n) in amounts.iter().enumerate() {
                     use_[i].fetch_sub(*n, Ordering::SeqCst);
                 }
@@ -605,6 +628,8 @@ mod tests {
         // Jobs: at most 8 at once, and an alone scenario (101) never beside another.
         assert!(peaks[4] <= 8 || peaks[4] == 101, "{peaks:?}");
         assert!(peaks[0] == 2 && peaks[2] == 4, "the budget is used up to its limit: {peaks:?}");
+        assert!(demands.iter().any(|d| !d.exclusive.is_empty()), "the random demands include exclusive ones");
+        assert_eq!(pools.lock().unwrap().2, 0, "a scenario changed a pool another held exclusively");
     }
 
     #[tokio::test]
