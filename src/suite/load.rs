@@ -486,6 +486,8 @@ impl Loader<'_> {
             }
         }
         let implied = if implicit { implied_services(&steps) } else { Vec::new() };
+        let uses_paths = fields.get("steps").is_some_and(mentions_paths)
+            || steps.iter().any(|s| s.rpcs().iter().any(|rpc| NODE_PATH_RPCS.contains(rpc)));
         Some(Scenario {
             id: format!("{suite_id}.{}", local?),
             title: title?,
@@ -496,6 +498,7 @@ impl Loader<'_> {
             implied,
             serial,
             exclusive,
+            uses_paths,
             steps,
             location: Location { origin: self.origin.to_owned(), pos: id_node.map_or(node.pos, |n| n.pos) },
         })
@@ -571,6 +574,19 @@ fn implied_services(steps: &[Step]) -> Vec<Capability> {
         }
     }
     out
+}
+
+
+/// Whether any text under `node` refers to the `paths` variable (`${paths.target}`, ...).
+fn mentions_paths(node: &Node) -> bool {
+    match &node.kind {
+        NodeKind::Scalar { text, .. } => text.match_indices("${").any(|(i, _)| {
+            let rest = text[i + 2..].trim_start();
+            rest.strip_prefix("paths").is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        }),
+        NodeKind::Seq(items) => items.iter().any(mentions_paths),
+        NodeKind::Map(entries) => entries.iter().any(|(k, v)| mentions_paths(k) || mentions_paths(v)),
+    }
 }
 
 #[cfg(test)]

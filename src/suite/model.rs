@@ -132,6 +132,9 @@ pub struct Scenario {
     pub(crate) serial: bool,
     /// `exclusive:`: the pools it needs unchanged by other scenarios while it runs.
     pub(crate) exclusive: Vec<Pool>,
+    /// Whether it may use its node paths (`${paths...}`, or a node RPC that takes a path,
+    /// itself or through a named check or property): only then are they made for it.
+    pub(crate) uses_paths: bool,
     pub(crate) steps: Vec<Step>,
     pub(crate) location: Location,
 }
@@ -183,6 +186,11 @@ impl Scenario {
         &self.exclusive
     }
 
+    /// Whether it may use its node paths, so that the run makes them (see [`NODE_PATH_RPCS`]).
+    pub fn uses_paths(&self) -> bool {
+        self.uses_paths
+    }
+
     /// Its steps.
     pub fn steps(&self) -> &[Step] {
         &self.steps
@@ -191,6 +199,29 @@ impl Scenario {
     /// Where its `id:` is: `file:line:column`.
     pub fn source(&self) -> &Location {
         &self.location
+    }
+}
+
+/// The node RPCs that take a staging or target path: a scenario that may call one gets its
+/// paths made.
+pub const NODE_PATH_RPCS: [&str; 6] = [
+    "NodeStageVolume",
+    "NodeUnstageVolume",
+    "NodePublishVolume",
+    "NodeUnpublishVolume",
+    "NodeGetVolumeStats",
+    "NodeExpandVolume",
+];
+
+impl Step {
+    /// The RPCs it may call: its call's, or its named check's or property's.
+    pub fn rpcs(&self) -> Vec<&str> {
+        match &self.action {
+            Action::Call(call) => vec![call.method.name()],
+            Action::Check(check) => check.check.rpcs.to_vec(),
+            Action::Property(p) => p.property.rpcs.to_vec(),
+            Action::Assert(_) => Vec::new(),
+        }
     }
 }
 

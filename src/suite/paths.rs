@@ -190,17 +190,33 @@ impl RunPaths {
         }
     }
 
+    /// Where scenario number `index`'s directory and staging path go, without making them:
+    /// the paths of a scenario that never uses them (no `${paths...}`, no node RPC that takes
+    /// a path), which costs no directory, and no create or remove command.
+    pub(crate) fn names(&self, index: usize, scenario_id: &str) -> ScenarioPaths {
+        let dir = self.mount.path.join(self.scenario_name(index, scenario_id));
+        let staging = self.staging_path(&dir, index, scenario_id);
+        ScenarioPaths::in_dir(dir, staging)
+    }
+
+    fn scenario_name(&self, index: usize, scenario_id: &str) -> String {
+        let slug: String =
+            scenario_id.chars().take(60).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        format!("{}{index:04}-{slug}", self.prefix)
+    }
+
+    fn staging_path(&self, dir: &Path, index: usize, scenario_id: &str) -> PathBuf {
+        match &self.staging {
+            Some(root) => root.path.join(self.scenario_name(index, scenario_id)),
+            None => dir.join("staging"),
+        }
+    }
+
     /// Makes scenario number `index`'s directory (the parent of its target paths) and staging
     /// path. The target paths themselves are left for the plugin to create, as the spec says.
     pub(crate) async fn scenario(&self, index: usize, scenario_id: &str) -> Result<ScenarioPaths, PathError> {
-        let slug: String =
-            scenario_id.chars().take(60).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        let name = format!("{}{index:04}-{slug}", self.prefix);
-        let dir = self.make(Kind::Mount, &self.mount.path.join(&name)).await?;
-        let staging_path = match &self.staging {
-            Some(root) => root.path.join(&name),
-            None => dir.join("staging"),
-        };
+        let dir = self.make(Kind::Mount, &self.mount.path.join(self.scenario_name(index, scenario_id))).await?;
+        let staging_path = self.staging_path(&dir, index, scenario_id);
         let staging = match self.make(Kind::Staging, &staging_path).await {
             Ok(path) => path,
             Err(e) => {
@@ -215,17 +231,21 @@ impl RunPaths {
     /// directories and plain files; a remove command removes the whole parent itself), its
     /// staging path and its directory.
     pub(crate) async fn release(&self, paths: &ScenarioPaths, own: &[PathBuf]) {
-        // Paths checks made inside the scenario's directory (another node's staging and
-        // targets), innermost first, with the same care as ours.
-        for path in own {
-            remove_own_path(path);
-        }
+        self.release_own(own);
         if self.remove_cmd(Kind::Mount).is_none() {
             remove_own_path(&paths.target2);
             remove_own_path(&paths.target);
         }
         self.remove(Kind::Staging, &paths.staging).await;
         self.remove(Kind::Mount, &paths.dir).await;
+    }
+
+    /// Removes paths checks made inside a scenario's directory (another node's staging and
+    /// targets), innermost first, with the same care as ours.
+    pub(crate) fn release_own(&self, own: &[PathBuf]) {
+        for path in own {
+            remove_own_path(path);
+        }
     }
 
     /// Removes the roots this run made.

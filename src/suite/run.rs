@@ -8,13 +8,14 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     future::Future,
+    path::PathBuf,
     sync::{Arc, Mutex, atomic::AtomicBool},
     time::{Duration, Instant},
 };
 
 use super::{
     budget::{self, Budget, Queue, Ticket},
-    builtin_vars::{self, AccessType},
+    builtin_vars::{self, AccessType, ScenarioPaths},
     ctx::{Flow, ScenarioCtx, Shared, node_inspector},
     load::OPTIONS,
     model::*,
@@ -425,9 +426,13 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket
         result.skip_reason = Some(format!("not run: {reason}"));
         return result;
     }
+    // Paths are made only for a scenario that may use them; the others get their names, and
+    // run even when the run's path roots could not be made.
     let made = match &shared.paths {
-        Ok(paths) => paths.scenario(index, &scenario.id).await.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
+        Ok(paths) if scenario.uses_paths() => paths.scenario(index, &scenario.id).await.map_err(|e| e.to_string()),
+        Ok(paths) => Ok(paths.names(index, &scenario.id)),
+        Err(e) if scenario.uses_paths() => Err(e.to_string()),
+        Err(_) => Ok(ScenarioPaths::in_dir(PathBuf::new(), PathBuf::new())),
     };
     let paths = match made {
         Ok(paths) => paths,
@@ -442,7 +447,11 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket
     let flow = ctx.run_steps(&scenario.steps).await;
     ctx.teardown().await;
     if let Ok(run_paths) = &shared.paths {
-        run_paths.release(&ctx.paths, &ctx.own_paths).await;
+        if scenario.uses_paths() {
+            run_paths.release(&ctx.paths, &ctx.own_paths).await;
+        } else {
+            run_paths.release_own(&ctx.own_paths);
+        }
     }
     result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
     if let Flow::Skip(reason) = flow {

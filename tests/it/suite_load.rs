@@ -234,3 +234,22 @@ fn one_of_takes_a_list_variable_for_order_free_comparisons() {
     let errs = suite::load_str("t.yaml", &suite("caps")).unwrap_err().to_string();
     assert!(errs.contains("one_of must be a non-empty list or a \"${variable}\" holding one"), "{errs}");
 }
+
+/// A scenario's paths are made only when it may use them: it names `${paths...}`, or may call
+/// a node RPC that takes a path (itself, or through a named check).
+#[test]
+fn a_scenario_uses_its_paths_when_it_names_them_or_may_call_a_node_rpc_with_a_path() {
+    let uses = |steps: &str| {
+        let text = format!("suite: t\ntitle: T\nscenarios:\n  - id: s\n    title: S\n    steps:\n{steps}");
+        let suite = suite::load_str("t.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+        suite.scenarios()[0].uses_paths()
+    };
+    assert!(!uses("      - call: NodeGetInfo\n      - call: Probe\n"));
+    assert!(!uses("      - call: CreateVolume\n        request: { name: \"${name}\", volume_capabilities: [\"${capability}\"] }\n"));
+    assert!(uses("      - check: path-state\n        args: { path: \"${paths.dir}\", is: directory }\n"));
+    assert!(uses("      - check: path-state\n        args: { path: \"${ paths.target }/x\", is: absent }\n"));
+    // An argument check that sends no path still calls an RPC that takes one.
+    assert!(uses("      - call: NodeUnpublishVolume\n        request: { volume_id: v }\n        expect: { code: INVALID_ARGUMENT }\n"));
+    assert!(uses("      - check: lifecycle\n"));
+    assert!(!uses("      - check: vvc-reconcile\n        args: { volume_id: v, capabilities: [\"${capability}\"] }\n"));
+}

@@ -149,12 +149,7 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
     let mut calls = vec![[0u32; 3]; nodes];
     let mut checked = vec![0u32; nodes];
     for step in scenario.steps.iter().filter(|s| runs(s, fp)) {
-        match &step.action {
-            Action::Call(call) => change(&mut changes, &[call.method.name()]),
-            Action::Check(check) => change(&mut changes, check.check.rpcs),
-            Action::Property(p) => change(&mut changes, p.property.rpcs),
-            Action::Assert(_) => {}
-        }
+        change(&mut changes, &step.rpcs());
         match &step.action {
             Action::Call(call) => {
                 let ok = call.expect.codes.accepts_ok();
