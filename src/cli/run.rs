@@ -174,9 +174,7 @@ pub(super) const REFERENCE_NODES: usize = 2;
 /// controller (which is also node 1) and a second node plugin, sharing a temporary state
 /// directory. Returns the plugins and the endpoints by role.
 pub(super) async fn start_reference() -> Result<(LocalReference, Targets), CliError> {
-    let dir = tempfile::Builder::new()
-        .prefix("csi-conform-reference-")
-        .tempdir()
+    let dir = crate::reference::scratch_dir()
         .map_err(|e| CliError::usage(format!("cannot make a directory for the reference plugin: {e}")))?;
     let state_dir = dir.path().join("state");
     let mut local = LocalReference { handles: Vec::new(), dir };

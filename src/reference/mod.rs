@@ -34,6 +34,8 @@ mod snapshots;
 mod state;
 mod volume_changes;
 
+pub use backing::scratch_dir;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
