@@ -314,15 +314,17 @@ impl Fingerprint {
                     let services = &capabilities.services;
                     tokio::join!(
                         async {
-                            match services.contains(&PluginService::ControllerService) {
-                                true => Some(controller_capabilities(conn, &mut controller_notes).await),
-                                false => None,
+                            if services.contains(&PluginService::ControllerService) {
+                                Some(controller_capabilities(conn, &mut controller_notes).await)
+                            } else {
+                                None
                             }
                         },
                         async {
-                            match services.contains(&PluginService::GroupControllerService) {
-                                true => Some(group_capabilities(conn, &mut group_notes).await),
-                                false => None,
+                            if services.contains(&PluginService::GroupControllerService) {
+                                Some(group_capabilities(conn, &mut group_notes).await)
+                            } else {
+                                None
                             }
                         }
                     )

@@ -576,7 +576,6 @@ fn implied_services(steps: &[Step]) -> Vec<Capability> {
     out
 }
 
-
 /// Whether any text under `node` refers to the `paths` variable (`${paths.target}`, ...).
 fn mentions_paths(node: &Node) -> bool {
     match &node.kind {
