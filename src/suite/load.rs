@@ -487,7 +487,7 @@ impl Loader<'_> {
         }
         let implied = if implicit { implied_services(&steps) } else { Vec::new() };
         let uses_paths = fields.get("steps").is_some_and(mentions_paths)
-            || steps.iter().any(|s| s.rpcs().iter().any(|rpc| NODE_PATH_RPCS.contains(rpc)));
+            || steps.iter().any(|s| s.rpcs().into_iter().any(takes_node_path));
         Some(Scenario {
             id: format!("{suite_id}.{}", local?),
             title: title?,

@@ -44,7 +44,7 @@ pub use load::{
 };
 pub use model::{
     Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, Pool, PropertyStep,
-    Repeat, Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test,
+    Repeat, Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test, takes_node_path,
 };
 pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};
 pub use request::{RequestTemplate, build_request, parse_request};

@@ -186,7 +186,7 @@ impl Scenario {
         &self.exclusive
     }
 
-    /// Whether it may use its node paths, so that the run makes them (see [`NODE_PATH_RPCS`]).
+    /// Whether it may use its node paths, so that the run makes them (see [`takes_node_path`]).
     pub fn uses_paths(&self) -> bool {
         self.uses_paths
     }
@@ -202,16 +202,15 @@ impl Scenario {
     }
 }
 
-/// The node RPCs that take a staging or target path: a scenario that may call one gets its
-/// paths made.
-pub const NODE_PATH_RPCS: [&str; 6] = [
-    "NodeStageVolume",
-    "NodeUnstageVolume",
-    "NodePublishVolume",
-    "NodeUnpublishVolume",
-    "NodeGetVolumeStats",
-    "NodeExpandVolume",
-];
+/// Whether `rpc` takes a path on the node: its request has a `staging_target_path`,
+/// `target_path` or `volume_path` field (NodeStageVolume, NodePublishVolume,
+/// NodeGetVolumeStats...). A scenario that may call one gets its paths made.
+pub fn takes_node_path(rpc: &str) -> bool {
+    crate::proto::method(rpc).is_some_and(|m| {
+        let input = m.input();
+        ["staging_target_path", "target_path", "volume_path"].iter().any(|f| input.get_field_by_name(f).is_some())
+    })
+}
 
 impl Step {
     /// The RPCs it may call: its call's, or its named check's or property's.

@@ -252,4 +252,12 @@ fn a_scenario_uses_its_paths_when_it_names_them_or_may_call_a_node_rpc_with_a_pa
     assert!(uses("      - call: NodeUnpublishVolume\n        request: { volume_id: v }\n        expect: { code: INVALID_ARGUMENT }\n"));
     assert!(uses("      - check: lifecycle\n"));
     assert!(!uses("      - check: vvc-reconcile\n        args: { volume_id: v, capabilities: [\"${capability}\"] }\n"));
+    // Which RPCs take a node path is read from the requests' fields.
+    let mut taking: Vec<String> =
+        csi_conform::proto::all_methods().map(|m| m.name().to_owned()).filter(|m| suite::takes_node_path(m)).collect();
+    taking.sort();
+    assert_eq!(
+        taking,
+        ["NodeExpandVolume", "NodeGetVolumeStats", "NodePublishVolume", "NodeStageVolume", "NodeUnpublishVolume", "NodeUnstageVolume"]
+    );
 }
