@@ -74,6 +74,11 @@ pub struct Args {
     #[arg(long, default_value = DEFAULT_NAME)]
     pub name: String,
 
+    /// The vendor_version GetPluginInfo reports (default: csi-conform's own), e.g. to act one
+    /// instance of a deployment in the middle of an upgrade.
+    #[arg(long, value_name = "V", default_value = env!("CARGO_PKG_VERSION"))]
+    pub vendor_version: String,
+
     /// Total pool capacity (bytes; `Ki`/`Mi`/`Gi`/`Ti` suffixes allowed).
     #[arg(long, value_name = "BYTES", default_value = "1Ti", value_parser = crate::units::parse_bytes)]
     pub capacity: i64,
@@ -266,6 +271,8 @@ impl Disabled {
 pub struct Config {
     /// GetPluginInfo's name.
     pub name: String,
+    /// GetPluginInfo's vendor_version.
+    pub vendor_version: String,
     /// This instance's node id.
     pub node_id: String,
     /// Which services are served.
@@ -304,6 +311,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             name: DEFAULT_NAME.to_owned(),
+            vendor_version: env!("CARGO_PKG_VERSION").to_owned(),
             node_id: DEFAULT_NODE_ID.to_owned(),
             mode: Mode::All,
             disabled: Disabled::default(),
@@ -349,6 +357,7 @@ impl Config {
         };
         let config = Config {
             name: args.name.clone(),
+            vendor_version: args.vendor_version.clone(),
             node_id: args.node_id.clone(),
             mode,
             disabled,

@@ -24,7 +24,7 @@ impl Plugin {
         };
         Ok(v1::GetPluginInfoResponse {
             name: self.config.name.clone(),
-            vendor_version: env!("CARGO_PKG_VERSION").to_owned(),
+            vendor_version: self.config.vendor_version.clone(),
             manifest: [
                 ("url".to_owned(), MANIFEST_URL.to_owned()),
                 ("mode".to_owned(), mode.to_owned()),

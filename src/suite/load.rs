@@ -209,7 +209,7 @@ const SCENARIO_KEYS: &[&str] = &[
 const COMMON_STEP_KEYS: &[&str] = &["name", "when"];
 const CALL_KEYS: &[&str] =
     &["call", "node", "request", "secrets", "expect", "skip_on", "save", "repeat", "repeat_compare", "poll"];
-const ASSERT_KEYS: &[&str] = &["assert", "otherwise"];
+const ASSERT_KEYS: &[&str] = &["assert", "only_if", "otherwise"];
 const CHECK_KEYS: &[&str] = &["check", "args", "save"];
 const PROPERTY_KEYS: &[&str] = &["property", "args", "bounds"];
 const EXPECT_KEYS: &[&str] = &["code", "not_code", "any_error", "otherwise", "kind", "reason", "fields"];

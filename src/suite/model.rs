@@ -511,6 +511,9 @@ pub struct Poll {
 pub struct AssertStep {
     /// The assertions.
     pub assertions: Vec<Assertion>,
+    /// `only_if:`: the step applies only when these hold (a rule that binds some plugins only,
+    /// such as instances of the same version); otherwise it is passed over.
+    pub only_if: Vec<Assertion>,
     /// The severity of a failed assertion.
     pub otherwise: Severity,
 }

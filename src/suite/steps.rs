@@ -50,6 +50,12 @@ impl ScenarioCtx {
 
     pub(crate) fn assert_step(&mut self, step: &AssertStep) -> Flow {
         let root = Val::Null;
+        match assert::check_all(&step.only_if, &root, &self.vars) {
+            Ok(()) => {}
+            // The rule does not bind this plugin: the step is passed over.
+            Err(AssertError::Failed(_)) => return Flow::Continue,
+            Err(e) => return self.assertion_failed(e, step.otherwise, None, None, None),
+        }
         match assert::check_all(&step.assertions, &root, &self.vars) {
             Ok(()) => Flow::Continue,
             Err(e) => self.assertion_failed(e, step.otherwise, None, None, None),

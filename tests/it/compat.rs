@@ -315,3 +315,30 @@ async fn a_config_file_holds_the_run_flags_and_the_command_line_wins() {
     assert!(err.contains("bad.yaml:5:7: seed takes one value, not a list"), "{err}");
     assert!(!err.contains("focus"), "a single value for a repeatable flag is fine: {err}");
 }
+
+/// GetPluginCapabilities must be the same on every instance "of the same version": a node
+/// instance that advertises less than its controller fails the rule, and the same node
+/// reporting another vendor_version (a deployment in the middle of an upgrade) is passed over.
+#[tokio::test]
+async fn plugin_capabilities_must_match_between_instances_of_the_same_version_only() {
+    let run = |node_version: &'static str| async move {
+        let state = tempfile::tempdir().unwrap();
+        let shared = |mode| Config { mode, state_dir: Some(state.path().to_owned()), ..Config::default() };
+        let mut node_config = shared(Mode::NodeOnly);
+        node_config.disabled.online_expansion = true;
+        node_config.vendor_version = node_version.to_owned();
+        let node = TestPlugin::start(node_config).await;
+        let (controller, _channel) = node.start_beside("ctrl.sock", shared(Mode::ControllerOnly)).await;
+        let cwd = tempfile::tempdir().unwrap();
+        let (node_s, ctrl_s) = (node.socket.display().to_string(), node.dir.path().join("ctrl.sock").display().to_string());
+        let args = ["run", "--node-endpoint", &node_s, "--controller-endpoint", &ctrl_s, "--focus", r"^requirements\.identity\.same-capabilities-everywhere$"];
+        let out = csi_conform(&args, cwd.path()).await;
+        controller.shutdown().await.unwrap();
+        (out.status.code(), outcomes(&report_in(cwd.path())))
+    };
+    let id = "requirements.identity.same-capabilities-everywhere".to_owned();
+    let (code, same_version) = run(env!("CARGO_PKG_VERSION")).await;
+    assert_eq!((code, same_version), (Some(1), vec![(id.clone(), Severity::Fail)]));
+    let (code, upgrading) = run("0.0.1-old").await;
+    assert_eq!((code, upgrading), (Some(0), vec![(id, Severity::Pass)]));
+}

@@ -513,3 +513,26 @@ async fn a_run_timeout_interrupts_and_leaves_the_rest_unrun() {
     assert!(fake.volume_ids().is_empty());
     fake.stop().await;
 }
+
+/// `only_if` applies an assert step only where its preconditions hold: a failing assertion
+/// under a precondition that does not hold is passed over, one under a precondition that
+/// holds fails, and an unknown variable in the precondition is a suite error, not a pass.
+#[tokio::test]
+async fn an_assert_step_applies_only_where_its_only_if_holds() {
+    let plugin = crate::support::TestPlugin::start(csi_conform::reference::Config::default()).await;
+    let engine = crate::support::engine_plugin(&plugin).await;
+    let text = "suite: o\ntitle: t\nscenarios:\n\
+        \x20 - id: passed-over\n    title: t\n    steps:\n      - call: GetPluginInfo\n        save: { plugin: name }\n\
+        \x20     - assert: [{ value: \"${plugin}\", equals: other }]\n        only_if: [{ value: \"${plugin}\", equals: \"not-the-plugin\" }]\n\
+        \x20 - id: applies\n    title: t\n    steps:\n      - call: GetPluginInfo\n        save: { plugin: name }\n\
+        \x20     - assert: [{ value: \"${plugin}\", equals: other }]\n        only_if: [{ value: \"${plugin}\", non_empty: true }]\n";
+    let suite = suite::load_str("o.yaml", text).unwrap_or_else(|e| panic!("{e}"));
+    let work = tempfile::tempdir().unwrap();
+    let report = suite::run(&engine, &[suite], &config(work.path(), 2)).await;
+    let outcome = |id: &str| report.suites[0].scenarios.iter().find(|s| s.id == id).map(|s| s.outcome);
+    assert_eq!(outcome("o.passed-over"), Some(Severity::Pass));
+    assert_eq!(outcome("o.applies"), Some(Severity::Fail));
+    let bad = "suite: o\ntitle: t\nscenarios:\n  - id: s\n    title: t\n    steps:\n      - assert: [{ value: 1, equals: 1 }]\n        only_if: [{ value: \"${nope}\", equals: 1 }]\n";
+    let e = suite::load_str("o.yaml", bad).unwrap_err().to_string();
+    assert!(e.starts_with("o.yaml:8:"), "{e}");
+}

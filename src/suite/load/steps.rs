@@ -299,8 +299,9 @@ impl Loader<'_> {
     pub(super) fn assert_step(&mut self, fields: &Fields<'_>, scope: &Scope) -> Option<AssertStep> {
         let node = fields.get("assert")?;
         let assertions = self.assertions(node, None, scope, "assert");
+        let only_if = fields.get("only_if").map(|n| self.assertions(n, None, scope, "only_if")).unwrap_or_default();
         let otherwise = fields.get("otherwise").and_then(|n| self.severity(n)).unwrap_or(Severity::Fail);
-        Some(AssertStep { assertions, otherwise })
+        Some(AssertStep { assertions, only_if, otherwise })
     }
 
     /// A list of assertions (or one mapping). `subject` is the type paths are resolved
