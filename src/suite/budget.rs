@@ -189,8 +189,8 @@ struct Held {
     alone: bool,
     /// Per pool: the running scenarios that change it (exclusive holders included).
     changing: BTreeMap<Pool, u32>,
-    /// Pools a running scenario holds exclusively.
-    exclusive: Vec<Pool>,
+    /// Per pool: the running scenarios that hold it exclusively (at most one).
+    exclusive: BTreeMap<Pool, u32>,
     /// Publications per group.
     publish: Vec<u32>,
     volumes: u32,
@@ -298,9 +298,12 @@ impl Budget {
             if demand.alone && held.jobs > 0 || held.alone || held.jobs >= self.limits.jobs {
                 return false;
             }
-            // Exclusive: nobody else changes the pool; changing: nobody holds it exclusively.
-            let changed = |p: &Pool| held.changing.get(p).is_some_and(|&n| n > 0);
-            if demand.exclusive.iter().any(changed) || demand.changes.iter().any(|p| held.exclusive.contains(p)) {
+            // Exclusive: nobody else changes or holds the pool; changing: nobody holds it
+            // exclusively. (A demand's changes include its exclusive pools, but the rule does
+            // not rest on that.)
+            let count = |map: &BTreeMap<Pool, u32>, p: &Pool| map.get(p).copied().unwrap_or(0);
+            let taken = |p: &Pool| count(&held.changing, p) + count(&held.exclusive, p) > 0;
+            if demand.exclusive.iter().any(taken) || demand.changes.iter().any(|p| count(&held.exclusive, p) > 0) {
                 return false;
             }
         }
@@ -327,7 +330,9 @@ impl Budget {
             for p in &demand.changes {
                 *held.changing.entry(*p).or_default() += 1;
             }
-            held.exclusive.extend(&demand.exclusive);
+            for p in &demand.exclusive {
+                *held.exclusive.entry(*p).or_default() += 1;
+            }
         }
         held.next_id += 1;
         let id = held.next_id;
@@ -352,7 +357,9 @@ impl Budget {
                     for p in &demand.changes {
                         *held.changing.entry(*p).or_default() -= 1;
                     }
-                    held.exclusive.retain(|p| !demand.exclusive.contains(p));
+                    for p in &demand.exclusive {
+                        *held.exclusive.entry(*p).or_default() -= 1;
+                    }
                 }
             }
         }
@@ -520,6 +527,20 @@ mod tests {
         drop(beside);
         assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(2));
         assert!(budget.next(&mut queue).await.is_none());
+    }
+
+    /// Two holders of one pool never run together, even when a demand leaves the pool out of
+    /// what it changes.
+    #[tokio::test]
+    async fn two_holders_of_a_pool_never_run_together() {
+        let budget = Budget::new(limits(&[], None, None, 8), DEFAULT_CONTENTION_TIMEOUT);
+        let holder = || Demand { exclusive: vec![Pool::Volumes], ..Demand::default() };
+        let mut queue = Queue::new(budget.limits(), [(0, holder()), (1, holder())]);
+        let first = budget.next(&mut queue).await.expect("one starts");
+        let waiting = tokio::time::timeout(Duration::from_millis(50), budget.next(&mut queue)).await;
+        assert!(waiting.is_err(), "the second holder waits");
+        drop(first);
+        assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(1));
     }
 
     #[test]
