@@ -607,7 +607,9 @@ async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
 /// volume was made for) as the yardstick: `second` confirmed passes, `first` confirmed and
 /// `second` not fails (the plugin itself calls the volume incompatible), neither confirmed
 /// warns (a plugin that never confirms gives nothing to tell by). A plugin that refuses
-/// either capability outright (INVALID_ARGUMENT) cannot show the conflict: a skip.
+/// either capability outright (INVALID_ARGUMENT, also under a fresh name) cannot show the
+/// conflict: a skip; INVALID_ARGUMENT to the conflict from a plugin that does create such
+/// volumes under a fresh name is the wrong code, a failure.
 ///
 /// [CreateVolume errors]: https://github.com/container-storage-interface/spec/blob/master/spec.md#createvolume-errors
 async fn name_conflict(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
@@ -635,10 +637,30 @@ async fn name_conflict(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     if let Err(e) = ctx.call("CreateVolume", request.clone(), None).await {
         return refused(ctx, &e, &request, first_access, "OK");
     }
-    let request = create_request(ctx, name, &second);
+    let request = create_request(ctx, name.clone(), &second);
     let answer = match ctx.call("CreateVolume", request.clone(), None).await {
         Ok(answer) => answer,
         Err(e) if e.code == tonic::Code::AlreadyExists => return CheckOutcome::Done(BTreeMap::new()),
+        Err(e) if e.code == tonic::Code::InvalidArgument => {
+            // Refused for the conflict, or because the plugin makes no such volumes at all?
+            // The same request under a fresh name tells: only the second is a skip.
+            let fresh = create_request(ctx, format!("{name}-fresh"), &second);
+            return match ctx.call("CreateVolume", fresh.clone(), None).await {
+                Ok(_) => {
+                    let message = format!(
+                        "CreateVolume answered INVALID_ARGUMENT to the name of a volume created for {first_access} access, \
+                         asked for {second_access} access, though the same request under a fresh name creates a volume: an \
+                         existing volume incompatible with the request gets ALREADY_EXISTS"
+                    );
+                    let mut f = call_finding(Severity::Fail, "unexpected-code", message, "CreateVolume", &request);
+                    (f.expected, f.got) = (Some("ALREADY_EXISTS".into()), Some("INVALID_ARGUMENT".into()));
+                    f.plugin_message = Some(e.message.clone()).filter(|m| !m.is_empty());
+                    ctx.push(f);
+                    CheckOutcome::Done(BTreeMap::new())
+                }
+                Err(e) => refused(ctx, &e, &fresh, second_access, "OK"),
+            };
+        }
         Err(e) => return refused(ctx, &e, &request, second_access, "ALREADY_EXISTS"),
     };
     let returned = Val::from_message(&answer);

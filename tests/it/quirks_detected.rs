@@ -531,6 +531,43 @@ async fn a_same_name_ok_passes_for_a_volume_confirmed_for_the_new_capability() {
     assert!(fake.volume_ids().is_empty(), "its volume is torn down: {:?}", fake.volume_ids());
 }
 
+/// INVALID_ARGUMENT to the conflict is a skip only when the plugin makes no volumes of that
+/// access type at all; from a plugin that creates one under a fresh name it is the wrong
+/// code for an incompatible existing volume, a failure.
+#[tokio::test]
+async fn a_same_name_invalid_argument_fails_when_a_fresh_name_creates_the_volume() {
+    let options = fake_plugin::FakeOptions { conflict_invalid_argument: true, ..fake_plugin::FakeOptions::default() };
+    let fake = fake_plugin::FakePlugin::start(options).await;
+    let engine = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = run_config(&work);
+    config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let f = the_finding(&report, "extras.create-volume.same-name-other-capabilities");
+    assert_eq!((f.severity, f.expected.as_deref(), f.got.as_deref()), (Severity::Fail, Some("ALREADY_EXISTS"), Some("INVALID_ARGUMENT")));
+    assert!(f.message.contains("under a fresh name creates a volume"), "{}", f.message);
+    assert!(f.plugin_message.as_deref().is_some_and(|m| m.ends_with("has another access type")), "{:?}", f.plugin_message);
+    assert!(fake.volume_ids().is_empty(), "both volumes are torn down: {:?}", fake.volume_ids());
+}
+
+/// A plugin that makes no block volumes at all cannot show the conflict: the scenario skips,
+/// saying why, and its mount volume is torn down.
+#[tokio::test]
+async fn a_same_name_conflict_skips_for_a_plugin_without_block_volumes() {
+    let options = fake_plugin::FakeOptions { refuse_block: true, ..fake_plugin::FakeOptions::default() };
+    let fake = fake_plugin::FakePlugin::start(options).await;
+    let engine = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut config = run_config(&work);
+    config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let scenario = report.suites.iter().flat_map(|s| &s.scenarios).next().expect("the scenario ran");
+    assert_eq!(scenario.outcome, Severity::Skip, "{:#?}", scenario.findings);
+    let why = scenario.skip_reason.as_deref().unwrap_or_default();
+    assert!(why.starts_with("the plugin does not create volumes for block access"), "{why}");
+    assert!(fake.volume_ids().is_empty(), "{:?}", fake.volume_ids());
+}
+
 #[tokio::test]
 async fn the_compliant_plugin_with_required_secrets_stays_clean() {
     let report = quirk_run(None, true, |_| {}).await;

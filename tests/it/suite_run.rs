@@ -215,7 +215,7 @@ async fn a_run_gates_checks_tears_down_and_keeps_secrets_out() {
     let fake = FakePlugin::start(FakeOptions::default()).await;
     fake.state.lock().unwrap().volumes.insert(
         "vol-preexisting".into(),
-        FakeVolume { name: "preexisting".into(), capacity: 1, parameters: BTreeMap::new(), calls: 0 },
+        FakeVolume { name: "preexisting".into(), capacity: 1, parameters: BTreeMap::new(), calls: 0, block: false },
     );
     let plugin = plugin(&fake).await;
     let work = tempfile::tempdir().unwrap();

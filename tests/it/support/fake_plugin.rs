@@ -37,6 +37,8 @@ pub struct FakeVolume {
     pub parameters: BTreeMap<String, String>,
     /// CreateVolume calls that returned it (a `flaky` volume shows this count).
     pub calls: u32,
+    /// Whether it was created for block access.
+    pub block: bool,
 }
 
 /// Everything the fake knows and recorded.
@@ -76,6 +78,11 @@ pub struct FakeOptions {
     /// ListVolumes tokens are positions in the list (as hostpath-style plugins page), so an
     /// entry deleted before the position shifts the next page past one that exists.
     pub positional_tokens: bool,
+    /// CreateVolume with an existing name and the other access type answers INVALID_ARGUMENT
+    /// (the wrong code for an incompatible existing volume).
+    pub conflict_invalid_argument: bool,
+    /// CreateVolume refuses block access outright (INVALID_ARGUMENT): a mount-only plugin.
+    pub refuse_block: bool,
 }
 
 impl Default for FakeOptions {
@@ -92,6 +99,8 @@ impl Default for FakeOptions {
             restart_after: None,
             misbehave: Default::default(),
             positional_tokens: false,
+            conflict_invalid_argument: false,
+            refuse_block: false,
         }
     }
 }
@@ -318,7 +327,14 @@ impl v1::controller_server::Controller for Fake {
         let mut state = self.state.lock().unwrap();
         let parameters: BTreeMap<String, String> = req.parameters.clone().into_iter().collect();
         let existing = state.volumes.iter().find(|(_, v)| v.name == req.name).map(|(id, v)| (id.clone(), v.clone()));
+        let block = req.volume_capabilities.iter().any(|c| matches!(c.access_type, Some(v1::volume_capability::AccessType::Block(_))));
+        if block && self.options.refuse_block {
+            return Err(bad("block access is not supported"));
+        }
         let id = match existing {
+            Some((_, v)) if self.options.conflict_invalid_argument && v.block != block => {
+                return Err(bad(&format!("volume {} has another access type", req.name)));
+            }
             Some((_, v)) if v.capacity != capacity => {
                 return Err(Status::already_exists(format!("volume {} exists with another size", req.name)));
             }
@@ -327,7 +343,7 @@ impl v1::controller_server::Controller for Fake {
                 let id = format!("vol-{}", req.name);
                 state.volumes.insert(
                     id.clone(),
-                    FakeVolume { name: req.name.clone(), capacity, parameters: parameters.clone(), calls: 0 },
+                    FakeVolume { name: req.name.clone(), capacity, parameters: parameters.clone(), calls: 0, block },
                 );
                 id
             }
