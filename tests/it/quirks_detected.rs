@@ -514,17 +514,23 @@ async fn same_name_any_capability_only_warns_when_the_plugin_never_confirms() {
     assert!(f.message.contains("confirms neither mount nor block access"), "{}", f.message);
 }
 
-/// A plugin whose volumes serve every capability (the fake: its idempotency compares the
-/// size, and it confirms whatever is asked) may answer OK: the spec owes ALREADY_EXISTS only
-/// for an incompatible volume, so the scenario passes.
-#[tokio::test]
-async fn a_same_name_ok_passes_for_a_volume_confirmed_for_the_new_capability() {
-    let fake = fake_plugin::FakePlugin::start(fake_plugin::FakeOptions::default()).await;
+/// The same-name scenario alone against the test fake with `options`.
+async fn same_name_run(options: fake_plugin::FakeOptions) -> (fake_plugin::FakePlugin, RunReport) {
+    let fake = fake_plugin::FakePlugin::start(options).await;
     let engine = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
     let work = tempfile::tempdir().unwrap();
     let mut config = run_config(&work);
     config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
     let report = suite::run(&engine, &suite::builtin(), &config).await;
+    (fake, report)
+}
+
+/// A plugin whose volumes serve every capability (the fake: its idempotency compares the
+/// size, and it confirms whatever is asked) may answer OK: the spec owes ALREADY_EXISTS only
+/// for an incompatible volume, so the scenario passes.
+#[tokio::test]
+async fn a_same_name_ok_passes_for_a_volume_confirmed_for_the_new_capability() {
+    let (fake, report) = same_name_run(fake_plugin::FakeOptions::default()).await;
     let scenario = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "extras.create-volume.same-name-other-capabilities");
     let scenario = scenario.expect("the scenario ran");
     assert_eq!(scenario.outcome, Severity::Pass, "{:#?}", scenario.findings);
@@ -537,12 +543,7 @@ async fn a_same_name_ok_passes_for_a_volume_confirmed_for_the_new_capability() {
 #[tokio::test]
 async fn a_same_name_invalid_argument_fails_when_a_fresh_name_creates_the_volume() {
     let options = fake_plugin::FakeOptions { conflict_invalid_argument: true, ..fake_plugin::FakeOptions::default() };
-    let fake = fake_plugin::FakePlugin::start(options).await;
-    let engine = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
-    let work = tempfile::tempdir().unwrap();
-    let mut config = run_config(&work);
-    config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
-    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let (fake, report) = same_name_run(options).await;
     let f = the_finding(&report, "extras.create-volume.same-name-other-capabilities");
     assert_eq!((f.severity, f.expected.as_deref(), f.got.as_deref()), (Severity::Fail, Some("ALREADY_EXISTS"), Some("INVALID_ARGUMENT")));
     assert!(f.message.contains("under a fresh name creates a volume"), "{}", f.message);
@@ -555,12 +556,7 @@ async fn a_same_name_invalid_argument_fails_when_a_fresh_name_creates_the_volume
 #[tokio::test]
 async fn a_same_name_conflict_skips_for_a_plugin_without_block_volumes() {
     let options = fake_plugin::FakeOptions { refuse_block: true, ..fake_plugin::FakeOptions::default() };
-    let fake = fake_plugin::FakePlugin::start(options).await;
-    let engine = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
-    let work = tempfile::tempdir().unwrap();
-    let mut config = run_config(&work);
-    config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
-    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let (fake, report) = same_name_run(options).await;
     let scenario = report.suites.iter().flat_map(|s| &s.scenarios).next().expect("the scenario ran");
     assert_eq!(scenario.outcome, Severity::Skip, "{:#?}", scenario.findings);
     let why = scenario.skip_reason.as_deref().unwrap_or_default();
