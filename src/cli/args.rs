@@ -399,6 +399,11 @@ pub struct ListArgs {
     #[arg(long, requires = "spec")]
     pub requirements: bool,
 
+    /// With --spec: the CSI version's requirements, 1.12 (default) or 1.13 (v1.12's without
+    /// VOLUME_CONDITION, plus volume and storage health and snapshot topology).
+    #[arg(long, value_name = "VERSION", requires = "spec")]
+    pub spec_version: Option<crate::version::SpecVersion>,
+
     /// With --spec: table (default) or json.
     #[arg(long, value_enum, default_value_t = Format::Table, requires = "spec")]
     pub format: Format,
@@ -468,6 +473,13 @@ pub struct ConnectArgs {
     /// are accepted); a larger answer is a finding.
     #[arg(long, value_name = "BYTES", default_value = "4Mi", value_parser = parse_message_size)]
     pub max_message_size: usize,
+
+    /// The CSI spec version to judge the plugin by, 1.12 or 1.13. Without it, inferred from
+    /// what the plugin advertises (GET_VOLUME_HEALTH and the other v1.13 capabilities: 1.13;
+    /// VOLUME_CONDITION alone: 1.12); the report says which and why. With no endpoint, the
+    /// bundled reference plugin speaks this version too.
+    #[arg(long, value_name = "VERSION")]
+    pub spec_version: Option<crate::version::SpecVersion>,
 }
 
 /// A duration above zero (`--rpc-timeout 0` would fail every call).

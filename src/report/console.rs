@@ -258,6 +258,9 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
         let _ = write!(out, " at {}", text::one_line(&report.endpoints.join(", ")));
     }
     out.push('\n');
+    if let Some(spec) = &report.spec {
+        let _ = writeln!(out, "Judged by {}", text::one_line(&spec.to_string()));
+    }
     let c = report.counts();
     let _ = writeln!(
         out,

@@ -94,6 +94,9 @@ pub fn to_html(report: &RunReport) -> String {
         report.seed,
         if report.strict { " &#183; strict" } else { "" }
     );
+    if let Some(spec) = &report.spec {
+        let _ = writeln!(out, "<p>Judged by {}</p>", escape(&spec.to_string()));
+    }
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "<p class=\"error\">Interrupted: {}</p>", escape(why));
     }

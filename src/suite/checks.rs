@@ -92,7 +92,7 @@ pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
     ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
 ];
 
-static REGISTRY: [CheckDef; 11] = [
+static REGISTRY: [CheckDef; 13] = [
     CheckDef {
         name: "list-all-volumes",
         description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
@@ -112,6 +112,22 @@ static REGISTRY: [CheckDef; 11] = [
         outputs: || list_outputs("ListSnapshotsResponse.Entry"),
         rpcs: &["ListSnapshots"],
         run: |ctx, args| Box::pin(list_all(ctx, args, LIST_SNAPSHOTS)),
+    },
+    CheckDef {
+        name: "health-entries",
+        description: "CSI v1.13: calls one health RPC (paging ControllerListVolumeHealth to the end) and checks every entry: REQUIRED fields, CamelCase reasons, no duplicates; saves count, volumes",
+        args: &super::health::HEALTH_ARGS,
+        outputs: super::health::health_outputs,
+        rpcs: &super::health::HEALTH_RPCS,
+        run: |ctx, args| Box::pin(super::health::health_entries(ctx, args)),
+    },
+    CheckDef {
+        name: "health-migration",
+        description: "CSI v1.13 migration: a note per side (controller, node) saying which orchestrators get the health signal (VOLUME_CONDITION for v1.12, GET_VOLUME_HEALTH for v1.13); never a failure",
+        args: &[],
+        outputs: Vec::new,
+        rpcs: &[],
+        run: |ctx, args| Box::pin(super::health::health_migration(ctx, args)),
     },
     CheckDef {
         name: "volume-pagination",
@@ -265,15 +281,15 @@ fn list_outputs(entry: &str) -> Vec<(&'static str, Ty)> {
 }
 
 /// How to page through one List RPC.
-struct Lister {
-    rpc: &'static str,
-    request: &'static str,
+pub(super) struct Lister {
+    pub(super) rpc: &'static str,
+    pub(super) request: &'static str,
     /// The path of an entry's id.
-    id: &'static str,
+    pub(super) id: &'static str,
     /// What an entry is, for messages.
-    noun: &'static str,
+    pub(super) noun: &'static str,
     /// Filters copied from the check's arguments into the request.
-    filters: &'static [&'static str],
+    pub(super) filters: &'static [&'static str],
 }
 
 const LIST_VOLUMES: Lister =
@@ -365,7 +381,7 @@ async fn list_page(
 /// Pages from `token` to the end, adding to `seen`; fails on a repeated entry, unless the
 /// listing is `changing` (entries were created or deleted since its first page), where the
 /// spec lets a CO see duplicates (#listvolumes): then a repeat is a warning, once.
-async fn page_to_end(
+pub(super) async fn page_to_end(
     ctx: &mut ScenarioCtx,
     lister: &Lister,
     base: &DynamicMessage,

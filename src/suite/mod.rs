@@ -10,6 +10,7 @@ mod builtin_vars;
 mod checks;
 mod data;
 mod existing;
+mod health;
 mod inspect;
 #[cfg(test)]
 mod layout;

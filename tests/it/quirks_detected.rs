@@ -167,6 +167,15 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         Quirk::SameNameAnyCapability => {
             on(&["extras.create-volume.same-name-other-capabilities"], "incompatible-volume", Severity::Fail)
         }
+        // The two health-entry quirks bend adverse entries only; their runs report a degraded
+        // storage backend (`quirk_run`), so NodeGetStorageHealth has one to bend. The volume
+        // side is in tests/it/v113.rs, with a degraded volume.
+        Quirk::DuplicateHealthEntry => on(&["health.node.storage"], "duplicate-health-entry", Severity::Fail),
+        Quirk::HealthMissingReason => on(&["health.node.storage"], "health-required", Severity::Fail),
+        Quirk::ListHealthWithoutGet => on(&["health.controller.list.needs-get"], "capability-dependency", Severity::Fail),
+        Quirk::SnapshotTopologyWithoutCapability => {
+            on(&["snapshots.topology.unset-without-capability"], "assertion", Severity::Fail)
+        }
     }
 }
 
@@ -225,9 +234,16 @@ fn run_config(work: &tempfile::TempDir) -> RunConfig {
 /// A default run of the built-in suites against a reference plugin with `quirk`; with
 /// `secrets`, the plugin requires the secrets and the run has the secrets file.
 async fn quirk_run(quirk: Option<Quirk>, secrets: bool, tune: impl FnOnce(&mut RunConfig)) -> RunReport {
+    // The health-entry quirks bend adverse entries: give them a degraded backend to report.
+    let bends_health = matches!(quirk, Some(Quirk::DuplicateHealthEntry | Quirk::HealthMissingReason));
     let plugin = TestPlugin::start(Config {
         quirks: quirk.into_iter().collect(),
         secrets: secrets.then(required_secrets),
+        storage_health: if bends_health {
+            vec![(proto::v1::StorageHealthErrorType::StorageDegraded, "PoolNearlyFull".to_owned())]
+        } else {
+            Vec::new()
+        },
         ..Config::default()
     })
     .await;
