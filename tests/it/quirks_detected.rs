@@ -588,6 +588,34 @@ async fn the_compliant_plugin_with_required_secrets_stays_clean() {
     assert_eq!(scenario.map(|s| s.outcome), Some(Severity::Pass), "the plugin refuses CreateVolume without its secrets");
 }
 
+#[tokio::test]
+async fn list_health_without_get_fails_the_capability_dependency_naming_it() {
+    let report = caught(Quirk::ListHealthWithoutGet).await;
+    let f = the_finding(&report, "health.controller.list.needs-get");
+    assert!(f.message.contains("GET_VOLUME_HEALTH"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn snapshot_topology_without_the_capability_fails_once() {
+    let report = caught(Quirk::SnapshotTopologyWithoutCapability).await;
+    let f = the_finding(&report, "snapshots.topology.unset-without-capability");
+    assert!(f.message.contains("accessible_topology"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn a_duplicate_storage_health_entry_fails_naming_the_repeated_reason() {
+    let report = caught(Quirk::DuplicateHealthEntry).await;
+    let f = the_finding(&report, "health.node.storage");
+    assert!(f.message.contains("backend_health[1] repeats") && f.message.contains("PoolNearlyFull"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn a_storage_health_entry_without_a_reason_fails() {
+    let report = caught(Quirk::HealthMissingReason).await;
+    let f = the_finding(&report, "health.node.storage");
+    assert!(f.message.contains("backend_health[0].reason is empty"), "{}", f.message);
+}
+
 #[test]
 fn every_quirk_has_an_expectation() {
     for quirk in Quirk::ALL {
