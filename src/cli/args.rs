@@ -389,7 +389,7 @@ pub struct ListArgs {
     #[arg(long)]
     pub checks: bool,
 
-    /// Show the coverage of CSI v1.12's requirements on a plugin: per RPC, requirements
+    /// Show the coverage of CSI's requirements (v1.12, or --spec-version) on a plugin: per RPC, requirements
     /// total / covered by a scenario / untestable / gaps, and overall (exit 1 when a
     /// requirement is neither covered nor explained).
     #[arg(long, conflicts_with_all = ["checks", "parity"])]

@@ -34,6 +34,13 @@ fn entry(status: v1::VolumeHealthErrorType, reason: &str, message: String) -> Vo
     VolumeHealthEntry { status: status as i32, reason: reason.to_owned(), message }
 }
 
+/// The volume a health request names: INVALID_ARGUMENT without an id, NOT_FOUND for one that
+/// does not exist.
+fn existing_volume<'s>(state: &'s State, volume_id: &str) -> Result<&'s VolumeRecord, Status> {
+    checks::required(volume_id, "volume_id")?;
+    state.volumes.get(volume_id).ok_or_else(|| Status::not_found(format!("volume {volume_id} does not exist")))
+}
+
 impl Plugin {
     /// The entries the quirks make of compliant ones: each twice, or without a reason.
     fn bend<T: Clone>(&self, entries: Vec<T>, clear_reason: impl Fn(&mut T)) -> Vec<T> {
@@ -74,12 +81,8 @@ impl Plugin {
         &self,
         req: v1::ControllerGetVolumeHealthRequest,
     ) -> Result<v1::ControllerGetVolumeHealthResponse, Status> {
-        checks::required(&req.volume_id, "volume_id")?;
         let state = self.store.snapshot()?;
-        let volume = state
-            .volumes
-            .get(&req.volume_id)
-            .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        let volume = existing_volume(&state, &req.volume_id)?;
         Ok(v1::ControllerGetVolumeHealthResponse {
             volume_health: Some(self.volume_health(&volume.id, self.controller_health(volume))),
         })
@@ -129,12 +132,8 @@ impl Plugin {
         &self,
         req: v1::NodeGetVolumeHealthRequest,
     ) -> Result<v1::NodeGetVolumeHealthResponse, Status> {
-        checks::required(&req.volume_id, "volume_id")?;
         let state = self.store.snapshot()?;
-        let volume = state
-            .volumes
-            .get(&req.volume_id)
-            .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        let volume = existing_volume(&state, &req.volume_id)?;
         let mut entries = self.controller_health(volume);
         if !req.staging_target_path.is_empty() && !self.caps.has_node(v1::node_service_capability::rpc::Type::StageUnstageVolume) {
             return Err(Status::invalid_argument("staging_target_path is only for plugins with STAGE_UNSTAGE_VOLUME"));
