@@ -537,7 +537,7 @@ impl Fingerprint {
                 rows.push((format!("{prefix} topology"), segs.join(", ")));
             }
         }
-        rows.push(("spec version".into(), format!("CSI {} ({})", self.spec.version, self.spec.reason)));
+        rows.push(("spec version".into(), format!("CSI v{} ({})", self.spec.version, self.spec.reason)));
         for note in &self.notes {
             rows.push(("note".into(), note.clone()));
         }

@@ -99,7 +99,7 @@ impl Assumed {
         let mut reason = format!("stated with --spec-version {version}");
         if !other.is_empty() {
             reason.push_str(&format!(
-                "; the plugin also advertises {}, which CSI {version} does not define",
+                "; the plugin also advertises {}, which CSI v{version} does not define",
                 other.join(", ")
             ));
         }

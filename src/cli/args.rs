@@ -118,6 +118,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
 
+    /// Which CSI version judges the plugin.
+    #[command(flatten)]
+    pub spec: SpecVersionArg,
+
     /// Which suites.
     #[command(flatten)]
     pub suites: SuiteArgs,
@@ -473,7 +477,11 @@ pub struct ConnectArgs {
     /// are accepted); a larger answer is a finding.
     #[arg(long, value_name = "BYTES", default_value = "4Mi", value_parser = parse_message_size)]
     pub max_message_size: usize,
+}
 
+/// `--spec-version` of `run` and `fingerprint`.
+#[derive(Debug, Clone, Args)]
+pub struct SpecVersionArg {
     /// The CSI spec version to judge the plugin by, 1.12 or 1.13. Without it, inferred from
     /// what the plugin advertises (GET_VOLUME_HEALTH and the other v1.13 capabilities: 1.13;
     /// VOLUME_CONDITION alone: 1.12); the report says which and why. With no endpoint, the
@@ -535,6 +543,10 @@ pub struct FingerprintArgs {
     /// The plugin.
     #[command(flatten)]
     pub connect: ConnectArgs,
+
+    /// Which CSI version judges the plugin.
+    #[command(flatten)]
+    pub spec: SpecVersionArg,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]

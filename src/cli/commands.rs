@@ -26,7 +26,7 @@ pub(super) async fn fingerprint(args: FingerprintArgs) -> Result<u8, CliError> {
     if targets.is_empty() {
         return Err(CliError::usage(NO_ENDPOINT));
     }
-    let (_, fingerprint) = connect_and_fingerprint(&targets, &args.connect.client_options(), args.connect.spec_version).await?;
+    let (_, fingerprint) = connect_and_fingerprint(&targets, &args.connect.client_options(), args.spec.spec_version).await?;
     match args.format {
         Format::Table => print!("{}", fingerprint.to_table()),
         Format::Json => println!(

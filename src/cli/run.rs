@@ -255,7 +255,7 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
     let mut targets = args.connect.targets();
     let mut local = None;
     if targets.is_empty() {
-        let (reference, started) = start_reference(args.connect.spec_version).await?;
+        let (reference, started) = start_reference(args.spec.spec_version).await?;
         let nodes: Vec<String> = started.nodes.iter().map(ToString::to_string).collect();
         eprintln!("no --endpoint: testing the bundled reference plugin (controller and {} nodes: {})", nodes.len(), nodes.join(", "));
         targets = started;
@@ -284,7 +284,7 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
 
     let signals = Signals::catch()?;
     let options = args.connect.client_options();
-    let (connections, fingerprint) = connect_and_fingerprint(&targets, &options, args.connect.spec_version).await?;
+    let (connections, fingerprint) = connect_and_fingerprint(&targets, &options, args.spec.spec_version).await?;
     if !leftovers.is_empty() {
         let cleaned = crate::cleanup::undo(&args.journal, &leftovers, &connections, &config.secrets).await;
         eprint!("{}", scrubber.scrub(&cleaned.to_string()));
