@@ -10,6 +10,8 @@ mod builtin_vars;
 mod checks;
 mod data;
 mod existing;
+#[cfg(test)]
+mod golden;
 mod inspect;
 #[cfg(test)]
 mod layout;
