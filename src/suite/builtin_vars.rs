@@ -148,7 +148,7 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: 
     vars.insert("snapshot_parameters", string_map(&config.snapshot_parameters));
     vars.insert("secrets", Val::Map(config.secrets.iter().map(|(k, v)| (k.clone(), string_map(v))).collect()));
     vars.insert("access_type", Val::Str(config.access_type.as_str().to_owned()));
-    vars.insert("capability", capability(config.access_type == AccessType::Block));
+    vars.insert("capability", capability(config.access_type == super::settings::AccessType::Block));
     vars.insert("mount_capability", capability(false));
     vars.insert("block_capability", capability(true));
     let nodes: Vec<Val> = fingerprint
@@ -177,38 +177,6 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: 
     );
     vars.insert("idempotency_count", Val::Int(config.idempotency_count.into()));
     vars
-}
-
-/// `--access-type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AccessType {
-    /// A filesystem (`mount: {}`).
-    #[default]
-    Mount,
-    /// A raw block device (`block: {}`).
-    Block,
-}
-
-impl AccessType {
-    /// `mount` or `block`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccessType::Mount => "mount",
-            AccessType::Block => "block",
-        }
-    }
-}
-
-impl std::str::FromStr for AccessType {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "mount" => Ok(AccessType::Mount),
-            "block" => Ok(AccessType::Block),
-            other => Err(format!("unknown access type {other:?}; expected mount or block")),
-        }
-    }
 }
 
 #[cfg(test)]

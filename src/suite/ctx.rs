@@ -20,7 +20,6 @@ use super::{
     budget::{Budget, Retried},
     builtin_vars::{self, ScenarioPaths},
     inspect::Inspector,
-    load::secret_key,
     model::*,
     paths::{PathError, RunPaths},
     resources::Tracker,
@@ -450,7 +449,7 @@ impl ScenarioCtx {
                 return None;
             }
             SecretsMode::Auto if request.has_field(&field) => return Some("(request)".to_owned()),
-            SecretsMode::Auto => secret_key(rpc),
+            SecretsMode::Auto => crate::secrets::secret_key(rpc),
             SecretsMode::Key(k) => k.clone(),
         };
         let values = self.shared.config.secrets.get(&key)?;

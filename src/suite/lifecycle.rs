@@ -830,12 +830,12 @@ impl Lifecycle<'_> {
             Err(e)
                 if self.plan.secrets == SecretsMode::None
                     && matches!(e.code, Code::Unauthenticated | Code::PermissionDenied)
-                    && self.ctx.config().secrets.contains_key(&super::secret_key(rpc)) =>
+                    && self.ctx.config().secrets.contains_key(&crate::secrets::secret_key(rpc)) =>
             {
                 Err(CheckOutcome::Skip(format!(
                     "the plugin needs the secrets file's {} for {rpc} ({} without it), so the lifecycle without \
                      secrets does not apply",
-                    super::secret_key(rpc),
+                    crate::secrets::secret_key(rpc),
                     e.code_name()
                 )))
             }

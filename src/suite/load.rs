@@ -3,7 +3,7 @@
 //! unknown keys (with "did you mean"), unknown RPCs, request fields checked against the
 //! descriptor, codes, capabilities, options, variables, checks, regexes and duplicate ids.
 
-use std::{collections::BTreeMap, fmt, path::Path, str::FromStr, time::Duration};
+use std::{collections::BTreeMap, path::Path, str::FromStr, time::Duration};
 
 use tonic::Code;
 
@@ -24,66 +24,17 @@ mod steps;
 
 use steps::describe_value;
 
-/// One problem in a suite (or request) text.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LoadError {
-    /// The file.
-    pub origin: String,
-    /// Where in it (line 0 when the problem is the file as a whole).
-    pub pos: Pos,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl LoadError {
-    /// A problem at a position.
-    pub fn new(origin: &str, pos: Pos, message: impl Into<String>) -> Self {
-        LoadError { origin: origin.to_owned(), pos, message: message.into() }
-    }
-}
-
-impl fmt::Display for LoadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.pos.line == 0 {
-            write!(f, "{}: {}", self.origin, self.message)
-        } else {
-            write!(f, "{}:{}:{}: {}", self.origin, self.pos.line, self.pos.col, self.message)
-        }
-    }
-}
-
-/// Every problem found, one `file:line:col: message` per line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct LoadErrors(pub Vec<LoadError>);
-
-impl fmt::Display for LoadErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("\n")?;
-            }
-            write!(f, "{e}")?;
-        }
-        Ok(())
-    }
-}
+pub use super::error::{LoadError, LoadErrors};
 
 /// The opt-ins a scenario can require, with the command-line flag that enables each.
 pub const OPTIONS: [(&str, &str); 2] =
     [("attach_limit", "--test-node-volume-attach-limit"), ("restart", "--allow-restart-cmd")];
 
-/// The secrets key `secrets: auto` uses for an RPC: csi-sanity's (see
-/// [`SecretKey::for_rpc`](crate::secrets::SecretKey::for_rpc)), or `<Rpc>Secret` for RPCs
-/// csi-sanity has no key for (NodeExpandVolume, the SnapshotMetadata RPCs...).
-pub fn secret_key(rpc: &str) -> String {
-    crate::secrets::SecretKey::for_rpc(rpc).map_or_else(|| format!("{rpc}Secret"), |k| k.as_str().to_owned())
-}
-
 fn known_secret_keys() -> Vec<String> {
     let mut keys: Vec<String> = crate::secrets::SecretKey::ALL.iter().map(|k| k.as_str().to_owned()).collect();
     for m in proto::all_methods() {
         if m.input().get_field_by_name("secrets").is_some() {
-            keys.push(secret_key(m.name()));
+            keys.push(crate::secrets::secret_key(m.name()));
         }
     }
     keys.sort();
@@ -591,14 +542,6 @@ fn mentions_paths(node: &Node) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secret_keys_follow_csi_sanity_and_extend_by_rpc_name() {
-        assert_eq!(secret_key("CreateVolume"), "CreateVolumeSecret");
-        assert_eq!(secret_key("ValidateVolumeCapabilities"), "ControllerValidateVolumeCapabilitiesSecret");
-        assert_eq!(secret_key("CreateVolumeGroupSnapshot"), "CreateSnapshotSecret");
-        assert_eq!(secret_key("NodeExpandVolume"), "NodeExpandVolumeSecret");
-    }
 
     fn errors(text: &str) -> Vec<String> {
         match load_str("t.yaml", text) {

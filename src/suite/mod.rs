@@ -9,6 +9,7 @@ mod builtin;
 mod builtin_vars;
 mod checks;
 mod data;
+mod error;
 mod existing;
 #[cfg(test)]
 mod golden;
@@ -25,6 +26,7 @@ mod property;
 mod request;
 mod resources;
 mod paths;
+mod pool;
 mod profile;
 mod run;
 mod settings;
@@ -33,7 +35,7 @@ mod vars;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
 pub use builtin::{BUILTIN, builtin};
-pub use builtin_vars::{AccessType, NAME_MAX};
+pub use builtin_vars::NAME_MAX;
 pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
 pub use existing::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume, PROTECTED_RPCS, parse_mode};
 pub use inspect::{
@@ -41,9 +43,9 @@ pub use inspect::{
 };
 pub use lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
 pub use marker::MARKER_FILE;
-pub use load::{
-    LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
-};
+pub use error::{LoadError, LoadErrors};
+pub use load::{OPTIONS, check_unique, load_file, load_str};
+pub use crate::secrets::secret_key;
 pub use model::{
     Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, Pool, PropertyStep,
     Repeat, Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test, takes_node_path,
@@ -55,6 +57,6 @@ pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use ctx::{Response, ScenarioCtx};
 pub use run::{run, run_until};
-pub use settings::{DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
+pub use settings::{AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

@@ -15,12 +15,12 @@ use std::{
 
 use super::{
     budget::{self, Budget, Queue, Ticket},
-    builtin_vars::{self, AccessType, ScenarioPaths},
+    builtin_vars::{self, ScenarioPaths},
     ctx::{Flow, ScenarioCtx, Shared, node_inspector},
     load::OPTIONS,
     model::*,
     paths::RunPaths,
-    settings::{Plugin, RunConfig},
+    settings::{AccessType, Plugin, RunConfig},
 };
 use crate::{
     client::Connection,

@@ -14,7 +14,6 @@ use regex::Regex;
 
 use super::{
     budget::{self, BudgetConfig},
-    builtin_vars::AccessType,
     inspect::{MountCheck, PathCommand},
     model::*,
     paths::PathSettings,
@@ -276,6 +275,38 @@ impl fmt::Debug for RunConfig {
             .field("restart_cmd", &self.restart_cmd)
             .field("progress", &self.progress.is_some())
             .finish()
+    }
+}
+
+/// `--access-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessType {
+    /// A filesystem (`mount: {}`).
+    #[default]
+    Mount,
+    /// A raw block device (`block: {}`).
+    Block,
+}
+
+impl AccessType {
+    /// `mount` or `block`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessType::Mount => "mount",
+            AccessType::Block => "block",
+        }
+    }
+}
+
+impl std::str::FromStr for AccessType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mount" => Ok(AccessType::Mount),
+            "block" => Ok(AccessType::Block),
+            other => Err(format!("unknown access type {other:?}; expected mount or block")),
+        }
     }
 }
 
