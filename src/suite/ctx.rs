@@ -18,6 +18,7 @@ use tonic::Code;
 
 use super::{
     budget::{Budget, Retried},
+    catalog::CheckArgs,
     builtin_vars::{self, ScenarioPaths},
     inspect::Inspector,
     model::*,
@@ -420,6 +421,24 @@ impl ScenarioCtx {
         CheckOutcome::Stop
     }
 
+    /// The arguments of a check or property step (`what`: `check path-state`), variables
+    /// substituted; a variable that cannot be is an error that ends the scenario.
+    pub(crate) fn eval_args(&mut self, what: &str, args: &[(String, crate::yaml::Node)]) -> Result<CheckArgs, Flow> {
+        let mut out = BTreeMap::new();
+        for (name, node) in args {
+            match self.vars.eval(node) {
+                Ok(v) => {
+                    out.insert(name.clone(), v);
+                }
+                Err((_, e)) => {
+                    self.push(Finding::new(Severity::Error, "suite", format!("argument `{name}` of {what}: {e}")));
+                    return Err(Flow::Stop);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub(crate) fn connection(&self, method: &MethodDescriptor, node: Option<usize>) -> Result<Connection, RpcError> {
         let plugin = &self.shared.plugin;
         let service = method.parent_service().name().to_owned();
@@ -484,6 +503,12 @@ impl ScenarioCtx {
 }
 
 /// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
+/// Records a check's bad argument (an error of the suite) and stops the scenario.
+pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
+    ctx.push(Finding::new(Severity::Error, "suite", message));
+    CheckOutcome::Stop
+}
+
 pub(crate) async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
     Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
 }

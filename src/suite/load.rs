@@ -10,6 +10,7 @@ use tonic::Code;
 use crate::yaml::{self, Node, NodeKind, Plain, Pos};
 use super::{
     builtin_vars,
+    catalog::Catalog,
     model::*,
     vars::{Ty, did_you_mean},
 };
@@ -42,18 +43,19 @@ fn known_secret_keys() -> Vec<String> {
     keys
 }
 
-/// Reads and loads a suite file.
-pub fn load_file(path: &Path) -> Result<super::Suite, LoadErrors> {
+/// Reads and loads a suite file, its checks and properties found in `catalog`.
+pub fn load_file_in(catalog: &dyn Catalog, path: &Path) -> Result<super::Suite, LoadErrors> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         LoadErrors(vec![LoadError::new(&origin, Pos::default(), format!("cannot read the suite: {e}"))])
     })?;
-    load_str(&origin, &text)
+    load_str_in(catalog, &origin, &text)
 }
 
-/// Loads a suite from text; `origin` names it in errors and reports.
-pub fn load_str(origin: &str, text: &str) -> Result<super::Suite, LoadErrors> {
-    let mut loader = Loader { origin, errors: Vec::new() };
+/// Loads a suite from text, its checks and properties found in `catalog`; `origin` names it
+/// in errors and reports.
+pub fn load_str_in(catalog: &dyn Catalog, origin: &str, text: &str) -> Result<super::Suite, LoadErrors> {
+    let mut loader = Loader { origin, catalog, errors: Vec::new() };
     let suite = match yaml::parse(text) {
         Err(errs) => {
             for e in errs {
@@ -109,6 +111,8 @@ pub fn check_unique(suites: &[super::Suite]) -> Result<(), LoadErrors> {
 
 struct Loader<'a> {
     origin: &'a str,
+    /// Where the checks and properties that steps name are found.
+    catalog: &'a dyn Catalog,
     errors: Vec<LoadError>,
 }
 
@@ -542,6 +546,7 @@ fn mentions_paths(node: &Node) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::suite::load_str;
 
     fn errors(text: &str) -> Vec<String> {
         match load_str("t.yaml", text) {
@@ -618,7 +623,7 @@ mod tests {
     mod never_panics {
         use proptest::prelude::*;
 
-        use super::super::load_str;
+        use crate::suite::load_str;
 
         /// Fragments of suite-like YAML, so that generated texts get past the parser often.
         fn fragment() -> impl Strategy<Value = String> {

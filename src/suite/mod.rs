@@ -7,8 +7,8 @@ mod assert;
 mod budget;
 mod builtin;
 mod builtin_vars;
+mod catalog;
 mod checks;
-mod data;
 mod error;
 mod existing;
 #[cfg(test)]
@@ -16,9 +16,7 @@ mod golden;
 mod inspect;
 #[cfg(test)]
 mod layout;
-mod lifecycle;
 mod marker;
-mod confirm;
 mod ctx;
 mod load;
 mod model;
@@ -34,28 +32,30 @@ mod steps;
 mod vars;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
-pub use builtin::{BUILTIN, builtin};
+pub use builtin::{BUILTIN, builtin, load_file, load_str};
 pub use builtin_vars::NAME_MAX;
-pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
+pub use catalog::{ArgKind, ArgSpec, Catalog, CheckArgs, CheckDemand, CheckSpec, CheckUse, PropertySpec};
+pub use checks::{CheckDef, CheckFuture, Registry, checks};
+pub use checks::properties::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, properties};
 pub use existing::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume, PROTECTED_RPCS, parse_mode};
 pub use inspect::{
     DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, PathCommand, PathCommandError, PathKind, socket_peer,
 };
-pub use lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
+pub use checks::lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
 pub use marker::MARKER_FILE;
 pub use error::{LoadError, LoadErrors};
-pub use load::{OPTIONS, check_unique, load_file, load_str};
+pub use load::{OPTIONS, check_unique, load_file_in, load_str_in};
 pub use crate::secrets::secret_key;
 pub use model::{
     Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, Pool, PropertyStep,
     Repeat, Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test, takes_node_path,
 };
-pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};
+pub use property::{case_seed, show_set};
 pub use request::{RequestTemplate, build_request, parse_request};
 pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
 pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
-pub use ctx::{Response, ScenarioCtx};
+pub use ctx::{CheckOutcome, Response, ScenarioCtx};
 pub use run::{run, run_until};
 pub use settings::{AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};

@@ -9,7 +9,11 @@ use regex::Regex;
 use tonic::Code;
 
 pub use super::pool::Pool;
-use super::{checks::CheckDef, property::PropertyDef, request::RequestTemplate, vars::FieldPath};
+use super::{
+    catalog::{CheckSpec, PropertySpec},
+    request::RequestTemplate,
+    vars::FieldPath,
+};
 use crate::config::BoundsOverride;
 use crate::yaml::{Node, Pos};
 use crate::{fingerprint::Capability, report::Severity};
@@ -468,7 +472,7 @@ pub struct AssertStep {
 #[derive(Debug, Clone)]
 pub struct CheckStep {
     /// The check.
-    pub check: &'static CheckDef,
+    pub check: &'static CheckSpec,
     /// Its arguments, as written (variables substituted at run time).
     pub args: Vec<(String, Node)>,
     /// `save:` from its outputs.
@@ -479,7 +483,7 @@ pub struct CheckStep {
 #[derive(Debug, Clone)]
 pub struct PropertyStep {
     /// The invariant.
-    pub property: &'static PropertyDef,
+    pub property: &'static PropertySpec,
     /// Its arguments, as written (variables substituted at run time).
     pub args: Vec<(String, Node)>,
     /// `bounds:` as written: these keys replace the run's bounds

@@ -21,6 +21,7 @@ use super::{
     model::*,
     paths::RunPaths,
     settings::{AccessType, Plugin, RunConfig},
+    steps,
 };
 use crate::{
     client::Connection,
@@ -444,7 +445,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket
         }
     };
     let mut ctx = ScenarioCtx::new(shared.clone(), scenario, paths, ticket.lease.id());
-    let flow = ctx.run_steps(&scenario.steps).await;
+    let flow = steps::run_steps(&mut ctx, &scenario.steps).await;
     ctx.teardown().await;
     if let Ok(run_paths) = &shared.paths {
         if scenario.uses_paths() {
