@@ -5,10 +5,11 @@
 use std::{
     collections::BTreeMap,
     hash::{Hash, Hasher},
-    path::{Path, PathBuf},
+    path::Path,
 };
 
 use super::{
+    paths::ScenarioPaths,
     settings::RunConfig,
     vars::{Ty, Val, Vars},
 };
@@ -51,29 +52,6 @@ pub fn types() -> BTreeMap<String, Ty> {
         ("paths".to_owned(), paths),
         ("idempotency_count".to_owned(), scalar()),
     ])
-}
-
-/// A scenario's private paths: a directory and a staging directory the engine creates (the
-/// spec makes the CO create the staging path), and target paths inside the directory that the
-/// plugin creates (they do not exist before the scenario). See `paths.rs` for where they are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioPaths {
-    /// `paths.dir`: the scenario's directory (created).
-    pub dir: PathBuf,
-    /// `paths.staging`.
-    pub staging: PathBuf,
-    /// `paths.target`.
-    pub target: PathBuf,
-    /// `paths.target2`.
-    pub target2: PathBuf,
-}
-
-impl ScenarioPaths {
-    /// The paths of a scenario whose directory is `dir`: its target paths inside it, and
-    /// `staging` wherever the run put it.
-    pub fn in_dir(dir: PathBuf, staging: PathBuf) -> Self {
-        ScenarioPaths { staging, target: dir.join("target"), target2: dir.join("target2"), dir }
-    }
 }
 
 fn stable_hash(text: &str) -> u64 {

@@ -19,10 +19,10 @@ use tonic::Code;
 use super::{
     budget::{Budget, Retried},
     catalog::CheckArgs,
-    builtin_vars::{self, ScenarioPaths},
+    builtin_vars,
     inspect::Inspector,
     model::*,
-    paths::{PathError, RunPaths},
+    paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
     settings::{Plugin, RunConfig},
     vars::{Val, Vars},

@@ -15,11 +15,11 @@ use std::{
 
 use super::{
     budget::{self, Budget, Queue, Ticket},
-    builtin_vars::{self, ScenarioPaths},
+    builtin_vars,
     ctx::{Flow, ScenarioCtx, Shared, node_inspector},
     load::OPTIONS,
     model::*,
-    paths::RunPaths,
+    paths::{RunPaths, ScenarioPaths},
     settings::{AccessType, Plugin, RunConfig},
     steps,
 };
