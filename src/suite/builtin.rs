@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{Suite, checks::Registry, error::LoadErrors, load};
+use super::{checks::Registry, error::LoadErrors, load, model::Suite};
 
 /// Loads a suite from text, with the built-in checks and properties; `origin` names it in
 /// errors and reports.

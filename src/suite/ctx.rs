@@ -38,7 +38,7 @@ use crate::{
 pub(crate) struct Shared {
     pub(crate) plugin: Plugin,
     pub(crate) config: RunConfig,
-    pub(crate) suites: Vec<super::Suite>,
+    pub(crate) suites: Vec<Suite>,
     pub(crate) run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
     pub(crate) paths: Result<RunPaths, PathError>,

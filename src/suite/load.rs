@@ -44,7 +44,7 @@ fn known_secret_keys() -> Vec<String> {
 }
 
 /// Reads and loads a suite file, its checks and properties found in `catalog`.
-pub fn load_file_in(catalog: &dyn Catalog, path: &Path) -> Result<super::Suite, LoadErrors> {
+pub fn load_file_in(catalog: &dyn Catalog, path: &Path) -> Result<Suite, LoadErrors> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         LoadErrors(vec![LoadError::new(&origin, Pos::default(), format!("cannot read the suite: {e}"))])
@@ -54,7 +54,7 @@ pub fn load_file_in(catalog: &dyn Catalog, path: &Path) -> Result<super::Suite, 
 
 /// Loads a suite from text, its checks and properties found in `catalog`; `origin` names it
 /// in errors and reports.
-pub fn load_str_in(catalog: &dyn Catalog, origin: &str, text: &str) -> Result<super::Suite, LoadErrors> {
+pub fn load_str_in(catalog: &dyn Catalog, origin: &str, text: &str) -> Result<Suite, LoadErrors> {
     let mut loader = Loader { origin, catalog, errors: Vec::new() };
     let suite = match yaml::parse(text) {
         Err(errs) => {
@@ -82,7 +82,7 @@ pub fn load_str_in(catalog: &dyn Catalog, origin: &str, text: &str) -> Result<su
 
 /// Checks that suite ids and scenario ids are unique across all loaded suites; each
 /// duplicate names both places.
-pub fn check_unique(suites: &[super::Suite]) -> Result<(), LoadErrors> {
+pub fn check_unique(suites: &[Suite]) -> Result<(), LoadErrors> {
     let mut errors = Vec::new();
     let mut suite_ids: BTreeMap<&str, &Location> = BTreeMap::new();
     let mut scenario_ids: BTreeMap<&str, &Location> = BTreeMap::new();
@@ -360,7 +360,7 @@ impl Loader<'_> {
         out
     }
 
-    fn suite(&mut self, root: &Node) -> Option<super::Suite> {
+    fn suite(&mut self, root: &Node) -> Option<Suite> {
         let fields = self.fields(root, "the suite", SUITE_KEYS)?;
         let id_node = self.required(&fields, "suite", "the suite", root.pos);
         let id = id_node.and_then(|n| self.string(n, "suite"));
@@ -399,7 +399,7 @@ impl Loader<'_> {
                 None => self.err(list.pos, format!("scenarios must be a list, not {}", list.describe())),
             }
         }
-        Some(super::Suite {
+        Some(Suite {
             id: id?,
             title: title?,
             description,

@@ -31,7 +31,7 @@ use crate::{
 
 /// Runs suites against a plugin and returns the report. Never panics on plugin behaviour; an
 /// unreachable plugin turns the affected scenarios into errors.
-pub async fn run(plugin: &Plugin, suites: &[super::Suite], config: &RunConfig) -> RunReport {
+pub async fn run(plugin: &Plugin, suites: &[Suite], config: &RunConfig) -> RunReport {
     run_until(plugin, suites, config, std::future::pending()).await
 }
 
@@ -39,7 +39,7 @@ pub async fn run(plugin: &Plugin, suites: &[super::Suite], config: &RunConfig) -
 /// reason it gives; scenarios in flight end after their current step and are torn down.
 pub async fn run_until(
     plugin: &Plugin,
-    suites: &[super::Suite],
+    suites: &[Suite],
     config: &RunConfig,
     stop: impl Future<Output = String>,
 ) -> RunReport {

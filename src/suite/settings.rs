@@ -13,6 +13,7 @@ use std::{
 use regex::Regex;
 
 use super::{
+    existing::ExistingVolume,
     budget::{self, BudgetConfig},
     inspect::{MountCheck, PathCommand},
     model::*,
@@ -118,7 +119,7 @@ pub struct RunConfig {
     /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
     /// not create. The `existing` suite stages and publishes them; no RPC that deletes,
     /// resizes, modifies or snapshots one is ever sent.
-    pub existing_volumes: Vec<super::ExistingVolume>,
+    pub existing_volumes: Vec<ExistingVolume>,
     /// `--existing-volume-writable`: the run may write to the existing volumes (without it,
     /// nothing is ever written to them, not even a write probe).
     pub existing_writable: bool,
