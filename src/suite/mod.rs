@@ -2,6 +2,23 @@
 //! with `file:line:column` errors, requests built through the compiled CSI descriptor, run
 //! concurrently against a plugin with every created resource torn down, into a
 //! [`RunReport`](crate::report::RunReport).
+//!
+//! The engine is in layers; a file imports only from its own layer or a lower one, through
+//! the module that defines a name (the table and its test are in `layout.rs`):
+//!
+//! | layer | files | what it owns |
+//! |---|---|---|
+//! | 1 values | `vars`, `error`, `pool`, `existing`, `inspect`, `marker`, `resources`, `request` | values and their types, load errors, the plugin's pools, existing volumes, path and mount inspection, data markers, tracked resources, requests built from YAML |
+//! | 2 vocabulary | `catalog` | argument kinds, [`CheckSpec`] / [`PropertySpec`] (name, docs, args, outputs, RPCs, pools held, demand and cost, as data) and the [`Catalog`] the loader reads |
+//! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
+//! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name) |
+//! | 5 loading | `load`, `load/` | YAML to the model, given a [`Catalog`] (so it never imports the checks); above the settings because it checks `${...}` against the built-in variables' types |
+//! | 6 context | `ctx` | [`ScenarioCtx`], the only `impl ScenarioCtx`: variables, calls, findings, teardown |
+//! | 7 checks | `checks/` (one file per named check, a folder for `lifecycle`), `builtin` | the named checks and properties in one registry table ([`Registry`] implements [`Catalog`]), the built-in suites |
+//! | 8 engine | `property`, `steps`, `run` | property cases and shrinking, step execution, the runner |
+//!
+//! Adding a named check is one new file under `checks/` and one line in its registry (see the
+//! `checks` module doc and "Writing a named check" in `suites/README.md`).
 
 mod assert;
 mod budget;

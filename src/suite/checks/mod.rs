@@ -3,11 +3,11 @@
 //! the big ones: `lifecycle`, `data`) holding one [`CheckDef`]: its [`CheckSpec`] (name,
 //! docs, arguments, outputs, RPCs, pools, demand and cost, all data) and its async body,
 //! which works through the scenario's context so everything it creates is tracked and torn
-//! down. [`REGISTRY`] lists them; it is the [`Catalog`] the loader reads (through
+//! down. `REGISTRY` lists them; it is the [`Catalog`] the loader reads (through
 //! [`Registry`]) and the table the engine runs from.
 //!
 //! Adding a named check: write `checks/<name>.rs` with a `pub(super) static CHECK: CheckDef`
-//! and add one line to [`REGISTRY`] (and its `mod` line here). The loader checks its arguments,
+//! and add one line to `REGISTRY` (and its `mod` line here). The loader checks its arguments,
 //! `list --checks` shows it, and the scheduler budgets it from its spec's `demand` and `cost`.
 
 use std::{future::Future, pin::Pin};
