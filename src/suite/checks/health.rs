@@ -1,4 +1,5 @@
-//! The `health-entries` check (CSI v1.13): calls one health RPC (paging
+//! The `health-entries` and `health-migration` checks (CSI v1.13). `health-entries` calls
+//! one health RPC (paging
 //! ControllerListVolumeHealth to its end) and judges every entry by the rules the v1.13
 //! bindings state: REQUIRED volume_health, volume_id, status and reason; a reason that is a
 //! short CamelCase token; no two entries of one volume with the same status and reason, nor
@@ -12,21 +13,53 @@ use std::collections::BTreeMap;
 use prost_reflect::DynamicMessage;
 
 use super::{
-    checks::{ArgKind, ArgSpec, CheckArgs, Lister, bad_arg, page_to_end},
-    ctx::{CheckOutcome, ScenarioCtx},
-    vars::{FieldPath, Ty, Val},
+    CheckDef,
+    list::{Lister, page_to_end},
 };
 use crate::{
     proto,
     report::{Finding, Severity},
+    suite::{
+        catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
+        ctx::{CheckOutcome, ScenarioCtx, bad_arg},
+        vars::{FieldPath, Ty, Val},
+    },
 };
 
-/// The RPCs the check calls.
-pub(crate) const HEALTH_RPCS: [&str; 4] =
+/// The RPCs `health-entries` calls.
+const HEALTH_RPCS: [&str; 4] =
     ["ControllerGetVolumeHealth", "ControllerListVolumeHealth", "NodeGetVolumeHealth", "NodeGetStorageHealth"];
 
+pub(super) static HEALTH_ENTRIES: CheckDef = CheckDef {
+    spec: CheckSpec {
+        name: "health-entries",
+        description: "CSI v1.13: calls one health RPC (paging ControllerListVolumeHealth to the end) and checks every entry: REQUIRED fields, CamelCase reasons, no duplicates; saves count, volumes",
+        args: &HEALTH_ARGS,
+        outputs: health_outputs,
+        rpcs: &HEALTH_RPCS,
+        holds: &[],
+        demand: CheckSpec::no_demand,
+        cost: CheckSpec::few_rpcs,
+    },
+    run: |ctx, args| Box::pin(health_entries(ctx, args)),
+};
+
+pub(super) static HEALTH_MIGRATION: CheckDef = CheckDef {
+    spec: CheckSpec {
+        name: "health-migration",
+        description: "CSI v1.13 migration: a note per side (controller, node) saying which orchestrators get the health signal (VOLUME_CONDITION for v1.12, GET_VOLUME_HEALTH for v1.13); never a failure",
+        args: &[],
+        outputs: Vec::new,
+        rpcs: &[],
+        holds: &[],
+        demand: CheckSpec::no_demand,
+        cost: CheckSpec::few_rpcs,
+    },
+    run: |ctx, args| Box::pin(health_migration(ctx, args)),
+};
+
 /// Its arguments.
-pub(crate) const HEALTH_ARGS: [ArgSpec; 6] = [
+const HEALTH_ARGS: [ArgSpec; 6] = [
     ArgSpec { name: "rpc", kind: ArgKind::Choice(&HEALTH_RPCS), required: true },
     ArgSpec { name: "volume_id", kind: ArgKind::Str, required: false },
     ArgSpec { name: "volume_publish_path", kind: ArgKind::Str, required: false },
@@ -37,7 +70,7 @@ pub(crate) const HEALTH_ARGS: [ArgSpec; 6] = [
 
 /// What it saves: `count` adverse entries (volume statuses or storage entries) and `volumes`
 /// (the volume ids ControllerListVolumeHealth listed).
-pub(crate) fn health_outputs() -> Vec<(&'static str, Ty)> {
+fn health_outputs() -> Vec<(&'static str, Ty)> {
     vec![("count", Ty::Scalar), ("volumes", Ty::List(Box::new(Ty::Scalar)))]
 }
 
@@ -124,7 +157,7 @@ fn judge_volume(ctx: &mut ScenarioCtx, rpc: &str, health: &Val, volume_id: Optio
     judge(ctx, rpc, "health_statuses", &list(health, "health_statuses"), &["status", "reason"])
 }
 
-pub(crate) async fn health_entries(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+async fn health_entries(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     let rpc = args.get("rpc").and_then(Val::to_text).unwrap_or_default();
     let arg = |name: &str| args.get(name).and_then(Val::to_text).filter(|s| !s.is_empty());
     let node = match args.get("node") {
@@ -192,7 +225,7 @@ pub(crate) async fn health_entries(ctx: &mut ScenarioCtx, args: CheckArgs) -> Ch
 /// controller and node, saying which orchestrators get the plugin's health signal: v1.12 COs
 /// read `volume_condition` (VOLUME_CONDITION), v1.13 COs call the health RPCs
 /// (GET_VOLUME_HEALTH); v1.13 removed the former, so a plugin with only one serves only one.
-pub(crate) async fn health_migration(ctx: &mut ScenarioCtx, _args: CheckArgs) -> CheckOutcome {
+async fn health_migration(ctx: &mut ScenarioCtx, _args: CheckArgs) -> CheckOutcome {
     use crate::fingerprint::{Capability, ControllerCapability as C, NodeCapability as N};
     let fp = ctx.fingerprint();
     let sides = [
