@@ -218,12 +218,17 @@ pub type StorageCondition = (v1::StorageHealthErrorType, String);
 pub fn storage_condition(text: &str) -> Result<StorageCondition, Error> {
     let bad = || {
         Error::Config(format!(
-            "--storage-health {text:?}: expected STATUS:Reason, STATUS one of STORAGE_DEGRADED, STORAGE_UNREACHABLE"
+            "--storage-health {text:?}: expected STATUS:Reason, STATUS one of STORAGE_DEGRADED, STORAGE_UNREACHABLE, and a non-empty Reason"
         ))
     };
     let (status, reason) = text.split_once(':').ok_or_else(bad)?;
     let status = v1::StorageHealthErrorType::from_str_name(status.trim()).filter(|s| *s as i32 != 0).ok_or_else(bad)?;
-    Ok((status, reason.trim().to_owned()))
+    let reason = reason.trim();
+    // The reason is REQUIRED; the quirk `health-missing-reason` is how to leave it out.
+    if reason.is_empty() {
+        return Err(bad());
+    }
+    Ok((status, reason.to_owned()))
 }
 
 const GROUP_RPCS: [GroupRpc; 1] = [GroupRpc::CreateDeleteGetVolumeGroupSnapshot];
