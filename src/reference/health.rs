@@ -62,7 +62,10 @@ impl Plugin {
         let mut out = Vec::new();
         for part in v.parameters.get(HEALTH_PARAMETER).map(String::as_str).unwrap_or_default().split(',') {
             let Some((status, reason)) = part.split_once(':') else { continue };
-            if let Some(status) = v1::VolumeHealthErrorType::from_str_name(status.trim()) {
+            // Only well-formed conditions: a known, non-zero status and a reason (REQUIRED).
+            if let Some(status) = v1::VolumeHealthErrorType::from_str_name(status.trim()).filter(|s| *s as i32 != 0)
+                && !reason.trim().is_empty()
+            {
                 out.push(entry(status, reason.trim(), format!("told to report {}", status.as_str_name())));
             }
         }
