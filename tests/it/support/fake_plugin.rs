@@ -308,6 +308,19 @@ impl v1::controller_server::Controller for Fake {
             let shown: Vec<&String> = req.secrets.values().collect();
             return Err(bad(&format!("refusing secrets {shown:?}")));
         }
+        if req.parameters.contains_key("echo_mount_flags") {
+            // A plugin that quotes the mount options it could not use in its error text.
+            let flags: Vec<&String> = req
+                .volume_capabilities
+                .iter()
+                .filter_map(|c| match &c.access_type {
+                    Some(v1::volume_capability::AccessType::Mount(m)) => Some(&m.mount_flags),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            return Err(bad(&format!("refusing mount flags {flags:?}")));
+        }
         if let Some(ms) = req.parameters.get("sleep_ms").and_then(|s| s.parse().ok()) {
             let serial = req.name.contains("serial");
             let before = self.in_flight.load(Ordering::SeqCst);
