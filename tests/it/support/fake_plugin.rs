@@ -60,6 +60,9 @@ pub struct State {
     pub secrets: Vec<(String, BTreeMap<String, String>)>,
     /// The most calls in flight seen while a volume named `*serial*` was being created.
     pub serial_max_in_flight: usize,
+    /// While set, CreateVolume answers this code, whatever it is asked (a backend that
+    /// cannot be reached now).
+    pub create_refusal: Option<tonic::Code>,
 }
 
 /// What the fake advertises.
@@ -298,6 +301,9 @@ impl v1::controller_server::Controller for Fake {
         let _flight = InFlight::new(&self.in_flight);
         let req = request.into_inner();
         record_secrets(&self.state, "CreateVolume", &req.secrets);
+        if let Some(code) = self.state.lock().unwrap().create_refusal {
+            return Err(Status::new(code, "the backend cannot be reached now"));
+        }
         if req.name.is_empty() {
             return Err(bad("name is required"));
         }
