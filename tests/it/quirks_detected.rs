@@ -216,7 +216,11 @@ fn run_config(work: &tempfile::TempDir) -> RunConfig {
             .filter(|c| c.steps().iter().any(|st| matches!(&st.action, Action::Check(k) if k.check.name == "path-state")))
             .map(|c| format!("^{}$", regex::escape(c.id())))
             .collect();
-        eprintln!("SKIPPED: the mount-table scenarios ({}): no CAP_SYS_ADMIN to mount", inspecting.len());
+        crate::support::skip(
+            "quirks_detected (the scenarios that inspect the mount table)",
+            crate::support::Precondition::CapSysAdmin,
+            &format!("{} scenarios left out: the reference plugin mounts", inspecting.len()),
+        );
         config.skip = inspecting.iter().map(|p| Regex::new(p).unwrap()).collect();
     }
     config
@@ -390,8 +394,7 @@ async fn unstage_ignores_path_fails_the_unstage_without_a_staging_path() {
 
 #[tokio::test]
 async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
-    if !csi_conform::mounts::has_cap_sys_admin() {
-        eprintln!("SKIPPED: ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags: no CAP_SYS_ADMIN, the mount table cannot show the flags");
+    if !crate::support::can_mount("ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags", "the mount table shows the flags") {
         return;
     }
     let report = caught(Quirk::IgnoreMountFlags).await;
@@ -402,8 +405,7 @@ async fn ignore_mount_flags_fails_every_lifecycle_that_asks_for_flags() {
 /// A default run against a data quirk, when the reference plugin can mount (the data
 /// scenarios skip otherwise, and say so).
 async fn data_caught(quirk: Quirk, test: &str) -> Option<RunReport> {
-    if !csi_conform::mounts::has_cap_sys_admin() {
-        eprintln!("SKIPPED: {test}: no CAP_SYS_ADMIN, the reference plugin cannot mount, so no data is written");
+    if !crate::support::can_mount(test, "the reference plugin mounts, or no data is written") {
         return None;
     }
     Some(caught(quirk).await)
@@ -459,8 +461,7 @@ async fn lose_data_on_unstage_fails_every_scenario_that_unstages_before_reading(
 
 #[tokio::test]
 async fn ignore_readonly_fails_every_read_only_publication() {
-    if !csi_conform::mounts::has_cap_sys_admin() {
-        eprintln!("SKIPPED: ignore_readonly_fails_every_read_only_publication: no CAP_SYS_ADMIN, the mount table cannot show read-only");
+    if !crate::support::can_mount("ignore_readonly_fails_every_read_only_publication", "the mount table shows read-only") {
         return;
     }
     let report = caught(Quirk::IgnoreReadonly).await;

@@ -282,3 +282,48 @@ pub async fn csi_conform_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) ->
     cmd.envs(env.iter().copied());
     cmd.output().await.expect("run csi-conform")
 }
+
+/// What a test may skip for, and nothing else: a precondition of the machine, never an
+/// outcome of the code under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// Root with CAP_SYS_ADMIN: mounting, and namespaces of the test's own.
+    CapSysAdmin,
+    /// A kernel (or sandbox) that lets a process with CAP_SYS_ADMIN unshare a namespace.
+    Namespaces,
+    /// A headless Chromium on PATH.
+    Chromium,
+}
+
+impl std::fmt::Display for Precondition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precondition::CapSysAdmin => "needs CAP_SYS_ADMIN",
+            Precondition::Namespaces => "needs namespaces this machine refuses",
+            Precondition::Chromium => "needs chromium",
+        })
+    }
+}
+
+/// Says that `test` (or the part of it named) skipped, for `precondition`, with the detail
+/// `why`: on stderr (`SKIPPED: ...`), and in the file `scripts/test` names in
+/// `CSI_CONFORM_SKIP_LOG`, so that the summary at the end of the run lists every skip (cargo
+/// hides the output of tests that pass).
+pub fn skip(test: &str, precondition: Precondition, why: &str) {
+    let line = format!("{test}: {precondition}: {why}");
+    eprintln!("SKIPPED: {line}");
+    if let Some(path) = std::env::var_os("CSI_CONFORM_SKIP_LOG") {
+        use std::io::Write;
+        let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open the skip log");
+        log.write_all(format!("{line}\n").as_bytes()).expect("write the skip log");
+    }
+}
+
+/// Whether this process may mount; if not, says that `test` skipped and why.
+pub fn can_mount(test: &str, why: &str) -> bool {
+    if csi_conform::mounts::has_cap_sys_admin() {
+        return true;
+    }
+    skip(test, Precondition::CapSysAdmin, why);
+    false
+}
