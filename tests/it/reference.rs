@@ -93,10 +93,34 @@ async fn identity_reports_name_version_capabilities_and_readiness() {
     );
 }
 
+/// A bound far above any delay these tests configure: it only turns a hang into a failure.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Calls `ask` until `done` holds for its answer (the plugin's own state, not a guess at how
+/// long it takes), within [`HANG`].
+async fn until<T, F, Fut>(mut ask: F, done: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let started = Instant::now();
+    loop {
+        let answer = ask().await;
+        if done(&answer) {
+            return answer;
+        }
+        assert!(started.elapsed() < HANG, "the plugin never reached the state");
+        // A pause between questions, not a guess at when the answer changes.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn probe_is_not_ready_until_ready_after_and_latency_delays_answers() {
+    // ready_after is counted from the plugin's start: three seconds leave the first Probe far
+    // inside it, and the wait for ready=true asks the plugin rather than sleeping.
     let config = Config {
-        ready_after: Duration::from_millis(300),
+        ready_after: Duration::from_secs(3),
         latency: Duration::from_millis(60),
         ..Config::default()
     };
@@ -104,12 +128,16 @@ async fn probe_is_not_ready_until_ready_after_and_latency_delays_answers() {
     let mut id = p.identity();
     let started = Instant::now();
     assert_eq!(ok(id.probe(v1::ProbeRequest {}).await).ready, Some(false));
+    // A lower bound only (a slow machine makes it longer, never shorter).
     assert!(
         started.elapsed() >= Duration::from_millis(60),
         "latency applies"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(ok(id.probe(v1::ProbeRequest {}).await).ready, Some(true));
+    let probe = || {
+        let mut id = id.clone();
+        async move { ok(id.probe(v1::ProbeRequest {}).await).ready }
+    };
+    assert_eq!(until(probe, |ready| *ready != Some(false)).await, Some(true));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1217,8 +1245,10 @@ async fn snapshots_are_idempotent_filterable_and_pageable() {
 
 #[tokio::test]
 async fn snapshots_become_ready_after_the_configured_delay() {
+    // Three seconds from the snapshot's creation: the restore attempted at once is far inside
+    // it; the wait for readiness asks the plugin rather than sleeping.
     let p = TestPlugin::start(Config {
-        snapshot_ready_after: Duration::from_millis(300),
+        snapshot_ready_after: Duration::from_secs(3),
         ..Config::default()
     })
     .await;
@@ -1241,11 +1271,12 @@ async fn snapshots_become_ready_after_the_configured_delay() {
         ctl.create_volume(restore.clone()).await,
         Code::FailedPrecondition,
     );
-    tokio::time::sleep(Duration::from_millis(320)).await;
-    let again = ok(ctl.create_snapshot(snap_req(&v, "s")).await)
-        .snapshot
-        .unwrap();
-    assert!(again.ready_to_use);
+    let ask = || {
+        let mut ctl = ctl.clone();
+        let v = v.clone();
+        async move { ok(ctl.create_snapshot(snap_req(&v, "s")).await).snapshot.unwrap() }
+    };
+    let again = until(ask, |s| s.ready_to_use).await;
     assert_eq!(again.creation_time, s.creation_time);
     ok(ctl.create_volume(restore).await);
 }
