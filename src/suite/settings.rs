@@ -135,6 +135,11 @@ pub trait Progress: Send + Sync {
     fn started(&self, scenario_id: &str);
     /// A scenario finished, teardown included.
     fn finished(&self, result: &ScenarioResult);
+    /// The run was stopped (its timeout, or an interruption), for `reason`: no scenario starts
+    /// from now on; those in flight finish. Called once, at the moment of the decision.
+    fn interrupted(&self, reason: &str) {
+        let _ = reason;
+    }
 }
 
 /// One GiB.

@@ -117,6 +117,7 @@ struct Fake {
     options: FakeOptions,
     in_flight: Arc<AtomicUsize>,
     crash: Arc<Notify>,
+    release: Arc<tokio::sync::Semaphore>,
 }
 
 /// Counts a call in flight for as long as it lives.
@@ -139,6 +140,8 @@ impl Drop for InFlight {
 pub struct FakePlugin {
     /// Its socket.
     pub socket: PathBuf,
+    /// A CreateVolume with the parameter `hold` waits for a permit here before it answers.
+    pub release: Arc<tokio::sync::Semaphore>,
     /// Its state, to inspect and to seed.
     pub state: Arc<Mutex<State>>,
     /// The fake's own runtime: shutting it down drops every connection at once, as a crash
@@ -153,7 +156,14 @@ impl FakePlugin {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("csi.sock");
         let restart_after = options.restart_after;
-        let fake = Fake { state: Arc::default(), options, in_flight: Arc::default(), crash: Arc::new(Notify::new()) };
+        let release = Arc::new(tokio::sync::Semaphore::new(0));
+        let fake = Fake {
+            state: Arc::default(),
+            options,
+            in_flight: Arc::default(),
+            crash: Arc::new(Notify::new()),
+            release: release.clone(),
+        };
         let state = fake.state.clone();
         let crash = fake.crash.clone();
         let runtime = Arc::new(Mutex::new(Some(serve(&fake, &socket))));
@@ -170,7 +180,7 @@ impl FakePlugin {
                 *on_crash.lock().unwrap() = Some(serve(&fake, &crash_socket));
             }
         });
-        FakePlugin { socket, state, runtime, _dir: dir }
+        FakePlugin { socket, release, state, runtime, _dir: dir }
     }
 
     /// Connects to it with short timeouts.
@@ -313,6 +323,9 @@ impl v1::controller_server::Controller for Fake {
         if req.parameters.contains_key("echo_secret") {
             let shown: Vec<&String> = req.secrets.values().collect();
             return Err(bad(&format!("refusing secrets {shown:?}")));
+        }
+        if req.parameters.contains_key("hold") {
+            self.release.acquire().await.expect("the semaphore stays open").forget();
         }
         if req.parameters.contains_key("echo_mount_flags") {
             // A plugin that quotes the mount options it could not use in its error text.

@@ -327,3 +327,62 @@ pub fn can_mount(test: &str, why: &str) -> bool {
     skip(test, Precondition::CapSysAdmin, why);
     false
 }
+
+/// A [`csi_conform::suite::Progress`] that records the run's events in the order they happen
+/// (`started ID`, `finished ID`, `interrupted: REASON`), so that tests await and order events
+/// instead of timing them; optionally it lets a held fake call go when the run stops.
+#[derive(Default)]
+pub struct EventLog {
+    events: std::sync::Mutex<Vec<String>>,
+    release_on_stop: Option<std::sync::Arc<tokio::sync::Semaphore>>,
+}
+
+impl EventLog {
+    /// A log that only records.
+    pub fn new() -> std::sync::Arc<EventLog> {
+        std::sync::Arc::default()
+    }
+
+    /// A log that also adds a permit to `release` when the run stops.
+    pub fn releasing_on_stop(release: std::sync::Arc<tokio::sync::Semaphore>) -> std::sync::Arc<EventLog> {
+        std::sync::Arc::new(EventLog { release_on_stop: Some(release), ..EventLog::default() })
+    }
+
+    /// The events so far.
+    pub fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Whether scenarios `a` and `b` were ever in flight together (each started before the
+    /// other finished).
+    pub fn overlapped(&self, a: &str, b: &str) -> bool {
+        let events = self.events();
+        let at = |what: &str, id: &str| {
+            events.iter().position(|e| *e == format!("{what} {id}")).unwrap_or_else(|| panic!("no {what} {id} in {events:?}"))
+        };
+        at("started", a) < at("finished", b) && at("started", b) < at("finished", a)
+    }
+
+    fn push(&self, event: String) {
+        self.events.lock().unwrap().push(event);
+    }
+}
+
+impl csi_conform::suite::Progress for EventLog {
+    fn begin(&self, _: usize) {}
+
+    fn started(&self, id: &str) {
+        self.push(format!("started {id}"));
+    }
+
+    fn finished(&self, result: &csi_conform::report::ScenarioResult) {
+        self.push(format!("finished {}", result.id));
+    }
+
+    fn interrupted(&self, reason: &str) {
+        self.push(format!("interrupted: {reason}"));
+        if let Some(release) = &self.release_on_stop {
+            release.add_permits(1);
+        }
+    }
+}
