@@ -147,6 +147,7 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
             "snapshot-content",
             Severity::Fail,
         ),
+        Quirk::RestoreHeadOnly => on(&["data.block.group-snapshot", "data.block.snapshot"], "snapshot-content", Severity::Fail),
         Quirk::CloneSharesData => on(&["data.block.clone", "data.mount.clone"], "clone-shares-data", Severity::Fail),
         Quirk::ExpandNoGrow => {
             on(&["data.block.expand.offline", "data.block.expand.online"], "volume-size", Severity::Fail)
@@ -421,6 +422,20 @@ async fn snapshot_empty_fails_the_restores_naming_the_blank_volume() {
     assert!(block.contains("restored from snapshot") && block.contains("byte 0 is blank"), "{block}");
     let mount = &the_finding(&report, "data.mount.snapshot").message;
     assert!(mount.contains("marker A is missing"), "{mount}");
+}
+
+/// The marker's second copy, in a block volume's last 4 KiB, is read back too: a restore that
+/// loses the tail of the data fails although byte 0 is intact.
+#[tokio::test]
+async fn restore_head_only_fails_the_block_restores_naming_the_blank_tail() {
+    let Some(report) = data_caught(Quirk::RestoreHeadOnly, "restore_head_only_fails_the_block_restores_naming_the_blank_tail").await
+    else {
+        return;
+    };
+    for id in ["data.block.snapshot", "data.block.group-snapshot"] {
+        let m = &the_finding(&report, id).message;
+        assert!(m.contains("(the last 4 KiB) is blank") && !m.contains("byte 0 "), "{m}");
+    }
 }
 
 #[tokio::test]
