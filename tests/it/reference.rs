@@ -2475,19 +2475,32 @@ async fn without_stage_unstage_publish_uses_the_volume_directly() {
         .controller_publish_volume(publish_req(&v, snw(), false))
         .await)
     .publish_context;
-    let req = v1::NodePublishVolumeRequest {
+    let req = |target: &str| v1::NodePublishVolumeRequest {
         staging_target_path: String::new(),
-        publish_context: ctx,
-        ..node_publish_req(&p, &v, "t", snw())
+        publish_context: ctx.clone(),
+        ..node_publish_req(&p, &v, target, snw())
     };
-    ok(node.node_publish_volume(req.clone()).await);
-    ok(node.node_publish_volume(req).await);
-    ok(node
-        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest {
-            volume_id: v,
-            target_path: p.path("t"),
-        })
-        .await);
+    let target = std::path::PathBuf::from(p.path("t"));
+    ok(node.node_publish_volume(req("t")).await);
+    ok(node.node_publish_volume(req("t")).await);
+    assert!(target.is_dir(), "the plugin made the target");
+    let unpublish = |target: &str| v1::NodeUnpublishVolumeRequest { volume_id: v.clone(), target_path: p.path(target) };
+    if !crate::support::can_mount("without_stage_unstage_publish_uses_the_volume_directly (the volume's content)", "the reference plugin mounts") {
+        ok(node.node_unpublish_volume(unpublish("t")).await);
+        assert!(!target.exists(), "unpublish removes the target");
+        return;
+    }
+    // The target is the volume itself, mounted once (the repeat mounts nothing more): what is
+    // written there is in the volume, and shows at the next target it is published at.
+    let real = std::fs::canonicalize(&target).unwrap();
+    let mounted: Vec<_> = csi_conform::mounts::mounts_under(&target).into_iter().filter(|m| m.mount_point == real).collect();
+    assert_eq!(mounted.len(), 1, "{mounted:?}");
+    std::fs::write(target.join("kept"), b"in the volume").unwrap();
+    ok(node.node_unpublish_volume(unpublish("t")).await);
+    assert!(!target.exists(), "unpublish removes the target");
+    ok(node.node_publish_volume(req("t2")).await);
+    assert_eq!(std::fs::read(std::path::Path::new(&p.path("t2")).join("kept")).unwrap(), b"in the volume");
+    ok(node.node_unpublish_volume(unpublish("t2")).await);
 }
 
 #[derive(clap::Parser)]
