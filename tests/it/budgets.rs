@@ -251,3 +251,60 @@ async fn a_scenario_holding_the_volumes_exclusively_counts_them_undisturbed() {
     let (unheld, beside) = run("").await;
     assert!(!beside.is_empty(), "without the hold the creating scenarios run beside the counter: {unheld:?}");
 }
+
+/// A scenario holding the snapshots exclusively waits for one that is creating a snapshot
+/// although it started later: `hv` holds the volumes, so `hs` (which also creates a volume)
+/// waits while `s` (which only snapshots a volume made before the run) starts beside `hv`.
+/// The fake holds `hv`'s call until `s` has started and `s`'s call until `hv` has finished, so
+/// `s` is in flight when `hv` ends, whatever the machine's speed. Then `hs` must still wait
+/// for `s`: it never runs beside it. Judged by the run's events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exclusive_holder_waits_for_a_scenario_already_changing_its_pool() {
+    use crate::support::{
+        EventLog, Release,
+        fake_plugin::{FakeOptions, FakePlugin, FakeVolume},
+    };
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    fake.state.lock().unwrap().volumes.insert(
+        "vol-before".into(),
+        FakeVolume { name: "before".into(), capacity: 1 << 30, parameters: Default::default(), calls: 0, block: false },
+    );
+    let text = r#"
+suite: pools
+title: t
+scenarios:
+  - id: hv
+    title: holds the volumes
+    exclusive: [volumes]
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}", volume_capabilities: ["${capability}"], parameters: { hold: hv } }
+  - id: hs
+    title: holds the snapshots, and creates a volume
+    exclusive: [snapshots]
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}", volume_capabilities: ["${capability}"] }
+  - id: s
+    title: snapshots a volume that was there before
+    steps:
+      - call: CreateSnapshot
+        request: { name: "${name}", source_volume_id: vol-before, parameters: { hold: s } }
+"#;
+    let suites = vec![suite::load_str("pools.yaml", text).unwrap_or_else(|e| panic!("{e}"))];
+    let plugin = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
+    let work = tempfile::tempdir().unwrap();
+    let log = EventLog::releasing(vec![
+        (Release::OnStarted("pools.s".into()), fake.gates.gate("hv")),
+        (Release::OnFinished("pools.hv".into()), fake.gates.gate("s")),
+    ]);
+    let config = suite::RunConfig { progress: Some(log.clone()), ..config(&work, 8) };
+    let report = tokio::time::timeout(Duration::from_secs(60), suite::run(&plugin, &suites, &config)).await.expect("the run ends");
+    let verdicts = verdicts(&report);
+    assert!(verdicts.values().all(|v| *v == Severity::Pass), "{verdicts:?}");
+    let events = log.events();
+    assert!(log.overlapped("pools.hv", "pools.s"), "s changes only the snapshots, so it runs beside hv: {events:?}");
+    assert!(!log.overlapped("pools.hv", "pools.hs"), "{events:?}");
+    assert!(!log.overlapped("pools.hs", "pools.s"), "hs started while s was creating a snapshot: {events:?}");
+    assert_eq!(fake.volume_ids(), ["vol-before"], "what the run made is gone");
+}

@@ -511,7 +511,7 @@ scenarios:
     title: held until the run stops
     steps:
       - call: CreateVolume
-        request: { name: "${name}", volume_capabilities: ["${capability}"], parameters: { hold: "1" } }
+        request: { name: "${name}", volume_capabilities: ["${capability}"], parameters: { hold: held } }
   - id: b
     title: would run next
     steps: [{ call: Probe }]
@@ -524,7 +524,7 @@ scenarios:
     let work = tempfile::tempdir().unwrap();
     let mut cfg = config(work.path(), 1);
     cfg.timeout = Some(Duration::from_secs(1));
-    let progress = EventLog::releasing_on_stop(fake.release.clone());
+    let progress = EventLog::releasing(vec![(crate::support::Release::OnStop, fake.gates.gate("held"))]);
     cfg.progress = Some(progress.clone());
     let suites = vec![suite::load_str("held.yaml", text).unwrap()];
     let report = tokio::time::timeout(Duration::from_secs(60), suite::run(&plugin, &suites, &cfg)).await.expect("the run ends");

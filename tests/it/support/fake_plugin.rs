@@ -117,7 +117,22 @@ struct Fake {
     options: FakeOptions,
     in_flight: Arc<AtomicUsize>,
     crash: Arc<Notify>,
-    release: Arc<tokio::sync::Semaphore>,
+    gates: Arc<Gates>,
+}
+
+/// Named gates that held calls wait at (see [`FakePlugin::gates`]).
+#[derive(Default)]
+pub struct Gates(Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>);
+
+impl Gates {
+    /// Gate `key` (closed until given permits).
+    pub fn gate(&self, key: &str) -> Arc<tokio::sync::Semaphore> {
+        self.0.lock().unwrap().entry(key.to_owned()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(0))).clone()
+    }
+
+    async fn pass(&self, key: &str) {
+        self.gate(key).acquire().await.expect("gates stay open").forget();
+    }
 }
 
 /// Counts a call in flight for as long as it lives.
@@ -140,8 +155,9 @@ impl Drop for InFlight {
 pub struct FakePlugin {
     /// Its socket.
     pub socket: PathBuf,
-    /// A CreateVolume with the parameter `hold` waits for a permit here before it answers.
-    pub release: Arc<tokio::sync::Semaphore>,
+    /// A CreateVolume or CreateSnapshot with the parameter `hold: KEY` waits for a permit of
+    /// gate KEY before it answers.
+    pub gates: Arc<Gates>,
     /// Its state, to inspect and to seed.
     pub state: Arc<Mutex<State>>,
     /// The fake's own runtime: shutting it down drops every connection at once, as a crash
@@ -156,13 +172,13 @@ impl FakePlugin {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("csi.sock");
         let restart_after = options.restart_after;
-        let release = Arc::new(tokio::sync::Semaphore::new(0));
+        let gates = Arc::new(Gates::default());
         let fake = Fake {
             state: Arc::default(),
             options,
             in_flight: Arc::default(),
             crash: Arc::new(Notify::new()),
-            release: release.clone(),
+            gates: gates.clone(),
         };
         let state = fake.state.clone();
         let crash = fake.crash.clone();
@@ -180,7 +196,7 @@ impl FakePlugin {
                 *on_crash.lock().unwrap() = Some(serve(&fake, &crash_socket));
             }
         });
-        FakePlugin { socket, release, state, runtime, _dir: dir }
+        FakePlugin { socket, gates, state, runtime, _dir: dir }
     }
 
     /// Connects to it with short timeouts.
@@ -324,8 +340,8 @@ impl v1::controller_server::Controller for Fake {
             let shown: Vec<&String> = req.secrets.values().collect();
             return Err(bad(&format!("refusing secrets {shown:?}")));
         }
-        if req.parameters.contains_key("hold") {
-            self.release.acquire().await.expect("the semaphore stays open").forget();
+        if let Some(key) = req.parameters.get("hold") {
+            self.gates.pass(key).await;
         }
         if req.parameters.contains_key("echo_mount_flags") {
             // A plugin that quotes the mount options it could not use in its error text.
@@ -539,6 +555,9 @@ impl v1::controller_server::Controller for Fake {
         record_secrets(&self.state, "CreateSnapshot", &req.secrets);
         if req.name.is_empty() || req.source_volume_id.is_empty() {
             return Err(bad("name and source_volume_id are required"));
+        }
+        if let Some(key) = req.parameters.get("hold") {
+            self.gates.pass(key).await;
         }
         let mut state = self.state.lock().unwrap();
         let id = format!("snap-{}", req.name);

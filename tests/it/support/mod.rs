@@ -334,7 +334,18 @@ pub fn can_mount(test: &str, why: &str) -> bool {
 #[derive(Default)]
 pub struct EventLog {
     events: std::sync::Mutex<Vec<String>>,
-    release_on_stop: Option<std::sync::Arc<tokio::sync::Semaphore>>,
+    release: Vec<(Release, std::sync::Arc<tokio::sync::Semaphore>)>,
+}
+
+/// When an [`EventLog`] lets a held fake call go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// When the run stops.
+    OnStop,
+    /// When this scenario starts.
+    OnStarted(String),
+    /// When this scenario finishes.
+    OnFinished(String),
 }
 
 impl EventLog {
@@ -343,9 +354,13 @@ impl EventLog {
         std::sync::Arc::default()
     }
 
-    /// A log that also adds a permit to `release` when the run stops.
-    pub fn releasing_on_stop(release: std::sync::Arc<tokio::sync::Semaphore>) -> std::sync::Arc<EventLog> {
-        std::sync::Arc::new(EventLog { release_on_stop: Some(release), ..EventLog::default() })
+    /// A log that also adds a permit to each gate at its event.
+    pub fn releasing(release: Vec<(Release, std::sync::Arc<tokio::sync::Semaphore>)>) -> std::sync::Arc<EventLog> {
+        std::sync::Arc::new(EventLog { release, ..EventLog::default() })
+    }
+
+    fn release_at(&self, event: &Release) {
+        self.release.iter().filter(|(when, _)| when == event).for_each(|(_, gate)| gate.add_permits(1));
     }
 
     /// The events so far.
@@ -373,16 +388,16 @@ impl csi_conform::suite::Progress for EventLog {
 
     fn started(&self, id: &str) {
         self.push(format!("started {id}"));
+        self.release_at(&Release::OnStarted(id.to_owned()));
     }
 
     fn finished(&self, result: &csi_conform::report::ScenarioResult) {
         self.push(format!("finished {}", result.id));
+        self.release_at(&Release::OnFinished(result.id.clone()));
     }
 
     fn interrupted(&self, reason: &str) {
         self.push(format!("interrupted: {reason}"));
-        if let Some(release) = &self.release_on_stop {
-            release.add_permits(1);
-        }
+        self.release_at(&Release::OnStop);
     }
 }
