@@ -306,3 +306,30 @@ async fn an_unanswered_creation_asked_again_while_the_plugin_cannot_answer_stays
     assert!(fake.volume_ids().is_empty());
     assert!(csi_conform::journal::outstanding(&journal_path).unwrap().is_empty());
 }
+
+/// An undo the plugin refuses (here FAILED_PRECONDITION: the volume cannot be deleted now)
+/// leaves the record for the next cleanup; only NOT_FOUND means it is already gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journaled_volume_whose_delete_is_refused_stays_in_the_journal() {
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", fake.socket.display());
+    let stuck = v1::CreateVolumeRequest {
+        parameters: [("undeletable".to_owned(), "yes".to_owned())].into(),
+        ..create_req("stuck", vec![snw()])
+    };
+    let id = ok(fake.connect().await.controller().create_volume(stuck).await).volume.unwrap().volume_id;
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    journal.created(&Record { secrets_key: None, undo_secrets_key: None, ..volume_record(&endpoint, &id, "stuck") }).unwrap();
+    drop(journal);
+
+    let failed = csi_conform(&["cleanup", "--journal", "journal.jsonl"], cwd.path()).await;
+    let out = lines(&failed.stdout);
+    assert_eq!(failed.status.code(), Some(1), "{out:?} {:?}", lines(&failed.stderr));
+    let prefix = format!("cleanup: FAILED volume {id} (stuck) on {endpoint} (scenario old.scenario): DeleteVolume failed with FAILED_PRECONDITION");
+    assert!(out[0].starts_with(&prefix) && out[0].ends_with("(left in the journal)"), "{out:?}");
+    assert_eq!(out[1..], ["cleanup: 0 undone, 1 left"]);
+    assert_eq!(csi_conform::journal::outstanding(&journal_path).unwrap().len(), 1, "the record is kept");
+    assert_eq!(fake.volume_ids(), [id], "the volume is still there");
+}
