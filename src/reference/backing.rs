@@ -151,6 +151,18 @@ impl Store {
         Ok(())
     }
 
+    /// Zeroes the second half of the block file, if there is one (the `restore-head-only`
+    /// quirk): cut to half its length, then grown back, so the tail reads as zeros.
+    pub fn zero_block_tail(&self) -> io::Result<()> {
+        if !self.block().is_file() {
+            return Ok(());
+        }
+        let f = OpenOptions::new().write(true).open(self.block())?;
+        let len = f.metadata()?.len();
+        f.set_len(len / 2)?;
+        f.set_len(len)
+    }
+
     /// Copies a whole store (snapshotting): everything `source` has.
     pub fn copy_from(&self, source: &Store) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;

@@ -369,6 +369,7 @@ pub fn publish_context(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Code;
 
     #[test]
     fn modes_cover_weaker_modes_only() {
@@ -384,10 +385,15 @@ mod tests {
 
     #[test]
     fn names_reject_banned_control_characters() {
+        let refused = |value: &str| {
+            let status = name(value, "name").expect_err(value);
+            (status.code(), status.message().to_owned())
+        };
         assert!(name("ok name\twith tab\nand newline", "name").is_ok());
-        assert!(name("bad\u{7}", "name").is_err());
-        assert!(name("bad\u{85}", "name").is_err());
-        assert!(name("", "name").is_err());
+        let banned = (Code::InvalidArgument, "name contains a banned control character".to_owned());
+        assert_eq!(refused("bad\u{7}"), banned);
+        assert_eq!(refused("bad\u{85}"), banned);
+        assert_eq!(refused(""), (Code::InvalidArgument, "name is required".to_owned()));
         assert!(name(&"x".repeat(128), "name").is_ok());
     }
 
@@ -399,8 +405,16 @@ mod tests {
         };
         assert_eq!(capacity_range(Some(&r(5, 10))).unwrap(), Some((5, 10)));
         assert_eq!(capacity_range(None).unwrap(), None);
-        assert!(capacity_range(Some(&r(-1, 0))).is_err());
-        assert!(capacity_range(Some(&r(10, 5))).is_err());
+        let refused = |a, b| {
+            let status = capacity_range(Some(&r(a, b))).expect_err("refused");
+            (status.code(), status.message().to_owned())
+        };
+        assert_eq!(refused(-1, 0), (Code::InvalidArgument, "capacity_range must not be negative".to_owned()));
+        assert_eq!(refused(0, -1), (Code::InvalidArgument, "capacity_range must not be negative".to_owned()));
+        assert_eq!(
+            refused(10, 5),
+            (Code::InvalidArgument, "capacity_range.limit_bytes 5 is smaller than required_bytes 10".to_owned())
+        );
         assert_eq!(capacity_range(Some(&r(10, 0))).unwrap(), Some((10, 0)));
         let expected: StringMap = [("a".into(), "1".into())].into();
         let given: HashMap<String, String> = [("a".into(), "2".into())].into();

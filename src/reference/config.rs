@@ -585,11 +585,13 @@ mod tests {
             err.contains("valid names") && err.contains("PUBLISH_UNPUBLISH_VOLUME"),
             "{err}"
         );
+        let err = d.add("node:CREATE_DELETE_VOLUME").unwrap_err().to_string();
         assert!(
-            d.add("node:CREATE_DELETE_VOLUME").is_err(),
-            "not a node capability"
+            err.contains("\"node:CREATE_DELETE_VOLUME\": unknown capability; valid names"),
+            "not a node capability: {err}"
         );
-        assert!(d.add("bogus:GET_VOLUME").is_err());
+        let err = d.add("bogus:GET_VOLUME").unwrap_err().to_string();
+        assert!(err.contains("unknown scope \"bogus\""), "{err}");
     }
 
     #[test]
@@ -643,30 +645,17 @@ mod tests {
 
     #[test]
     fn config_validation_rejects_bad_names() {
-        assert!(
-            Config {
-                name: "-bad".into(),
-                ..Config::default()
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            Config {
-                name: "a".repeat(64),
-                ..Config::default()
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            Config {
-                node_id: String::new(),
-                ..Config::default()
-            }
-            .validate()
-            .is_err()
-        );
+        let refused = |config: Config| config.validate().expect_err("refused").to_string();
+        for name in ["-bad".to_owned(), "a".repeat(64)] {
+            let err = refused(Config { name: name.clone(), ..Config::default() });
+            assert!(err.contains(&format!("--name {name:?}: must be at most 63 characters")), "{err}");
+        }
+        let err = refused(Config { node_id: String::new(), ..Config::default() });
+        assert!(err.contains("--node-id must be 1 to 256 bytes"), "{err}");
+        let err = refused(Config { max_volumes_per_node: -1, ..Config::default() });
+        assert!(err.contains("--max-volumes-per-node must not be negative"), "{err}");
+        let err = refused(Config { capacity: 0, ..Config::default() });
+        assert!(err.contains("--capacity and --max-volume-size must be positive"), "{err}");
         assert!(Config::default().validate().is_ok());
     }
 }

@@ -286,6 +286,10 @@ impl Plugin {
                 (Some(_), Some(Source::Snapshot(_))) if self.quirk(super::Quirk::SnapshotEmpty) => {
                     store.create(has_mount, has_block, capacity)
                 }
+                (Some((src, _)), Some(Source::Snapshot(_))) if self.quirk(super::Quirk::RestoreHeadOnly) => store
+                    .create(has_mount, has_block, capacity)
+                    .and_then(|()| store.fill_from(src, capacity))
+                    .and_then(|()| store.zero_block_tail()),
                 (Some((src, _)), _) => store
                     .create(has_mount, has_block, capacity)
                     .and_then(|()| store.fill_from(src, capacity)),

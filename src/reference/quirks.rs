@@ -61,6 +61,9 @@ pub enum Quirk {
     UnstageIgnoresPath,
     /// A volume created from a snapshot is blank: the snapshot's content is not restored.
     SnapshotEmpty,
+    /// A block volume created from a snapshot gets only the first half of its data; the rest
+    /// reads as zeros.
+    RestoreHeadOnly,
     /// A clone is the same storage as its source: writes to either show in both.
     CloneSharesData,
     /// ControllerExpandVolume / NodeExpandVolume report the new size, the storage stays as it was.
@@ -93,7 +96,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 24] = [
+    pub const ALL: [Quirk; 25] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -109,6 +112,7 @@ impl Quirk {
         Quirk::IgnoreReadonly,
         Quirk::UnstageIgnoresPath,
         Quirk::SnapshotEmpty,
+        Quirk::RestoreHeadOnly,
         Quirk::CloneSharesData,
         Quirk::ExpandNoGrow,
         Quirk::LoseDataOnUnstage,
@@ -138,6 +142,7 @@ impl Quirk {
             Quirk::IgnoreReadonly => "ignore-readonly",
             Quirk::UnstageIgnoresPath => "unstage-ignores-path",
             Quirk::SnapshotEmpty => "snapshot-empty",
+            Quirk::RestoreHeadOnly => "restore-head-only",
             Quirk::CloneSharesData => "clone-shares-data",
             Quirk::ExpandNoGrow => "expand-no-grow",
             Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
@@ -197,6 +202,9 @@ impl Quirk {
             }
             Quirk::SnapshotEmpty => {
                 "a volume created from a snapshot is blank (plugins that provision the new volume but never copy or restore the snapshot's data)"
+            }
+            Quirk::RestoreHeadOnly => {
+                "a block volume created from a snapshot holds only the first half of the snapshot's data, the rest zeros (plugins that copy a fixed-size head or only the first extents of an image)"
             }
             Quirk::CloneSharesData => {
                 "a volume cloned from another is the same storage as its source, so writes to one show in the other (plugins that clone by reference)"

@@ -478,6 +478,13 @@ mod tests {
     use super::*;
     use crate::{client::ErrorOrigin, suite::settings::tests_support::fingerprint};
 
+    /// What `next` decides now: it takes its decision under the lock before it waits for a
+    /// release, so one poll is the whole answer (pending: it waits), with no timer.
+    fn next_now(budget: &Arc<Budget>, queue: &mut Queue) -> std::task::Poll<Option<Ticket>> {
+        let mut next = std::pin::pin!(budget.next(queue));
+        next.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+
     fn limits(per_node: &[i64], volumes: Option<u32>, bytes: Option<i64>, jobs: usize) -> Limits {
         let mut fp = fingerprint(per_node.len());
         for (node, max) in fp.nodes.iter_mut().zip(per_node) {
@@ -516,14 +523,14 @@ mod tests {
         let beside = budget.next(&mut queue).await.expect("a scenario that does not change the volumes");
         assert_eq!(beside.index, 3);
         assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(4));
-        let waiting = tokio::time::timeout(Duration::from_millis(50), budget.next(&mut queue)).await;
-        assert!(waiting.is_err(), "1 and 2 change the volumes while 0 holds them");
+        let waiting = next_now(&budget, &mut queue);
+        assert!(waiting.is_pending(), "1 and 2 change the volumes while 0 holds them");
         drop(counter);
         let changer = budget.next(&mut queue).await.expect("the volumes are free");
         assert_eq!(changer.index, 1);
         // 2 holds the snapshots exclusively, but 3 still changes them.
-        let waiting = tokio::time::timeout(Duration::from_millis(50), budget.next(&mut queue)).await;
-        assert!(waiting.is_err(), "3 changes the snapshots");
+        let waiting = next_now(&budget, &mut queue);
+        assert!(waiting.is_pending(), "3 changes the snapshots");
         drop(beside);
         assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(2));
         assert!(budget.next(&mut queue).await.is_none());
@@ -537,8 +544,8 @@ mod tests {
         let holder = || Demand { exclusive: vec![Pool::Volumes], ..Demand::default() };
         let mut queue = Queue::new(budget.limits(), [(0, holder()), (1, holder())]);
         let first = budget.next(&mut queue).await.expect("one starts");
-        let waiting = tokio::time::timeout(Duration::from_millis(50), budget.next(&mut queue)).await;
-        assert!(waiting.is_err(), "the second holder waits");
+        let waiting = next_now(&budget, &mut queue);
+        assert!(waiting.is_pending(), "the second holder waits");
         drop(first);
         assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(1));
     }

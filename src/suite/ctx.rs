@@ -109,8 +109,16 @@ impl Shared {
     }
 
     pub(crate) fn stop(&self, reason: String) {
-        self.stop_reason.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(reason);
+        let first = {
+            let mut held = self.stop_reason.lock().unwrap_or_else(|p| p.into_inner());
+            let first = held.is_none();
+            held.get_or_insert_with(|| reason.clone());
+            first
+        };
         self.stopping.store(true, Ordering::SeqCst);
+        if first && let Some(progress) = &self.config.progress {
+            progress.interrupted(&reason);
+        }
     }
 }
 

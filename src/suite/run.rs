@@ -128,10 +128,13 @@ pub async fn run_until(
             if let Some(p) = &progress {
                 p.started(&shared.suites[si].scenarios[ci].id);
             }
-            let result = run_scenario(&shared, si, ci, ticket).await;
+            let result = run_scenario(&shared, si, ci, &ticket).await;
             if let Some(p) = &progress {
                 p.finished(&result);
             }
+            // Its resources go back only now: a scenario reported finished holds nothing
+            // another one has started with.
+            drop(ticket);
             (index, result)
         });
         task_index.insert(handle.id(), index);
@@ -416,12 +419,12 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
     None
 }
 
-async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket) -> ScenarioResult {
+async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticket) -> ScenarioResult {
     let scenario = &shared.suites[si].scenarios[ci];
     let index = ticket.index;
     let started = Instant::now();
     let mut result = blank_result(scenario);
-    if let Some(reason) = gate(shared, scenario).or(ticket.too_big) {
+    if let Some(reason) = gate(shared, scenario).or_else(|| ticket.too_big.clone()) {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(reason);
         return result;

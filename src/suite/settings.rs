@@ -133,8 +133,14 @@ pub trait Progress: Send + Sync {
     fn begin(&self, total: usize);
     /// A scenario started.
     fn started(&self, scenario_id: &str);
-    /// A scenario finished, teardown included.
+    /// A scenario finished, teardown included (called before its budget is released, so
+    /// no scenario that needed that budget has started yet).
     fn finished(&self, result: &ScenarioResult);
+    /// The run was stopped (its timeout, or an interruption), for `reason`: no scenario starts
+    /// from now on; those in flight finish. Called once, at the moment of the decision.
+    fn interrupted(&self, reason: &str) {
+        let _ = reason;
+    }
 }
 
 /// One GiB.

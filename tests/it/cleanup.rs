@@ -12,7 +12,13 @@ use csi_conform::{
     suite::Resource,
 };
 
-use crate::support::{TestPlugin, create_req, ok, process::csi_conform, snw};
+use crate::support::{
+    TestPlugin, create_req,
+    fake_plugin::{FakeOptions, FakePlugin},
+    ok,
+    process::csi_conform,
+    range, snw,
+};
 
 const SECRETS: &str = "\
 CreateVolumeSecret: { key: create-Kx81 }
@@ -213,4 +219,117 @@ async fn a_run_compacts_the_journal_to_what_is_outstanding_and_cleanup_still_und
     assert_eq!(cleanup.status.code(), Some(0), "{:?} {:?}", lines(&cleanup.stdout), lines(&cleanup.stderr));
     assert!(volume_ids(&plugin).await.is_empty());
     assert_eq!(std::fs::read_to_string(&journal_path).unwrap(), "");
+}
+
+/// An unanswered CreateVolume in a journal, as the engine writes it (sensitive fields left out).
+fn unanswered_create(journal: &Journal, endpoint: &str, request: &v1::CreateVolumeRequest) {
+    let stripped = proto::to_json_value(&proto::without_sensitive(&proto::to_dynamic(request)));
+    let record = CallRecord {
+        endpoint: endpoint.to_owned(),
+        scenario: "old.scenario".into(),
+        secrets_key: None,
+        rpc: "CreateVolume".into(),
+        node: 0,
+        request: stripped,
+    };
+    journal.sending(&record).unwrap();
+}
+
+/// A definite refusal, asked again, means the lost call made nothing either: the record goes,
+/// and nothing on the plugin is touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_creation_the_plugin_refuses_again_made_nothing_and_leaves_the_journal() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", plugin.socket.display());
+    let kept = ok(plugin.controller().create_volume(create_req("made-before", vec![snw()])).await).volume.unwrap().volume_id;
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    let too_big = v1::CreateVolumeRequest { capacity_range: range(i64::MAX, 0), ..create_req("too-big", vec![snw()]) };
+    unanswered_create(&journal, &endpoint, &too_big);
+    drop(journal);
+
+    let cleaned = csi_conform(&["cleanup", "--journal", "journal.jsonl"], cwd.path()).await;
+    let out = lines(&cleaned.stdout);
+    assert_eq!(cleaned.status.code(), Some(0), "{out:?} {:?}", lines(&cleaned.stderr));
+    assert_eq!(
+        out,
+        [
+            format!(
+                "cleanup: unanswered CreateVolume of too-big on {endpoint} (scenario old.scenario): \
+                 asked again, CreateVolume answered OUT_OF_RANGE: it made nothing"
+            ),
+            "cleanup: 1 undone, 0 left".to_owned(),
+        ]
+    );
+    assert!(csi_conform::journal::outstanding(&journal_path).unwrap().is_empty());
+    assert_eq!(volume_ids(&plugin).await, [kept], "nothing on the plugin was touched");
+}
+
+/// A plugin that cannot answer now (UNAVAILABLE, DEADLINE_EXCEEDED: "not now", not "no")
+/// says nothing about what the lost call made: the record stays, cleanup exits 1, and a
+/// later cleanup, once the plugin answers, undoes what the call made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_creation_asked_again_while_the_plugin_cannot_answer_stays_until_a_later_cleanup() {
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", fake.socket.display());
+    // The lost call did make the volume: only its answer never arrived.
+    let request = create_req("answer-lost", vec![snw()]);
+    let made = ok(fake.connect().await.controller().create_volume(request.clone()).await).volume.unwrap().volume_id;
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    unanswered_create(&journal, &endpoint, &request);
+    drop(journal);
+    let what = format!("unanswered CreateVolume of answer-lost on {endpoint} (scenario old.scenario)");
+    let args = ["cleanup", "--journal", "journal.jsonl"];
+
+    for (code, name) in [(tonic::Code::Unavailable, "UNAVAILABLE"), (tonic::Code::DeadlineExceeded, "DEADLINE_EXCEEDED")] {
+        fake.state.lock().unwrap().create_refusal = Some(code);
+        let failed = csi_conform(&args, cwd.path()).await;
+        let out = lines(&failed.stdout);
+        assert_eq!(failed.status.code(), Some(1), "{out:?} {:?}", lines(&failed.stderr));
+        assert_eq!(out.len(), 2, "{out:?}");
+        let prefix = format!("cleanup: FAILED {what}: asking again what it created failed: CreateVolume failed with {name}");
+        assert!(out[0].starts_with(&prefix) && out[0].ends_with("(left in the journal)"), "{out:?}");
+        assert_eq!(out[1], "cleanup: 0 undone, 1 left");
+        assert_eq!(csi_conform::journal::outstanding(&journal_path).unwrap().len(), 1, "the record is kept");
+        assert_eq!(fake.volume_ids(), [made.clone()], "the volume is still there");
+    }
+
+    // The plugin answers again: the next cleanup learns the id and undoes it.
+    fake.state.lock().unwrap().create_refusal = None;
+    let cleaned = csi_conform(&args, cwd.path()).await;
+    let out = lines(&cleaned.stdout);
+    assert_eq!(cleaned.status.code(), Some(0), "{out:?} {:?}", lines(&cleaned.stderr));
+    assert_eq!(out, [format!("cleanup: {what}: asked again, it is volume {made}; DeleteVolume OK"), "cleanup: 1 undone, 0 left".to_owned()]);
+    assert!(fake.volume_ids().is_empty());
+    assert!(csi_conform::journal::outstanding(&journal_path).unwrap().is_empty());
+}
+
+/// An undo the plugin refuses (here FAILED_PRECONDITION: the volume cannot be deleted now)
+/// leaves the record for the next cleanup; only NOT_FOUND means it is already gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journaled_volume_whose_delete_is_refused_stays_in_the_journal() {
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", fake.socket.display());
+    let stuck = v1::CreateVolumeRequest {
+        parameters: [("undeletable".to_owned(), "yes".to_owned())].into(),
+        ..create_req("stuck", vec![snw()])
+    };
+    let id = ok(fake.connect().await.controller().create_volume(stuck).await).volume.unwrap().volume_id;
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    journal.created(&Record { secrets_key: None, undo_secrets_key: None, ..volume_record(&endpoint, &id, "stuck") }).unwrap();
+    drop(journal);
+
+    let failed = csi_conform(&["cleanup", "--journal", "journal.jsonl"], cwd.path()).await;
+    let out = lines(&failed.stdout);
+    assert_eq!(failed.status.code(), Some(1), "{out:?} {:?}", lines(&failed.stderr));
+    let prefix = format!("cleanup: FAILED volume {id} (stuck) on {endpoint} (scenario old.scenario): DeleteVolume failed with FAILED_PRECONDITION");
+    assert!(out[0].starts_with(&prefix) && out[0].ends_with("(left in the journal)"), "{out:?}");
+    assert_eq!(out[1..], ["cleanup: 0 undone, 1 left"]);
+    assert_eq!(csi_conform::journal::outstanding(&journal_path).unwrap().len(), 1, "the record is kept");
+    assert_eq!(fake.volume_ids(), [id], "the volume is still there");
 }

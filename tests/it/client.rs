@@ -3,7 +3,7 @@
 
 use std::{
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use csi_conform::{
@@ -21,12 +21,14 @@ fn options(connect: Duration) -> ClientOptions {
     }
 }
 
-async fn connect_err(path: &Path, connect: Duration) -> (ConnectError, Duration) {
-    let started = Instant::now();
-    let err = Connection::connect(Endpoint::Unix(path.to_owned()), options(connect))
+/// A bound far above any wait these tests configure: it only turns a hang into a failure.
+const HANG: Duration = Duration::from_secs(60);
+
+async fn connect_err(path: &Path, connect: Duration) -> ConnectError {
+    tokio::time::timeout(HANG, Connection::connect(Endpoint::Unix(path.to_owned()), options(connect)))
         .await
-        .expect_err("connecting must fail");
-    (err, started.elapsed())
+        .expect("connecting hangs")
+        .expect_err("connecting must fail")
 }
 
 fn sock(dir: &tempfile::TempDir, name: &str) -> PathBuf {
@@ -37,24 +39,35 @@ fn sock(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 async fn a_missing_socket_is_named_with_the_time_waited() {
     let dir = tempfile::tempdir().unwrap();
     let path = sock(&dir, "absent.sock");
-    let (err, took) = connect_err(&path, Duration::from_millis(300)).await;
-    assert!(matches!(err, ConnectError::NoSocket { .. }), "{err:?}");
+    let err = connect_err(&path, Duration::from_millis(300)).await;
+    let ConnectError::NoSocket { waited, .. } = &err else { panic!("{err:?}") };
+    // What it reports having waited: at least the configured wait (never less; a slow
+    // machine only makes it more).
+    assert!(*waited >= Duration::from_millis(300), "{waited:?}");
     let text = err.to_string();
     assert!(text.starts_with(&format!("no socket at {}", path.display())), "{text}");
-    assert!(text.contains("waited 3"), "{text}");
-    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(3), "{took:?}");
+    assert!(text.contains(&format!("(waited {})", csi_conform::client::human_duration(*waited))), "{text}");
 }
 
 #[tokio::test]
 async fn a_socket_that_appears_late_is_waited_for() {
     let dir = tempfile::tempdir().unwrap();
     let path = sock(&dir, "late.sock");
-    let server_path = path.clone();
-    let server = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        serve_identity(&server_path, Identity::Ready(None)).await;
-    });
-    let conn = Connection::connect(Endpoint::Unix(path), options(Duration::from_secs(5))).await;
+    // The connection is polled by a wrapper that counts its pending polls: the second means it
+    // has looked for the socket at least once and found none, and is waiting.
+    let (polls, mut pending) = tokio::sync::watch::channel(0u32);
+    let mut connect = Box::pin(Connection::connect(Endpoint::Unix(path.clone()), options(HANG)));
+    let client = tokio::spawn(std::future::poll_fn(move |cx| {
+        let poll = connect.as_mut().poll(cx);
+        if poll.is_pending() {
+            polls.send_modify(|n| *n += 1);
+        }
+        poll
+    }));
+    tokio::time::timeout(HANG, pending.wait_for(|n| *n >= 2)).await.expect("the client polls").unwrap();
+    assert!(!client.is_finished(), "it waits for the socket");
+    let server = tokio::spawn(async move { serve_identity(&path, Identity::Ready(None)).await });
+    let conn = tokio::time::timeout(HANG, client).await.expect("connecting hangs").unwrap();
     assert!(conn.is_ok(), "{:?}", conn.err());
     server.abort();
 }
@@ -64,7 +77,7 @@ async fn a_regular_file_is_not_a_socket() {
     let dir = tempfile::tempdir().unwrap();
     let path = sock(&dir, "file.sock");
     std::fs::write(&path, b"").unwrap();
-    let (err, _) = connect_err(&path, Duration::from_secs(5)).await;
+    let err = connect_err(&path, Duration::from_secs(5)).await;
     assert_eq!(
         err.to_string(),
         format!("{} exists but is not a unix socket (a regular file)", path.display())
@@ -76,12 +89,11 @@ async fn a_dead_socket_says_nobody_listens() {
     let dir = tempfile::tempdir().unwrap();
     let path = sock(&dir, "dead.sock");
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
-    let (err, took) = connect_err(&path, Duration::from_millis(400)).await;
+    let err = connect_err(&path, Duration::from_millis(400)).await;
     assert!(matches!(err, ConnectError::Refused { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("nobody is listening at unix://"), "{text}");
     assert!(text.contains("crashed leaves its socket file behind"), "{text}");
-    assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
 #[tokio::test]
@@ -101,7 +113,7 @@ async fn a_server_that_is_not_grpc_is_recognised() {
             });
         }
     });
-    let (err, _) = connect_err(&path, Duration::from_secs(5)).await;
+    let err = connect_err(&path, Duration::from_secs(5)).await;
     assert!(matches!(err, ConnectError::NotGrpc { .. }), "{err:?}");
     assert!(err.to_string().contains("does not speak gRPC"), "{err}");
     server.abort();
@@ -118,10 +130,9 @@ async fn a_silent_server_is_reported_after_the_wait() {
             held.push(stream);
         }
     });
-    let (err, took) = connect_err(&path, Duration::from_millis(500)).await;
+    let err = connect_err(&path, Duration::from_millis(500)).await;
     assert!(matches!(err, ConnectError::Silent { .. }), "{err:?}");
     assert!(err.to_string().contains("did not answer Probe within"), "{err}");
-    assert!(took < Duration::from_secs(3), "{took:?}");
     server.abort();
 }
 
@@ -136,7 +147,7 @@ async fn a_grpc_server_without_the_identity_service_is_not_csi() {
             .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
             .await
     });
-    let (err, _) = connect_err(&path, Duration::from_secs(5)).await;
+    let err = connect_err(&path, Duration::from_secs(5)).await;
     assert!(matches!(err, ConnectError::NotCsi { .. }), "{err:?}");
     assert!(err.to_string().contains("is not a CSI plugin: Probe answered UNIMPLEMENTED"), "{err}");
     server.abort();
@@ -148,12 +159,11 @@ async fn a_plugin_that_never_becomes_ready_says_how_long_it_waited() {
     let path = sock(&dir, "notready.sock");
     let server_path = path.clone();
     let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Ready(Some(false))).await });
-    let (err, took) = connect_err(&path, Duration::from_millis(700)).await;
+    let err = connect_err(&path, Duration::from_millis(700)).await;
     let ConnectError::NeverReady { probes, waited, .. } = &err else { panic!("{err:?}") };
     assert!(*probes >= 2, "{probes}");
     assert!(*waited >= Duration::from_millis(700), "{waited:?}");
     assert!(err.to_string().contains("never became ready: Probe answered ready=false"), "{err}");
-    assert!(took < Duration::from_secs(3));
     server.abort();
 }
 
@@ -163,7 +173,7 @@ async fn a_plugin_whose_probe_fails_is_reported_unhealthy_with_its_message() {
     let path = sock(&dir, "sick.sock");
     let server_path = path.clone();
     let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Failing).await });
-    let (err, _) = connect_err(&path, Duration::from_millis(400)).await;
+    let err = connect_err(&path, Duration::from_millis(400)).await;
     assert!(matches!(err, ConnectError::Unhealthy { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("reports itself unhealthy: Probe failed with FAILED_PRECONDITION: backend offline"), "{text}");
@@ -188,14 +198,8 @@ async fn a_ready_plugin_connects_and_rpcs_carry_the_deadline() {
     .unwrap();
     // GetPluginInfo hangs in this server: the call must end at the deadline, not hang.
     let mut identity = conn.identity();
-    let started = Instant::now();
-    let err = conn
-        .call("GetPluginInfo", v1::GetPluginInfoRequest {}, |r| async move {
-            identity.get_plugin_info(r).await
-        })
-        .await
-        .unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2));
+    let call = conn.call("GetPluginInfo", v1::GetPluginInfoRequest {}, |r| async move { identity.get_plugin_info(r).await });
+    let err = tokio::time::timeout(HANG, call).await.expect("the call ends at its deadline").unwrap_err();
     assert_eq!(err.code_name(), "DEADLINE_EXCEEDED");
     assert!(err.to_string().contains("GetPluginInfo failed with DEADLINE_EXCEEDED"), "{err}");
     assert!(err.direction().contains("--rpc-timeout"));

@@ -198,7 +198,11 @@ fn chromium() -> Option<std::path::PathBuf> {
 #[tokio::test]
 async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
     let Some(browser) = chromium() else {
-        println!("SKIPPED: no chromium on PATH (scripts/test installs Debian's chromium when run as root with CI=true)");
+        crate::support::skip(
+            "the_failures_filter_shows_only_failures_in_a_headless_chromium",
+            crate::support::Precondition::Chromium,
+            "none on PATH (scripts/test installs Debian's chromium when run as root with CI=true)",
+        );
         return;
     };
     let cwd = tempfile::tempdir().unwrap();

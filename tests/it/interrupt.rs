@@ -16,11 +16,7 @@ use crate::support::{
 
 /// Mount tests need CAP_SYS_ADMIN (the reference plugin bind-mounts); say so when missing.
 fn can_mount(test: &str) -> bool {
-    let can = mounts::has_cap_sys_admin();
-    if !can {
-        eprintln!("SKIPPED: {test}: needs CAP_SYS_ADMIN (the reference plugin mounts)");
-    }
-    can
+    crate::support::can_mount(test, "the reference plugin mounts")
 }
 
 /// Starts a run of the built-in node scenarios (they stage and publish: mounts) against

@@ -37,11 +37,12 @@ struct PrivatePlugin {
 }
 
 impl PrivatePlugin {
-    /// Starts it with extra `args`; `None` (after saying SKIPPED and why on stderr) when this
-    /// machine does not let it have a mount namespace of its own.
+    /// Starts it with extra `args`; `None` (after saying SKIPPED and why) when this machine
+    /// does not let it have a mount namespace of its own: no CAP_SYS_ADMIN, or the kernel
+    /// refusing unshare(CLONE_NEWNS) with EPERM. Any other exit before its socket appears is
+    /// the plugin's failure, and fails the test.
     async fn start(test: &str, args: &[&str]) -> Option<PrivatePlugin> {
-        if !mounts::has_cap_sys_admin() {
-            eprintln!("SKIPPED: {test}: no CAP_SYS_ADMIN, so no mount namespace can be made");
+        if !crate::support::can_mount(test, "a mount namespace of its own is made with it") {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -60,10 +61,14 @@ impl PrivatePlugin {
         while !socket.exists() {
             if let Some(status) = child.try_wait().unwrap() {
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                eprintln!("SKIPPED: {test}: the reference plugin cannot have a mount namespace of its own here ({status}): {}", log.trim());
-                return None;
+                if log.contains("unshare(CLONE_NEWNS) failed: EPERM") {
+                    crate::support::skip(test, crate::support::Precondition::Namespaces, log.trim());
+                    return None;
+                }
+                panic!("the reference plugin with --private-mounts exited before making its socket ({status}): {}", log.trim());
             }
-            assert!(started.elapsed() < Duration::from_secs(20), "the plugin never made its socket");
+            // Only turns a hang into a failure.
+            assert!(started.elapsed() < Duration::from_secs(60), "the plugin never made its socket");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let pid = child.id().expect("running") as i32;
@@ -115,6 +120,21 @@ fn findings(report: &RunReport) -> Vec<String> {
         .flat_map(|s| &s.scenarios)
         .flat_map(|s| s.findings.iter().map(move |f| format!("{} {}: {}", s.id, f.kind, f.message)))
         .collect()
+}
+
+/// A plugin that exits before its socket appears for any reason but the named precondition
+/// fails the test that started it; it is not a skip.
+#[tokio::test]
+async fn a_private_mounts_plugin_that_exits_at_start_fails_the_test_instead_of_skipping() {
+    let test = "a_private_mounts_plugin_that_exits_at_start_fails_the_test_instead_of_skipping";
+    if !crate::support::can_mount(test, "a mount namespace of its own is made with it") {
+        return;
+    }
+    let started = tokio::spawn(async { PrivatePlugin::start("exits-at-start", &["--quirk", "no-such-quirk"]).await.map(|p| p.pid) });
+    let panic = started.await.expect_err("the start must fail").into_panic();
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.starts_with("the reference plugin with --private-mounts exited before making its socket"), "{message}");
+    assert!(message.contains("no-such-quirk"), "the plugin's own words are shown: {message}");
 }
 
 /// The one-node lifecycles and the scenario that asks path-state for a read-only mount.

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use csi_conform::mounts::{self, has_cap_sys_admin, is_mount_point, mount_entry, mounts_under};
+use csi_conform::mounts::{self, is_mount_point, mount_entry, mounts_under};
 use csi_conform::proto::v1::{self, volume_capability::access_mode::Mode};
 use csi_conform::reference::{self, Config};
 
@@ -14,11 +14,7 @@ use crate::support::*;
 
 /// False (after saying so on stderr) when this process cannot mount.
 fn can_mount(test: &str) -> bool {
-    if has_cap_sys_admin() {
-        return true;
-    }
-    eprintln!("SKIPPED: {test}: no CAP_SYS_ADMIN");
-    false
+    crate::support::can_mount(test, "the reference plugin mounts")
 }
 
 fn assert_no_mounts_under(dir: &Path) {

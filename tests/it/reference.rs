@@ -95,10 +95,34 @@ async fn identity_reports_name_version_capabilities_and_readiness() {
     );
 }
 
+/// A bound far above any delay these tests configure: it only turns a hang into a failure.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Calls `ask` until `done` holds for its answer (the plugin's own state, not a guess at how
+/// long it takes), within [`HANG`].
+async fn until<T, F, Fut>(mut ask: F, done: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let started = Instant::now();
+    loop {
+        let answer = ask().await;
+        if done(&answer) {
+            return answer;
+        }
+        assert!(started.elapsed() < HANG, "the plugin never reached the state");
+        // A pause between questions, not a guess at when the answer changes.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn probe_is_not_ready_until_ready_after_and_latency_delays_answers() {
+    // ready_after is counted from the plugin's start: three seconds leave the first Probe far
+    // inside it, and the wait for ready=true asks the plugin rather than sleeping.
     let config = Config {
-        ready_after: Duration::from_millis(300),
+        ready_after: Duration::from_secs(3),
         latency: Duration::from_millis(60),
         ..Config::default()
     };
@@ -106,12 +130,16 @@ async fn probe_is_not_ready_until_ready_after_and_latency_delays_answers() {
     let mut id = p.identity();
     let started = Instant::now();
     assert_eq!(ok(id.probe(v1::ProbeRequest {}).await).ready, Some(false));
+    // A lower bound only (a slow machine makes it longer, never shorter).
     assert!(
         started.elapsed() >= Duration::from_millis(60),
         "latency applies"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(ok(id.probe(v1::ProbeRequest {}).await).ready, Some(true));
+    let probe = || {
+        let mut id = id.clone();
+        async move { ok(id.probe(v1::ProbeRequest {}).await).ready }
+    };
+    assert_eq!(until(probe, |ready| *ready != Some(false)).await, Some(true));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1218,8 +1246,10 @@ async fn snapshots_are_idempotent_filterable_and_pageable() {
 
 #[tokio::test]
 async fn snapshots_become_ready_after_the_configured_delay() {
+    // Three seconds from the snapshot's creation: the restore attempted at once is far inside
+    // it; the wait for readiness asks the plugin rather than sleeping.
     let p = TestPlugin::start(Config {
-        snapshot_ready_after: Duration::from_millis(300),
+        snapshot_ready_after: Duration::from_secs(3),
         ..Config::default()
     })
     .await;
@@ -1242,11 +1272,12 @@ async fn snapshots_become_ready_after_the_configured_delay() {
         ctl.create_volume(restore.clone()).await,
         Code::FailedPrecondition,
     );
-    tokio::time::sleep(Duration::from_millis(320)).await;
-    let again = ok(ctl.create_snapshot(snap_req(&v, "s")).await)
-        .snapshot
-        .unwrap();
-    assert!(again.ready_to_use);
+    let ask = || {
+        let mut ctl = ctl.clone();
+        let v = v.clone();
+        async move { ok(ctl.create_snapshot(snap_req(&v, "s")).await).snapshot.unwrap() }
+    };
+    let again = until(ask, |s| s.ready_to_use).await;
     assert_eq!(again.creation_time, s.creation_time);
     ok(ctl.create_volume(restore).await);
 }
@@ -2446,19 +2477,32 @@ async fn without_stage_unstage_publish_uses_the_volume_directly() {
         .controller_publish_volume(publish_req(&v, snw(), false))
         .await)
     .publish_context;
-    let req = v1::NodePublishVolumeRequest {
+    let req = |target: &str| v1::NodePublishVolumeRequest {
         staging_target_path: String::new(),
-        publish_context: ctx,
-        ..node_publish_req(&p, &v, "t", snw())
+        publish_context: ctx.clone(),
+        ..node_publish_req(&p, &v, target, snw())
     };
-    ok(node.node_publish_volume(req.clone()).await);
-    ok(node.node_publish_volume(req).await);
-    ok(node
-        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest {
-            volume_id: v,
-            target_path: p.path("t"),
-        })
-        .await);
+    let target = std::path::PathBuf::from(p.path("t"));
+    ok(node.node_publish_volume(req("t")).await);
+    ok(node.node_publish_volume(req("t")).await);
+    assert!(target.is_dir(), "the plugin made the target");
+    let unpublish = |target: &str| v1::NodeUnpublishVolumeRequest { volume_id: v.clone(), target_path: p.path(target) };
+    if !crate::support::can_mount("without_stage_unstage_publish_uses_the_volume_directly (the volume's content)", "the reference plugin mounts") {
+        ok(node.node_unpublish_volume(unpublish("t")).await);
+        assert!(!target.exists(), "unpublish removes the target");
+        return;
+    }
+    // The target is the volume itself, mounted once (the repeat mounts nothing more): what is
+    // written there is in the volume, and shows at the next target it is published at.
+    let real = std::fs::canonicalize(&target).unwrap();
+    let mounted: Vec<_> = csi_conform::mounts::mounts_under(&target).into_iter().filter(|m| m.mount_point == real).collect();
+    assert_eq!(mounted.len(), 1, "{mounted:?}");
+    std::fs::write(target.join("kept"), b"in the volume").unwrap();
+    ok(node.node_unpublish_volume(unpublish("t")).await);
+    assert!(!target.exists(), "unpublish removes the target");
+    ok(node.node_publish_volume(req("t2")).await);
+    assert_eq!(std::fs::read(std::path::Path::new(&p.path("t2")).join("kept")).unwrap(), b"in the volume");
+    ok(node.node_unpublish_volume(unpublish("t2")).await);
 }
 
 #[derive(clap::Parser)]

@@ -20,6 +20,9 @@ use proptest::prelude::*;
 /// A secret that only ever goes into a request before the engine's redaction.
 const SECRET: &str = "hunter2-TOPSECRET";
 
+/// A secret too short for the scrubber of free text ([`csi_conform::scrub::MIN_LEN`]).
+const PIN: &str = "Zq9";
+
 // ---------------------------------------------------------------------------------------------
 // The run used throughout: two suites with a pass, a fail, a warn, a skip, an error, an
 // expected failure and an unexpected pass.
@@ -743,27 +746,107 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // Secrets.
 
+/// What the writers themselves guarantee: they do not scrub (redaction happens where the
+/// request is built, from the descriptor), they render the redacted request verbatim, so a
+/// reader gets `<redacted>` back through any escaping.
 #[test]
-fn secrets_redacted_by_the_engine_stay_redacted_in_every_output() {
+fn the_redaction_marker_survives_every_writer_verbatim() {
     let request = redacted_create_volume();
     assert!(request.contains(proto::REDACTED) && !request.contains(SECRET), "{request}");
     let report = sample_report(false);
-    let outputs = [
-        report::to_junit_xml(&report),
-        report::to_junit_xml(&sample_report(true)),
-        report::to_json(&report),
-        console_output(&report, false),
-        console_output(&report, true),
-    ];
-    for out in &outputs {
-        assert!(!out.contains(SECRET) && !out.contains("hunter2"));
-    }
-    // `<redacted>` survives escaping: a reader gets it back verbatim.
-    let suites = parse_junit(&outputs[0]);
+    let suites = parse_junit(&report::to_junit_xml(&report));
     let failure_text = &case(&suites, "controller.create-volume.no-name").status.failure_as_ref().text;
     assert!(failure_text.contains(&format!("\"{}\"", proto::REDACTED)), "{failure_text}");
-    let back = report::from_json(&outputs[2]).unwrap();
+    let back = report::from_json(&report::to_json(&report)).unwrap();
     assert_eq!(back.suites[0].scenarios[1].findings[0].request.as_deref(), Some(request.as_str()));
+    assert!(report::html::to_html(&report).contains("&quot;&lt;redacted&gt;&quot;"), "the HTML page shows the marker escaped");
+}
+
+/// A scenario whose failures show the request (with a secret and a mount flag carrying data)
+/// and quote an answer that echoes the mount flag.
+const LEAKY: &str = r#"
+suite: leaky
+title: Sensitive values in failures
+scenarios:
+  - id: request-shown
+    title: an unmet expectation shows the request
+    steps:
+      - call: CreateVolume
+        request:
+          name: "${name}"
+          volume_capabilities: [{ mount: { mount_flags: ["password=Flag-hunter2"] }, access_mode: { mode: SINGLE_NODE_WRITER } }]
+        expect: { code: ALREADY_EXISTS }
+  - id: answer-quoted
+    title: an assertion quotes an answer that echoes the mount flag
+    steps:
+      - call: CreateVolume
+        request:
+          name: "${name}"
+          volume_capabilities: [{ mount: { mount_flags: ["password=Flag-hunter2"] }, access_mode: { mode: SINGLE_NODE_WRITER } }]
+        save: { vol: volume.volume_id }
+      - call: ValidateVolumeCapabilities
+        request:
+          volume_id: "${vol}"
+          volume_capabilities: [{ mount: { mount_flags: ["password=Flag-hunter2"] }, access_mode: { mode: SINGLE_NODE_WRITER } }]
+        expect:
+          fields: [{ path: "confirmed.volume_capabilities[0].mount.mount_flags[0]", equals: "nothing like it" }]
+"#;
+
+/// The engine's redaction, end to end: a real run against the reference plugin (which
+/// checks the secret it is sent) fails where the request and an answer are shown; every
+/// writer's output shows them redacted and never the secret or the flag. Breaking the
+/// engine's redaction (`proto::redacted`, or mount flags as sensitive) fails this test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_redacted_by_the_engine_stay_redacted_in_every_output() {
+    use csi_conform::{reference, secrets::Secrets, suite};
+    // `pin` is shorter than the scrubber's minimum: only the descriptor-driven redaction of
+    // the request hides it, so a break there cannot hide behind the scrubbing of free text.
+    let secrets = format!("CreateVolumeSecret: {{ password: {SECRET}, pin: {PIN} }}\n");
+    let plugin = crate::support::TestPlugin::start(reference::Config {
+        secrets: Some(Secrets::parse(&secrets, Path::new("secrets.yaml")).unwrap()),
+        ..reference::Config::default()
+    })
+    .await;
+    let engine = crate::support::engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = suite::RunConfig {
+        work_dir: work.path().join("work"),
+        secrets: BTreeMap::from([(
+            "CreateVolumeSecret".to_owned(),
+            BTreeMap::from([("password".to_owned(), SECRET.to_owned()), ("pin".to_owned(), PIN.to_owned())]),
+        )]),
+        ..suite::RunConfig::default()
+    };
+    let suites = vec![suite::load_str("leaky.yaml", LEAKY).unwrap()];
+    let run = suite::run(&engine, &suites, &config).await;
+
+    // Both failed where they show what leaks if redaction breaks.
+    let shown = run.scenario("leaky.request-shown").unwrap();
+    assert_eq!(shown.outcome, Severity::Fail, "{:#?}", shown.findings);
+    let request = shown.findings[0].request.as_deref().unwrap();
+    for field in [r#""mount_flags":["<redacted>"]"#, r#""password":"<redacted>""#, r#""pin":"<redacted>""#] {
+        assert!(request.contains(field), "{field} in {request}");
+    }
+    let quoted = run.scenario("leaky.answer-quoted").unwrap();
+    assert_eq!(quoted.outcome, Severity::Fail, "{:#?}", quoted.findings);
+    assert!(quoted.findings[0].message.contains(proto::REDACTED), "{}", quoted.findings[0].message);
+
+    let outputs = [
+        ("JUnit", report::to_junit_xml(&run)),
+        ("JUnit strict", report::to_junit_xml(&RunReport { strict: true, ..run.clone() })),
+        ("JSON", report::to_json(&run)),
+        ("HTML", report::html::to_html(&run)),
+        ("console", console_output(&run, false)),
+        ("console in colour", console_output(&run, true)),
+    ];
+    for (what, out) in &outputs {
+        for value in [SECRET, "hunter2", PIN] {
+            assert!(!out.contains(value), "{value} in the {what} output:\n{out}");
+        }
+    }
+    for (what, out) in &outputs[..4] {
+        assert!(out.contains("redacted"), "the {what} output shows the request it redacted");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

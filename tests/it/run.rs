@@ -12,7 +12,11 @@ use csi_conform::{
     suite::{self, RunConfig},
 };
 
-use crate::support::{TestPlugin, csi_conform, engine_plugin, ok};
+use crate::support::{
+    TestPlugin, csi_conform, engine_plugin,
+    fake_plugin::{FakeOptions, FakePlugin},
+    ok,
+};
 
 fn config(dir: &tempfile::TempDir, jobs: usize) -> RunConfig {
     // No --property-time: how many property cases fit in it depends on the machine's speed,
@@ -247,8 +251,29 @@ async fn call_sends_one_rpc_and_prints_the_answer_as_yaml_with_secrets_redacted(
     let yaml = String::from_utf8(out.stdout).unwrap();
     assert!(yaml.starts_with("volume:\n"), "{yaml}");
     assert!(yaml.contains("volume_id:"), "{yaml}");
+    assert!(!yaml.contains("hunter2"), "{yaml}");
     let listed = csi_conform(&["call", "ListVolumes", "--endpoint", &socket], cwd.path()).await;
     assert!(String::from_utf8_lossy(&listed.stdout).contains("csi-conform.dev/name: poked"));
+
+    // The confirmation echoes the mount flag: the answer shows the field, never its value.
+    let volume_id = yaml.lines().find_map(|l| l.trim().strip_prefix("volume_id: ")).unwrap().trim_matches('\'');
+    let validate = format!(
+        r#"{{volume_id: "{volume_id}", volume_capabilities: [{{mount: {{mount_flags: ["password=hunter2"]}}, access_mode: {{mode: SINGLE_NODE_WRITER}}}}]}}"#
+    );
+    let confirmed = csi_conform(&["call", "ValidateVolumeCapabilities", "--endpoint", &socket, "--request", &validate], cwd.path()).await;
+    assert_eq!(confirmed.status.code(), Some(0), "{}", String::from_utf8_lossy(&confirmed.stderr));
+    let confirmed = String::from_utf8(confirmed.stdout).unwrap();
+    assert!(confirmed.contains("mount_flags:") && confirmed.contains(csi_conform::proto::REDACTED), "{confirmed}");
+    assert!(!confirmed.contains("hunter2"), "{confirmed}");
+
+    // A plugin that quotes the flag in its error text: the message is shown, the flag is not.
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let echoing = r#"{name: echo, parameters: {echo_mount_flags: "1"}, volume_capabilities: [{mount: {mount_flags: ["ro", "password=hunter2"]}, access_mode: {mode: SINGLE_NODE_WRITER}}]}"#;
+    let quoted = csi_conform(&["call", "CreateVolume", "--endpoint", &fake.socket.display().to_string(), "--request", echoing], cwd.path()).await;
+    assert_eq!(quoted.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&quoted.stderr);
+    assert!(stderr.starts_with("CreateVolume failed with INVALID_ARGUMENT") && stderr.contains("refusing mount flags [\"ro\", "), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
     let missing = csi_conform(&["call", "DeleteVolume", "--endpoint", &socket, "--request", "{}"], cwd.path()).await;
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).starts_with("DeleteVolume failed with INVALID_ARGUMENT"));

@@ -11,7 +11,10 @@ use csi_conform::{
 };
 use regex::Regex;
 
-use crate::support::fake_plugin::{FakeOptions, FakePlugin, FakeVolume};
+use crate::support::{
+    EventLog,
+    fake_plugin::{FakeOptions, FakePlugin, FakeVolume},
+};
 
 const SUITE: &str = r#"
 suite: run
@@ -495,20 +498,45 @@ scenarios:
     fake.stop().await;
 }
 
+/// The first scenario's CreateVolume is held by the fake until the run stops, so the timeout
+/// always falls while it is in flight, whatever the machine's speed: it finishes, and the
+/// others never start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_timeout_interrupts_and_leaves_the_rest_unrun() {
+    let text = r#"
+suite: held
+title: t
+scenarios:
+  - id: a
+    title: held until the run stops
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}", volume_capabilities: ["${capability}"], parameters: { hold: held } }
+  - id: b
+    title: would run next
+    steps: [{ call: Probe }]
+  - id: c
+    title: and then this
+    steps: [{ call: Probe }]
+"#;
     let fake = FakePlugin::start(FakeOptions::default()).await;
     let plugin = plugin(&fake).await;
     let work = tempfile::tempdir().unwrap();
     let mut cfg = config(work.path(), 1);
-    cfg.timeout = Some(Duration::from_millis(100));
-    cfg.focus = vec![Regex::new("^run\\.(serial|parallel)").unwrap()];
-    let report = suite::run(&plugin, &suites(), &cfg).await;
-    assert_eq!(report.interrupted.as_deref(), Some("the run timeout of 100ms was reached"));
+    cfg.timeout = Some(Duration::from_secs(1));
+    let progress = EventLog::releasing(vec![(crate::support::Release::OnStop, fake.gates.gate("held"))]);
+    cfg.progress = Some(progress.clone());
+    let suites = vec![suite::load_str("held.yaml", text).unwrap()];
+    let report = tokio::time::timeout(Duration::from_secs(60), suite::run(&plugin, &suites, &cfg)).await.expect("the run ends");
+    let reason = "the run timeout of 1s was reached";
+    assert_eq!(report.interrupted.as_deref(), Some(reason));
+    assert_eq!(progress.events(), ["started held.a".to_owned(), format!("interrupted: {reason}"), "finished held.a".to_owned()]);
     let outcomes: Vec<(Severity, Option<String>)> =
         report.suites[0].scenarios.iter().map(|s| (s.outcome, s.skip_reason.clone())).collect();
-    assert_eq!(outcomes[0].0, Severity::Pass, "the scenario in flight finishes: {outcomes:?}");
-    assert_eq!(outcomes[2], (Severity::Skip, Some("not run: the run timeout of 100ms was reached".to_owned())));
+    assert_eq!(outcomes[0], (Severity::Pass, None), "the scenario in flight finishes");
+    for unrun in &outcomes[1..] {
+        assert_eq!(*unrun, (Severity::Skip, Some(format!("not run: {reason}"))));
+    }
     assert!(report.failed());
     assert!(fake.volume_ids().is_empty());
     fake.stop().await;

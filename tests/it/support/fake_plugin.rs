@@ -60,6 +60,9 @@ pub struct State {
     pub secrets: Vec<(String, BTreeMap<String, String>)>,
     /// The most calls in flight seen while a volume named `*serial*` was being created.
     pub serial_max_in_flight: usize,
+    /// While set, CreateVolume answers this code, whatever it is asked (a backend that
+    /// cannot be reached now).
+    pub create_refusal: Option<tonic::Code>,
 }
 
 /// What the fake advertises.
@@ -114,6 +117,22 @@ struct Fake {
     options: FakeOptions,
     in_flight: Arc<AtomicUsize>,
     crash: Arc<Notify>,
+    gates: Arc<Gates>,
+}
+
+/// Named gates that held calls wait at (see [`FakePlugin::gates`]).
+#[derive(Default)]
+pub struct Gates(Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>);
+
+impl Gates {
+    /// Gate `key` (closed until given permits).
+    pub fn gate(&self, key: &str) -> Arc<tokio::sync::Semaphore> {
+        self.0.lock().unwrap().entry(key.to_owned()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(0))).clone()
+    }
+
+    async fn pass(&self, key: &str) {
+        self.gate(key).acquire().await.expect("gates stay open").forget();
+    }
 }
 
 /// Counts a call in flight for as long as it lives.
@@ -136,6 +155,9 @@ impl Drop for InFlight {
 pub struct FakePlugin {
     /// Its socket.
     pub socket: PathBuf,
+    /// A CreateVolume or CreateSnapshot with the parameter `hold: KEY` waits for a permit of
+    /// gate KEY before it answers.
+    pub gates: Arc<Gates>,
     /// Its state, to inspect and to seed.
     pub state: Arc<Mutex<State>>,
     /// The fake's own runtime: shutting it down drops every connection at once, as a crash
@@ -150,7 +172,14 @@ impl FakePlugin {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("csi.sock");
         let restart_after = options.restart_after;
-        let fake = Fake { state: Arc::default(), options, in_flight: Arc::default(), crash: Arc::new(Notify::new()) };
+        let gates = Arc::new(Gates::default());
+        let fake = Fake {
+            state: Arc::default(),
+            options,
+            in_flight: Arc::default(),
+            crash: Arc::new(Notify::new()),
+            gates: gates.clone(),
+        };
         let state = fake.state.clone();
         let crash = fake.crash.clone();
         let runtime = Arc::new(Mutex::new(Some(serve(&fake, &socket))));
@@ -167,7 +196,7 @@ impl FakePlugin {
                 *on_crash.lock().unwrap() = Some(serve(&fake, &crash_socket));
             }
         });
-        FakePlugin { socket, state, runtime, _dir: dir }
+        FakePlugin { socket, gates, state, runtime, _dir: dir }
     }
 
     /// Connects to it with short timeouts.
@@ -298,6 +327,9 @@ impl v1::controller_server::Controller for Fake {
         let _flight = InFlight::new(&self.in_flight);
         let req = request.into_inner();
         record_secrets(&self.state, "CreateVolume", &req.secrets);
+        if let Some(code) = self.state.lock().unwrap().create_refusal {
+            return Err(Status::new(code, "the backend cannot be reached now"));
+        }
         if req.name.is_empty() {
             return Err(bad("name is required"));
         }
@@ -307,6 +339,22 @@ impl v1::controller_server::Controller for Fake {
         if req.parameters.contains_key("echo_secret") {
             let shown: Vec<&String> = req.secrets.values().collect();
             return Err(bad(&format!("refusing secrets {shown:?}")));
+        }
+        if let Some(key) = req.parameters.get("hold") {
+            self.gates.pass(key).await;
+        }
+        if req.parameters.contains_key("echo_mount_flags") {
+            // A plugin that quotes the mount options it could not use in its error text.
+            let flags: Vec<&String> = req
+                .volume_capabilities
+                .iter()
+                .filter_map(|c| match &c.access_type {
+                    Some(v1::volume_capability::AccessType::Mount(m)) => Some(&m.mount_flags),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            return Err(bad(&format!("refusing mount flags {flags:?}")));
         }
         if let Some(ms) = req.parameters.get("sleep_ms").and_then(|s| s.parse().ok()) {
             let serial = req.name.contains("serial");
@@ -507,6 +555,9 @@ impl v1::controller_server::Controller for Fake {
         record_secrets(&self.state, "CreateSnapshot", &req.secrets);
         if req.name.is_empty() || req.source_volume_id.is_empty() {
             return Err(bad("name and source_volume_id are required"));
+        }
+        if let Some(key) = req.parameters.get("hold") {
+            self.gates.pass(key).await;
         }
         let mut state = self.state.lock().unwrap();
         let id = format!("snap-{}", req.name);

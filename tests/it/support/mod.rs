@@ -282,3 +282,122 @@ pub async fn csi_conform_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) ->
     cmd.envs(env.iter().copied());
     cmd.output().await.expect("run csi-conform")
 }
+
+/// What a test may skip for, and nothing else: a precondition of the machine, never an
+/// outcome of the code under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// Root with CAP_SYS_ADMIN: mounting, and namespaces of the test's own.
+    CapSysAdmin,
+    /// A kernel (or sandbox) that lets a process with CAP_SYS_ADMIN unshare a namespace.
+    Namespaces,
+    /// A headless Chromium on PATH.
+    Chromium,
+}
+
+impl std::fmt::Display for Precondition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precondition::CapSysAdmin => "needs CAP_SYS_ADMIN",
+            Precondition::Namespaces => "needs namespaces this machine refuses",
+            Precondition::Chromium => "needs chromium",
+        })
+    }
+}
+
+/// Says that `test` (or the part of it named) skipped, for `precondition`, with the detail
+/// `why`: on stderr (`SKIPPED: ...`), and in the file `scripts/test` names in
+/// `CSI_CONFORM_SKIP_LOG`, so that the summary at the end of the run lists every skip (cargo
+/// hides the output of tests that pass).
+pub fn skip(test: &str, precondition: Precondition, why: &str) {
+    let line = format!("{test}: {precondition}: {why}");
+    eprintln!("SKIPPED: {line}");
+    if let Some(path) = std::env::var_os("CSI_CONFORM_SKIP_LOG") {
+        use std::io::Write;
+        let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open the skip log");
+        log.write_all(format!("{line}\n").as_bytes()).expect("write the skip log");
+    }
+}
+
+/// Whether this process may mount; if not, says that `test` skipped and why.
+pub fn can_mount(test: &str, why: &str) -> bool {
+    if csi_conform::mounts::has_cap_sys_admin() {
+        return true;
+    }
+    skip(test, Precondition::CapSysAdmin, why);
+    false
+}
+
+/// A [`csi_conform::suite::Progress`] that records the run's events in the order they happen
+/// (`started ID`, `finished ID`, `interrupted: REASON`), so that tests await and order events
+/// instead of timing them; optionally it lets a held fake call go when the run stops.
+#[derive(Default)]
+pub struct EventLog {
+    events: std::sync::Mutex<Vec<String>>,
+    release: Vec<(Release, std::sync::Arc<tokio::sync::Semaphore>)>,
+}
+
+/// When an [`EventLog`] lets a held fake call go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// When the run stops.
+    OnStop,
+    /// When this scenario starts.
+    OnStarted(String),
+    /// When this scenario finishes.
+    OnFinished(String),
+}
+
+impl EventLog {
+    /// A log that only records.
+    pub fn new() -> std::sync::Arc<EventLog> {
+        std::sync::Arc::default()
+    }
+
+    /// A log that also adds a permit to each gate at its event.
+    pub fn releasing(release: Vec<(Release, std::sync::Arc<tokio::sync::Semaphore>)>) -> std::sync::Arc<EventLog> {
+        std::sync::Arc::new(EventLog { release, ..EventLog::default() })
+    }
+
+    fn release_at(&self, event: &Release) {
+        self.release.iter().filter(|(when, _)| when == event).for_each(|(_, gate)| gate.add_permits(1));
+    }
+
+    /// The events so far.
+    pub fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Whether scenarios `a` and `b` were ever in flight together (each started before the
+    /// other finished).
+    pub fn overlapped(&self, a: &str, b: &str) -> bool {
+        let events = self.events();
+        let at = |what: &str, id: &str| {
+            events.iter().position(|e| *e == format!("{what} {id}")).unwrap_or_else(|| panic!("no {what} {id} in {events:?}"))
+        };
+        at("started", a) < at("finished", b) && at("started", b) < at("finished", a)
+    }
+
+    fn push(&self, event: String) {
+        self.events.lock().unwrap().push(event);
+    }
+}
+
+impl csi_conform::suite::Progress for EventLog {
+    fn begin(&self, _: usize) {}
+
+    fn started(&self, id: &str) {
+        self.push(format!("started {id}"));
+        self.release_at(&Release::OnStarted(id.to_owned()));
+    }
+
+    fn finished(&self, result: &csi_conform::report::ScenarioResult) {
+        self.push(format!("finished {}", result.id));
+        self.release_at(&Release::OnFinished(result.id.clone()));
+    }
+
+    fn interrupted(&self, reason: &str) {
+        self.push(format!("interrupted: {reason}"));
+        self.release_at(&Release::OnStop);
+    }
+}
