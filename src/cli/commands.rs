@@ -8,7 +8,7 @@ pub(super) const NO_ENDPOINT: &str =
 
 /// Connects every role and fingerprints the plugin.
 pub(super) async fn connect_and_fingerprint(targets: &Targets, options: &ClientOptions) -> Result<(Connections, Fingerprint), CliError> {
-    let connections = targets.connect(options).await.map_err(CliError::usage)?;
+    let connections = targets.connect_noting(options, |wait| eprintln!("{wait}")).await.map_err(CliError::usage)?;
     let fingerprint = Fingerprint::collect(connections.controller.as_ref(), &connections.nodes)
         .await
         .map_err(CliError::usage)?;
