@@ -220,3 +220,26 @@ fn the_job_summary_matches_golden() {
     // A plugin's text cannot open a table column or a link.
     assert!(markdown.contains("published \\| not refused"), "{markdown}");
 }
+
+/// `reference-plugin` says, on one line, when it listens and how to stop it.
+#[tokio::test]
+async fn the_reference_plugin_says_when_it_listens() {
+    use tokio::io::AsyncBufReadExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", dir.path().join("ref.sock").display());
+    let mut child = tokio::process::Command::new(crate::support::bin())
+        .args(["reference-plugin", "--endpoint", &endpoint, "--node-only"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.expect("a line in time").unwrap();
+    assert_eq!(
+        line.as_deref(),
+        Some(format!("csi-conform reference plugin listening on {endpoint} (node only, node id csi-conform-node-1, 0 quirk(s)); SIGINT or SIGTERM stops it").as_str())
+    );
+    assert!(dir.path().join("ref.sock").exists(), "it says so once the socket is there");
+    child.kill().await.unwrap();
+}
