@@ -243,3 +243,131 @@ async fn the_reference_plugin_says_when_it_listens() {
     assert!(dir.path().join("ref.sock").exists(), "it says so once the socket is there");
     child.kill().await.unwrap();
 }
+
+fn repo_file(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// Runs the GitHub Action's entry script (`scripts/github-action COMMAND`) in `cwd` as the
+/// runner would: GitHub's environment variables pointing into `cwd`, the action's inputs as
+/// `INPUT_*`, and this build's csi-conform standing in for the downloaded one.
+async fn action(command: &str, cwd: &std::path::Path, inputs: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg(repo_file("scripts/github-action")).arg(command).current_dir(cwd);
+    for (var, _) in std::env::vars() {
+        if var.starts_with("GITHUB_") || var.starts_with("INPUT_") || var.starts_with("RUNNER_") || var == "CI" {
+            cmd.env_remove(var);
+        }
+    }
+    cmd.env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", cwd.join("step-summary.md"))
+        .env("GITHUB_OUTPUT", cwd.join("outputs.txt"))
+        .env("GITHUB_PATH", cwd.join("path.txt"))
+        .env("RUNNER_TEMP", cwd.join("runner-temp"))
+        .env("CSI_CONFORM_BIN", crate::support::bin());
+    cmd.envs(inputs.iter().copied());
+    cmd.output().await.expect("run the action's entry script")
+}
+
+fn read(cwd: &std::path::Path, name: &str) -> String {
+    std::fs::read_to_string(cwd.join(name)).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_action_runs_csi_conform_and_writes_the_job_summary_annotations_and_outputs() {
+    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::EmptySourceRejected].into(), ..Config::default() };
+    let plugin = TestPlugin::start(config).await;
+    let socket = plugin.socket.display().to_string();
+    let cwd = tempfile::tempdir().unwrap();
+    let inputs = [
+        ("INPUT_ENDPOINT", socket.as_str()),
+        ("INPUT_FOCUS", "^extras\\.\n  ^identity\\.probe$\n"),
+        ("INPUT_REPORTS_DIR", "out"),
+        ("INPUT_ARGS", "--seed 5 -q"),
+    ];
+    let out = action("run", cwd.path(), &inputs).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "the step itself succeeds; the verdict step fails it: {stdout}");
+    assert_eq!(read(cwd.path(), "outputs.txt"), "result=failed\nexit-code=1\nreports-dir=out\njunit=out/junit.xml\n");
+
+    // Annotations, one per finding, on stdout where the runner reads workflow commands.
+    assert!(stdout.lines().any(|l| l.starts_with("::error title=extras.")), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("::warning title=extras.")), "{stdout}");
+
+    // The job summary: verdict, counts, failures with requirement and rerun command, warnings.
+    let summary = read(cwd.path(), "step-summary.md");
+    assert!(summary.starts_with("## csi-conform: ❌ FAILED\n"), "{summary}");
+    assert!(summary.contains("| passed | failed | warned | skipped | errored |"), "{summary}");
+    let report = report::from_json(&read(cwd.path(), "out/report.json")).unwrap();
+    let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+    assert!(ids.contains(&"identity.probe") && ids.iter().all(|i| i.starts_with("extras.") || *i == "identity.probe"), "both focus lines: {ids:?}");
+    for s in report.suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.outcome == Severity::Fail) {
+        let entry = format!("- **FAIL** <code>{}</code>: ", s.id);
+        let at = summary.find(&entry).unwrap_or_else(|| panic!("{} missing from the summary:\n{summary}", s.id));
+        let rest = &summary[at..];
+        let end = rest[1..].find("\n- ").map_or(rest.len(), |i| i + 1);
+        let entry = &rest[..end];
+        assert!(entry.contains("  - requirement: [") || s.requirements.is_empty(), "{entry}");
+        assert!(entry.contains(&format!("--focus &#39;^{}$&#39; --seed 5", s.id.replace('.', "\\."))), "{entry}");
+        assert!(!entry.contains("--junit"), "{entry}");
+    }
+    assert!(summary.contains("### Warnings ("), "{summary}");
+    for file in ["junit.xml", "report.json", "report.html", "job-summary.md"] {
+        assert!(cwd.path().join("out").join(file).is_file(), "out/{file}");
+    }
+
+    // A plugin that is not there: the run cannot start, and the summary and an annotation say why.
+    let missing = cwd.path().join("absent.sock").display().to_string();
+    let inputs = [("INPUT_ENDPOINT", missing.as_str()), ("INPUT_REPORTS_DIR", "out2"), ("INPUT_ARGS", "--connect-timeout 1s")];
+    std::fs::remove_file(cwd.path().join("outputs.txt")).unwrap();
+    let out = action("run", cwd.path(), &inputs).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(read(cwd.path(), "outputs.txt"), "result=error\nexit-code=2\nreports-dir=out2\njunit=out2/junit.xml\n");
+    assert!(stdout.contains(&format!("::error title=csi-conform could not run::no socket at {missing}")), "{stdout}");
+    let summary = read(cwd.path(), "step-summary.md");
+    assert!(summary.contains("## csi-conform: ⚠️ could not run (exit code 2)"), "{summary}");
+    assert!(summary.contains("--connect-timeout"), "{summary}");
+}
+
+#[tokio::test]
+async fn the_action_puts_a_given_binary_on_path_and_its_inputs_match_the_script() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = action("fetch", cwd.path(), &[("INPUT_BINARY", crate::support::bin())]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = cwd.path().join("runner-temp/csi-conform-bin");
+    assert_eq!(read(cwd.path(), "path.txt"), format!("{}\n", dir.display()));
+    assert_eq!(read(cwd.path(), "outputs.txt"), format!("path={}\n", dir.join("csi-conform").display()));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("csi-conform: csi-conform "));
+    let bad = action("fetch", cwd.path(), &[("INPUT_BINARY", "/nonexistent/csi-conform")]).await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stdout).starts_with("::error title=csi-conform action::binary: "));
+
+    // Every input of action.yml reaches the script as INPUT_*, and the script reads no other.
+    let action: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(repo_file("action.yml")).unwrap()).unwrap();
+    assert_eq!(action["runs"]["using"].as_str(), Some("composite"));
+    let inputs: Vec<String> = action["inputs"].as_mapping().unwrap().keys().map(|k| k.as_str().unwrap().to_owned()).collect();
+    let passed: std::collections::BTreeSet<String> = action["runs"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["env"].as_mapping())
+        .flat_map(|env| env.keys().map(|k| k.as_str().unwrap().to_owned()))
+        .filter(|k| k.starts_with("INPUT_"))
+        .collect();
+    let script = std::fs::read_to_string(repo_file("scripts/github-action")).unwrap();
+    let read_by_script: std::collections::BTreeSet<String> = regex::Regex::new(r"INPUT_[A-Z_]+")
+        .unwrap()
+        .find_iter(&script)
+        .map(|m| m.as_str().to_owned())
+        .collect();
+    let unused = ["upload-reports", "artifact-name"];
+    for input in inputs.iter().filter(|i| !unused.contains(&i.as_str())) {
+        let var = format!("INPUT_{}", input.to_uppercase().replace('-', "_"));
+        assert!(passed.contains(&var), "input {input} is not passed to the script as {var}");
+        assert!(read_by_script.contains(&var), "the script ignores {var}");
+    }
+    for var in &read_by_script {
+        assert!(passed.contains(var), "the script reads {var}, which action.yml does not set");
+    }
+}
