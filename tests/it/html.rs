@@ -265,3 +265,47 @@ async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
     }
     assert!(dom.contains("<body data-filter=\"failures\""), "the filter was clicked");
 }
+
+/// The page as a person sees it: Chromium renders it headless to a PNG (kept in the directory
+/// `CSI_CONFORM_SCREENSHOT_DIR` names, to look at). The banner leads the rendered page too:
+/// its text comes first in the DOM Chromium builds.
+#[tokio::test]
+async fn the_page_renders_in_a_headless_chromium_screenshot() {
+    let Some(browser) = chromium() else {
+        println!("SKIPPED: no chromium on PATH (scripts/test installs Debian's chromium when run as root with CI=true)");
+        return;
+    };
+    let cwd = tempfile::tempdir().unwrap();
+    let (out, _plugin) = quirky_run(cwd.path(), &[], &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let page = cwd.path().join("page.html");
+    let shot = cwd.path().join("page.png");
+    let profile = tempfile::tempdir().unwrap();
+    let run = tokio::process::Command::new(&browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,1800"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .await
+        .expect("run chromium");
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}): {}", String::from_utf8_lossy(&run.stderr)));
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "a real rendering: {} bytes", png.len());
+    // The width and height in the IHDR chunk: the window asked for.
+    let (w, h) = (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
+    assert_eq!((w, h), (1280, 1800));
+    if let Some(dir) = std::env::var_os("CSI_CONFORM_SCREENSHOT_DIR") {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&shot, std::path::Path::new(&dir).join("report.png")).unwrap();
+    }
+    let dom = tokio::process::Command::new(&browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .await
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let body = &dom[dom.find("<body").expect("a body")..];
+    assert!(body[body.find('>').unwrap() + 1..].trim_start().starts_with("<div class=\"banner failed\" id=\"verdict\">FAILED"), "{body:.300}");
+}
