@@ -371,3 +371,52 @@ async fn the_action_puts_a_given_binary_on_path_and_its_inputs_match_the_script(
         assert!(passed.contains(var), "the script reads {var}, which action.yml does not set");
     }
 }
+
+/// A program on PATH, if there is one.
+fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// The image `scripts/dist` builds runs csi-conform against the reference plugin's socket,
+/// mounted into the container. It needs the release build of `scripts/dist` (minutes), so it
+/// runs only when `dist/csi-conform-image.oci.tar` exists, and only where a container runtime
+/// can run a container; otherwise it says SKIPPED and why.
+#[tokio::test]
+async fn the_image_runs_against_the_reference_plugins_socket_mounted_in() {
+    let archive = repo_file("dist/csi-conform-image.oci.tar");
+    if !archive.is_file() {
+        println!("SKIPPED: no dist/csi-conform-image.oci.tar; `scripts/dist` builds it (a release build, kept out of the default test run)");
+        return;
+    }
+    let Some(podman) = on_path("podman") else {
+        println!("SKIPPED: no podman on PATH to run the image (Debian: apt-get install podman)");
+        return;
+    };
+    let image = format!("oci-archive:{}", archive.display());
+    let version = tokio::process::Command::new(&podman).args(["run", "--rm", &image, "--version"]).output().await.unwrap();
+    if !version.status.success() {
+        let why = String::from_utf8_lossy(&version.stderr);
+        println!("SKIPPED: podman cannot run a container here: {}", why.lines().last().unwrap_or("no reason given"));
+        return;
+    }
+    assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), format!("csi-conform {}", env!("CARGO_PKG_VERSION")));
+
+    let plugin = TestPlugin::start(Config::default()).await;
+    let socket_dir = plugin.socket.parent().unwrap().display().to_string();
+    let reports = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(&podman)
+        .args(["run", "--rm", "--network", "none"])
+        .args(["-v", &format!("{socket_dir}:{socket_dir}"), "-v", &format!("{}:/reports", reports.path().display())])
+        .arg(&image)
+        .args(["--endpoint", &plugin.socket.display().to_string(), "-q", "--focus", r"^(identity|controller)\.", "--mount-check", "off"])
+        .args(["--junit", "/reports/junit.xml", "--json", "/reports/report.json", "--html", "/reports/report.html"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.ends_with("Result: PASSED\nReports: /reports/junit.xml (JUnit), /reports/report.json (JSON), /reports/report.html (HTML)\n"), "{stdout}");
+    let run = report::from_json(&std::fs::read_to_string(reports.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(run.plugin_name, "reference.csi-conform.dev");
+    assert!(run.counts().pass > 10, "{:?}", run.counts());
+}

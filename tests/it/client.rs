@@ -125,20 +125,23 @@ async fn a_silent_server_is_reported_after_the_wait() {
     server.abort();
 }
 
+/// Connects with `connect_noting`, collecting what it says while it waits.
+async fn connect_noted(path: &Path, connect: Duration) -> (Result<Connection, ConnectError>, Vec<String>) {
+    let notes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = notes.clone();
+    let result = Connection::connect_noting(Endpoint::Unix(path.to_owned()), options(connect), move |n| seen.lock().unwrap().push(n)).await;
+    let notes = notes.lock().unwrap().clone();
+    (result, notes)
+}
+
 /// A wait longer than a second says what it waits for, and names the flag that bounds it;
 /// so does the error at its end.
 #[tokio::test]
 async fn a_long_wait_says_what_it_waits_for_and_which_flag_bounds_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = sock(&dir, "absent.sock");
-    let notes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = notes.clone();
-    let err = Connection::connect_noting(Endpoint::Unix(path.clone()), options(Duration::from_millis(1500)), move |n| {
-        seen.lock().unwrap().push(n)
-    })
-    .await
-    .expect_err("no socket");
-    let notes = notes.lock().unwrap().clone();
+    let (err, notes) = connect_noted(&path, Duration::from_millis(1500)).await;
+    let err = err.expect_err("no socket");
     assert_eq!(
         notes,
         [format!("waiting for the socket {} to appear (up to 1.5s, --connect-timeout)", path.display())]
@@ -149,12 +152,9 @@ async fn a_long_wait_says_what_it_waits_for_and_which_flag_bounds_it() {
     let ready = sock(&dir, "ready.sock");
     let server_path = ready.clone();
     let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Ready(None)).await });
-    let quiet = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let heard = quiet.clone();
-    Connection::connect_noting(Endpoint::Unix(ready), options(Duration::from_secs(5)), move |n| heard.lock().unwrap().push(n))
-        .await
-        .expect("connects");
-    assert!(quiet.lock().unwrap().is_empty());
+    let (conn, notes) = connect_noted(&ready, Duration::from_secs(5)).await;
+    conn.expect("connects");
+    assert!(notes.is_empty(), "{notes:?}");
     server.abort();
 }
 

@@ -233,6 +233,19 @@ fn chromium() -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Runs `browser` headless on `url` with `args` and a fresh profile of its own.
+async fn headless(browser: &std::path::Path, args: &[&str], url: &str) -> std::process::Output {
+    let profile = tempfile::tempdir().unwrap();
+    tokio::process::Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .args(args)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .output()
+        .await
+        .expect("run chromium")
+}
+
 #[tokio::test]
 async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
     let Some(browser) = chromium() else {
@@ -244,14 +257,7 @@ async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
     assert_eq!(out.status.code(), Some(1));
     let page = cwd.path().join("page.html");
     let url = format!("file://{}#filter=failures", page.display());
-    let profile = tempfile::tempdir().unwrap();
-    let dom = tokio::process::Command::new(&browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", &url])
-        .output()
-        .await
-        .expect("run chromium");
+    let dom = headless(&browser, &["--virtual-time-budget=2000", "--dump-dom"], &url).await;
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("data-filter=\"failures\""), "the DOM came back: {dom}");
     let entries: Vec<&str> = dom.split("<div class=\"finding ").skip(1).map(|e| &e[..e.find('>').unwrap()]).collect();
@@ -280,15 +286,9 @@ async fn the_page_renders_in_a_headless_chromium_screenshot() {
     assert_eq!(out.status.code(), Some(1));
     let page = cwd.path().join("page.html");
     let shot = cwd.path().join("page.png");
-    let profile = tempfile::tempdir().unwrap();
-    let run = tokio::process::Command::new(&browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,1800"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .await
-        .expect("run chromium");
+    let url = format!("file://{}", page.display());
+    let screenshot = format!("--screenshot={}", shot.display());
+    let run = headless(&browser, &["--hide-scrollbars", "--window-size=1280,1800", &screenshot], &url).await;
     let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}): {}", String::from_utf8_lossy(&run.stderr)));
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "a real rendering: {} bytes", png.len());
     // The width and height in the IHDR chunk: the window asked for.
@@ -298,13 +298,7 @@ async fn the_page_renders_in_a_headless_chromium_screenshot() {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(&shot, std::path::Path::new(&dir).join("report.png")).unwrap();
     }
-    let dom = tokio::process::Command::new(&browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .await
-        .expect("run chromium");
+    let dom = headless(&browser, &["--dump-dom"], &url).await;
     let dom = String::from_utf8_lossy(&dom.stdout);
     let body = &dom[dom.find("<body").expect("a body")..];
     assert!(body[body.find('>').unwrap() + 1..].trim_start().starts_with("<div class=\"banner failed\" id=\"verdict\">FAILED"), "{body:.300}");
