@@ -246,15 +246,22 @@ async fn headless(browser: &std::path::Path, args: &[&str], url: &str) -> std::p
         .expect("run chromium")
 }
 
-#[tokio::test]
-async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
+/// The installed Chromium and the HTML page of a quirky run (`page.html` in the directory), or
+/// `None` after saying SKIPPED when no Chromium is installed.
+async fn quirky_page() -> Option<(std::path::PathBuf, tempfile::TempDir, TestPlugin)> {
     let Some(browser) = chromium() else {
         println!("SKIPPED: no chromium on PATH (scripts/test installs Debian's chromium when run as root with CI=true)");
-        return;
+        return None;
     };
     let cwd = tempfile::tempdir().unwrap();
-    let (out, _plugin) = quirky_run(cwd.path(), &[], &[]).await;
+    let (out, plugin) = quirky_run(cwd.path(), &[], &[]).await;
     assert_eq!(out.status.code(), Some(1));
+    Some((browser, cwd, plugin))
+}
+
+#[tokio::test]
+async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
+    let Some((browser, cwd, _plugin)) = quirky_page().await else { return };
     let page = cwd.path().join("page.html");
     let url = format!("file://{}#filter=failures", page.display());
     let dom = headless(&browser, &["--virtual-time-budget=2000", "--dump-dom"], &url).await;
@@ -277,13 +284,7 @@ async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
 /// its text comes first in the DOM Chromium builds.
 #[tokio::test]
 async fn the_page_renders_in_a_headless_chromium_screenshot() {
-    let Some(browser) = chromium() else {
-        println!("SKIPPED: no chromium on PATH (scripts/test installs Debian's chromium when run as root with CI=true)");
-        return;
-    };
-    let cwd = tempfile::tempdir().unwrap();
-    let (out, _plugin) = quirky_run(cwd.path(), &[], &[]).await;
-    assert_eq!(out.status.code(), Some(1));
+    let Some((browser, cwd, _plugin)) = quirky_page().await else { return };
     let page = cwd.path().join("page.html");
     let shot = cwd.path().join("page.png");
     let url = format!("file://{}", page.display());
