@@ -116,8 +116,8 @@ fn flag_name(arg: &str) -> Option<(&str, Option<&str>)> {
     })
 }
 
-/// Rewrites csi-sanity-style arguments into ours. A command line that starts with a
-/// csi-sanity flag (no subcommand) becomes `run ...`. Arguments that are not csi-sanity
+/// Rewrites csi-sanity-style arguments into ours. A command line that starts with a flag
+/// rather than a subcommand (csi-sanity's or `run`'s own) becomes `run ...`. Arguments that are not csi-sanity
 /// flags pass through untouched, so both styles can be mixed.
 pub fn translate(args: &[String]) -> Translated {
     let mut out = Vec::with_capacity(args.len() + 1);

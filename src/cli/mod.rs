@@ -41,7 +41,8 @@ use run::*;
 /// csi-conform: a Kubernetes-free sanity and conformance harness for CSI plugins.
 ///
 /// Runs scenario suites (every csi-sanity check, and more) against a plugin's socket, and
-/// writes JUnit, JSON and HTML reports. csi-sanity's own command line works too:
+/// writes JUnit, JSON and HTML reports. Without a subcommand, flags mean `run`
+/// (`csi-conform --endpoint /tmp/csi.sock`), and csi-sanity's own command line works too:
 /// `csi-conform --csi.endpoint=/tmp/csi.sock --ginkgo.focus=Node` runs `run` with the same
 /// meaning (see README.md, "Migrating from csi-sanity").
 #[derive(Debug, Parser)]
