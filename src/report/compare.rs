@@ -214,6 +214,7 @@ mod tests {
             .into(),
             interrupted: None,
             mounts: Vec::new(),
+            spec: None,
         }
     }
 

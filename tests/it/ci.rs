@@ -165,6 +165,7 @@ pub(crate) fn one_cause_report() -> RunReport {
         rpc_latency: Default::default(),
         interrupted: None,
         mounts: Vec::new(),
+        spec: None,
     }
 }
 
