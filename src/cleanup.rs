@@ -2,9 +2,15 @@
 //! `csi-conform cleanup`, and `run --cleanup-first`. Idempotent: a resource the plugin no
 //! longer knows (NOT_FOUND) counts as undone, a creation whose answer was lost is asked for
 //! again to learn what it made, and whatever cannot be undone stays in the journal for the
-//! next attempt.
+//! next attempt. The empty directories of the scenarios whose stagings and publications it
+//! undoes (and then their run's) are removed too, so a killed run leaves nothing behind on
+//! this host either; only empty directories are ever removed.
 
-use std::{collections::BTreeMap, fmt, path::Path};
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::{Path, PathBuf},
+};
 
 use prost_reflect::DynamicMessage;
 use tonic::Code;
@@ -69,6 +75,18 @@ pub async fn undo(
 }
 
 async fn undo_with(
+    journal_path: &Path,
+    records: &[(String, Outstanding)],
+    connection_for: impl Fn(&str) -> Result<Connection, String>,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Outcome {
+    let paths: Vec<PathBuf> = records.iter().flat_map(|(_, r)| node_paths(r)).collect();
+    let outcome = undo_records(journal_path, records, connection_for, secrets).await;
+    prune_scenario_dirs(&paths);
+    outcome
+}
+
+async fn undo_records(
     journal_path: &Path,
     records: &[(String, Outstanding)],
     connection_for: impl Fn(&str) -> Result<Connection, String>,
@@ -166,6 +184,77 @@ async fn undo_call(
     }
 }
 
+/// The staging and target paths a record names (a NodeStageVolume's or NodePublishVolume's).
+fn node_paths(record: &Outstanding) -> Vec<PathBuf> {
+    const FIELDS: [&str; 2] = ["staging_target_path", "target_path"];
+    let text = |v: Option<&str>| v.filter(|p| p.starts_with('/')).map(PathBuf::from);
+    match record {
+        Outstanding::Resource(r) => {
+            let (_, request) = r.resource.teardown();
+            FIELDS
+                .iter()
+                .filter_map(|f| text(request.get_field_by_name(f).as_deref().and_then(|v| v.as_str())))
+                .collect()
+        }
+        Outstanding::Call(c) => FIELDS.iter().filter_map(|f| text(c.request.get(*f).and_then(|v| v.as_str()))).collect(),
+    }
+}
+
+/// Whether `name` is a scenario directory's (`[<run>-]<nnnn>-<scenario>`); its prefix if so.
+fn scenario_prefix(name: &str) -> Option<&str> {
+    let bytes = name.as_bytes();
+    (0..bytes.len().saturating_sub(5)).find_map(|i| {
+        let at_start = i == 0 || bytes[i - 1] == b'-';
+        (at_start && bytes[i..i + 4].iter().all(u8::is_ascii_digit) && bytes[i + 4] == b'-').then(|| &name[..i])
+    })
+}
+
+/// Removes `dir` if it holds nothing but empty directories (never a file, never through a
+/// symlink, never a mount point: removing a busy directory fails and leaves it).
+fn remove_empty_tree(dir: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return false };
+    if !meta.is_dir() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let mut empty = true;
+    for entry in entries.flatten() {
+        empty &= remove_empty_tree(&entry.path());
+    }
+    empty && std::fs::remove_dir(dir).is_ok()
+}
+
+/// After an undo, the scenario directories of the run(s) the undone paths belong to: every
+/// empty scenario directory beside them with the same run prefix, then the run's own
+/// directory (`run-<id>-<pid>` under the work directory) when that is empty too.
+fn prune_scenario_dirs(paths: &[PathBuf]) {
+    let mut runs: Vec<(PathBuf, String)> = Vec::new();
+    for path in paths {
+        let scenario = path.ancestors().find(|a| {
+            a.file_name().and_then(|n| n.to_str()).is_some_and(|n| scenario_prefix(n).is_some())
+        });
+        let Some(scenario) = scenario else { continue };
+        let name = scenario.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let (Some(container), Some(prefix)) = (scenario.parent(), scenario_prefix(name)) else { continue };
+        let run = (container.to_owned(), prefix.to_owned());
+        if !runs.contains(&run) {
+            runs.push(run);
+        }
+    }
+    for (container, prefix) in runs {
+        let Ok(entries) = std::fs::read_dir(&container) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if scenario_prefix(&name) == Some(prefix.as_str()) && remove_empty_tree(&entry.path()) {
+                tracing::info!(dir = %entry.path().display(), "removed an empty scenario directory");
+            }
+        }
+        if container.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("run-")) {
+            let _ = std::fs::remove_dir(&container);
+        }
+    }
+}
+
 /// Codes that say "not now" rather than "no": the answer may differ if asked again later.
 fn is_transient(code: Code) -> bool {
     matches!(
@@ -198,4 +287,37 @@ pub async fn cleanup(
     }
     let connection_for = |e: &str| connected.get(e).cloned().unwrap_or_else(|| Err(format!("no connection to {e}")));
     Ok(undo_with(journal_path, &records, connection_for, secrets).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario_directories_are_told_by_their_numbered_names() {
+        assert_eq!(scenario_prefix("0007-node_stage-volume"), Some(""));
+        assert_eq!(scenario_prefix("5f3a-12-0042-lifecycle_mount"), Some("5f3a-12-"));
+        assert_eq!(scenario_prefix("staging"), None);
+        assert_eq!(scenario_prefix("run-5f3a-12"), None);
+    }
+
+    #[test]
+    fn only_empty_scenario_directories_of_the_run_and_then_the_run_go() {
+        let work = tempfile::tempdir().unwrap();
+        let run = work.path().join("run-ab-1");
+        let staged = run.join("0001-node_stage");
+        std::fs::create_dir_all(staged.join("staging")).unwrap();
+        std::fs::create_dir_all(run.join("0002-node_publish/target")).unwrap();
+        prune_scenario_dirs(&[staged.join("staging")]);
+        assert!(!run.exists(), "every scenario directory was empty, and so was the run's");
+
+        let run = work.path().join("run-cd-2");
+        std::fs::create_dir_all(run.join("0001-a/staging")).unwrap();
+        std::fs::create_dir_all(run.join("0002-b")).unwrap();
+        std::fs::write(run.join("0002-b/kept"), "a file").unwrap();
+        std::fs::create_dir_all(run.join("not-a-scenario")).unwrap();
+        prune_scenario_dirs(&[run.join("0001-a/staging")]);
+        assert!(!run.join("0001-a").exists());
+        assert!(run.join("0002-b/kept").exists() && run.join("not-a-scenario").exists(), "files and others stay");
+    }
 }

@@ -116,8 +116,8 @@ fn flag_name(arg: &str) -> Option<(&str, Option<&str>)> {
     })
 }
 
-/// Rewrites csi-sanity-style arguments into ours. A command line that starts with a
-/// csi-sanity flag (no subcommand) becomes `run ...`. Arguments that are not csi-sanity
+/// Rewrites csi-sanity-style arguments into ours. A command line that starts with a flag
+/// rather than a subcommand (csi-sanity's or `run`'s own) becomes `run ...`. Arguments that are not csi-sanity
 /// flags pass through untouched, so both styles can be mixed.
 pub fn translate(args: &[String]) -> Translated {
     let mut out = Vec::with_capacity(args.len() + 1);
@@ -126,8 +126,7 @@ pub fn translate(args: &[String]) -> Translated {
     if let Some(program) = iter.next() {
         out.push(program.clone());
     }
-    let no_subcommand = iter.peek().is_some_and(|a| is_sanity_flag(a) && !a.ends_with("version"));
-    if no_subcommand {
+    if starts_without_subcommand(&args[1.min(args.len())..]) {
         out.push("run".to_owned());
     }
     while let Some(arg) = iter.next() {
@@ -166,6 +165,19 @@ pub fn translate(args: &[String]) -> Translated {
         }
     }
     Translated { args: out, warnings }
+}
+
+/// Whether a command line (less the program name) gives `run`'s flags without naming a
+/// subcommand, as csi-sanity's does: its first word that is not a global `-v`/`-q` is a flag
+/// other than help or version (`--endpoint X`, `-csi.endpoint=X`, `-j 4`).
+fn starts_without_subcommand(args: &[String]) -> bool {
+    let global = |a: &str| matches!(a, "--verbose" | "--quiet" | "-q") || (a.len() > 1 && a[1..].bytes().all(|b| b == b'v'));
+    let Some(first) = args.iter().map(String::as_str).find(|a| !global(a)) else {
+        return false;
+    };
+    let help_or_version = matches!(first, "-h" | "--help" | "-V" | "--version" | "-version" | "--help=true")
+        || flag_name(first).is_some_and(|(n, _)| n == "version");
+    first.starts_with('-') && first != "-" && !help_or_version
 }
 
 /// Go's boolean flag values: absent or `true`/`1`/`t` means true.
@@ -220,6 +232,16 @@ mod tests {
         assert_eq!(out.args.join(" "), "c run --endpoint x");
         assert_eq!(out.warnings.len(), 3);
         assert!(out.warnings[0].contains("-ginkgo.flake-attempts has no effect"), "{:?}", out.warnings);
+    }
+
+    #[test]
+    fn our_own_run_flags_work_without_a_subcommand_too() {
+        assert_eq!(joined("c --endpoint x"), "c run --endpoint x");
+        assert_eq!(joined("c -v --endpoint=x --jobs 2"), "c run -v --endpoint=x --jobs 2");
+        assert_eq!(joined("c -j 2 --csi.endpoint x"), "c run -j 2 --endpoint x");
+        for untouched in ["c", "c -v", "c --help", "c -h", "c -V", "c --version", "c -q list", "c report --compare a b"] {
+            assert_eq!(joined(untouched), untouched);
+        }
     }
 
     #[test]

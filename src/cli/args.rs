@@ -6,11 +6,11 @@ use super::*;
 #[derive(Debug, Clone, Args)]
 pub struct SuiteArgs {
     /// A suite file of your own; repeatable. Added to the built-in suites.
-    #[arg(long = "suite", value_name = "FILE")]
+    #[arg(help_heading = "Selection", long = "suite", value_name = "FILE")]
     pub suites: Vec<PathBuf>,
 
     /// Leave out the built-in suites (only the --suite files run).
-    #[arg(long)]
+    #[arg(help_heading = "Selection", long)]
     pub no_builtin: bool,
 }
 
@@ -38,16 +38,17 @@ impl SuiteArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Compare two JSON reports (`run --json`), an older run's and a newer one's: new
-    /// failures, fixed scenarios, scenarios that appeared or went away, and RPCs whose median
-    /// latency moved by more than 1.5x. Exit code 1 when the newer run has new failures
-    /// (a nightly job fails on regressions only), 0 otherwise.
+    /// failures, fixed scenarios, coverage lost (now skipped) and gained (no longer skipped),
+    /// scenarios that appeared or went away, and RPCs whose median latency moved by more than
+    /// 1.5x and 5 ms. Exit code 1 when the newer run has new failures (a nightly job fails on
+    /// regressions only), 0 otherwise.
     #[arg(long, num_args = 2, required = true, value_names = ["OLD", "NEW"])]
     pub compare: Vec<PathBuf>,
 }
 
 /// csi-sanity's mount and staging directories and path commands (`--csi.mountdir` ...).
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Target and staging paths (csi-sanity's --csi.mountdir and friends)")]
+#[command(next_help_heading = "Node paths")]
 pub struct PathArgs {
     /// Where target paths go: each scenario gets its own directory in DIR (created if
     /// missing), the parent of its target paths, as csi-sanity's mount dir is. Default: a
@@ -118,180 +119,195 @@ pub struct RunArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
 
-    /// Which CSI version judges the plugin.
-    #[command(flatten)]
-    pub spec: SpecVersionArg,
+    /// Enables the restart scenario: this shell command restarts the node plugin (it gets
+    /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
+    /// NodeStageVolume and NodePublishVolume.
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD")]
+    pub allow_restart_cmd: Option<String>,
 
     /// Which suites.
     #[command(flatten)]
     pub suites: SuiteArgs,
 
-    /// `csi-sanity`: only the scenarios mapped to csi-sanity cases (`list --parity`), sending
-    /// what csi-sanity sends, for its verdicts; `full`: everything (migrate in two steps).
-    #[arg(long, value_enum, default_value_t = suite::Profile::Full)]
-    pub profile: suite::Profile,
-
     /// Run only scenarios whose id, title or a tag matches this regex; repeatable (any).
-    #[arg(long, value_name = "REGEX")]
+    #[arg(help_heading = "Selection", long, value_name = "REGEX")]
     pub focus: Vec<String>,
 
     /// Leave out scenarios whose id, title or a tag matches this regex; repeatable.
-    #[arg(long, value_name = "REGEX")]
+    #[arg(help_heading = "Selection", long, value_name = "REGEX")]
     pub skip: Vec<String>,
 
-    /// Scenarios run at once (the work waits on the plugin, so more than the cores).
-    #[arg(long, short = 'j', default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
-    pub jobs: u16,
-
     /// How often idempotency checks repeat a call (0 skips them).
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "Selection", long, default_value_t = 10)]
     pub idempotency_count: u32,
 
+    /// Also check that publishing beyond the node's max_volumes_per_node fails.
+    #[arg(help_heading = "Selection", long)]
+    pub test_node_volume_attach_limit: bool,
+
+    /// Seed of names and property-based checks (default: random; printed for replay).
+    #[arg(help_heading = "Selection", long)]
+    pub seed: Option<u64>,
+
+    /// Generated cases each property step checks (0 skips the property scenarios).
+    #[arg(help_heading = "Selection", long, value_name = "N", default_value_t = 256)]
+    pub property_cases: u32,
+
     /// The access type of the default volume capability.
-    #[arg(long, value_enum, default_value_t = AccessTypeArg::Mount)]
+    #[arg(help_heading = "Test volumes and requests", long, value_enum, default_value_t = AccessTypeArg::Mount)]
     pub access_type: AccessTypeArg,
 
     /// Size of test volumes (bytes; 10Gi, 512Mi and the like are accepted).
-    #[arg(long, value_name = "BYTES", default_value = "10Gi", value_parser = crate::units::parse_bytes)]
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "BYTES", default_value = "10Gi", value_parser = crate::units::parse_bytes)]
     pub test_volume_size: i64,
 
     /// Size to expand test volumes to (default: the volume size + 1 GiB).
-    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
     pub test_volume_expand_size: Option<i64>,
 
     /// YAML map of CreateVolume parameters (csi-sanity's --csi.testvolumeparameters).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "FILE")]
     pub test_volume_parameters: Option<PathBuf>,
 
     /// YAML map of mutable parameters (default: iops: "3000"; none with --profile csi-sanity).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "FILE")]
     pub test_volume_mutable_parameters: Option<PathBuf>,
 
     /// YAML map of CreateSnapshot parameters.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "FILE")]
     pub test_snapshot_parameters: Option<PathBuf>,
 
     /// Secrets file in csi-sanity's format (CreateVolumeSecret: {...}, ...).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "FILE")]
     pub secrets: Option<PathBuf>,
 
-    /// Also check that publishing beyond the node's max_volumes_per_node fails.
-    #[arg(long)]
-    pub test_node_volume_attach_limit: bool,
+    /// YAML bounds of the capabilities property steps generate (access_types, access_modes,
+    /// fs_types, mount_flags, volume_mount_groups, max_capabilities; see suites/README.md).
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "FILE")]
+    pub property_bounds: Option<PathBuf>,
+
+    /// Scenarios run at once (the work waits on the plugin, so more than the cores).
+    #[arg(help_heading = "Budgets and timeouts", long, short = 'j', default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: u16,
+
+    /// The longest a property step whose cases create volumes keeps starting new cases
+    /// (whichever of this and --property-cases comes first; 0: no time limit).
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "20s", value_parser = crate::units::parse_duration)]
+    pub property_time: Duration,
+
+    /// Test volumes that may exist at once across all running scenarios and property cases
+    /// (cloud volume quotas; default: no limit of ours).
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_live_volumes: Option<u32>,
+
+    /// Bytes of test volumes that may exist at once (default: the plugin's GetCapacity
+    /// available_capacity at the start, when it advertises GET_CAPACITY).
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "BYTES", value_parser = parse_positive_bytes)]
+    pub max_live_bytes: Option<i64>,
+
+    /// How long a call the plugin answers RESOURCE_EXHAUSTED (or ABORTED "operation
+    /// pending") is retried, after a release, while other scenarios of the run hold resources
+    /// on it.
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
+    pub contention_timeout: Duration,
+
+    /// The longest the whole run may take; scenarios not started by then are not run, and
+    /// those in flight get --cleanup-timeout to finish and tear down.
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub run_timeout: Option<Duration>,
+
+    /// After SIGINT/SIGTERM (or --run-timeout), how long teardown may take; what is not torn
+    /// down by then stays in the journal for `csi-conform cleanup`.
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2m", value_parser = parse_positive_duration)]
+    pub cleanup_timeout: Duration,
+
+    /// How often to try a plugin again (with doubling waits from 500ms) after the connection
+    /// to it is lost; when it stays gone, its remaining scenarios are errors.
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "N", default_value_t = 3)]
+    pub reconnect_attempts: u32,
 
     /// How to inspect staging and target paths of node endpoints whose process cannot be
     /// found (tcp, or a unix socket served from outside this pid namespace): a shell command
     /// given the path as its argument, printing file, directory, not_found or other
     /// (csi-sanity's --csi.checkpathcmd). Unix sockets are inspected where the serving
     /// process sees its paths (its mount namespace).
-    #[arg(long, value_name = "CMD")]
+    #[arg(help_heading = "Node paths", long, value_name = "CMD")]
     pub check_path_cmd: Option<String>,
 
     /// The longest one --check-path-cmd call may take.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    #[arg(help_heading = "Node paths", long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
     pub check_path_cmd_timeout: Duration,
 
     /// Whether staging and target mounts are verified: `auto` in the mount namespace of the
     /// process serving each node socket (skipped, with the reason, where it cannot be
     /// found); `off` skips every mount check (plugins that only pretend to mount).
-    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "off"])]
+    #[arg(help_heading = "Node paths", long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "off"])]
     pub mount_check: String,
 
-    /// Enables the restart scenario: this shell command restarts the node plugin (it gets
-    /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
-    /// NodeStageVolume and NodePublishVolume.
-    #[arg(long, value_name = "CMD")]
-    pub allow_restart_cmd: Option<String>,
-
-    /// JUnit XML report.
-    #[arg(long, value_name = "FILE", default_value = "reports/junit.xml")]
-    pub junit: PathBuf,
-
-    /// JSON report (for scripts and `report --compare`).
-    #[arg(long, value_name = "FILE", default_value = "reports/report.json")]
-    pub json: PathBuf,
-
-    /// Self-contained HTML report.
-    #[arg(long, value_name = "FILE", default_value = "reports/report.html")]
-    pub html: PathBuf,
-
-    /// YAML map of scenario id to reason: known failures that do not fail the run.
-    #[arg(long, value_name = "FILE")]
-    pub expect_failures: Option<PathBuf>,
-
-    /// Warnings (tolerated deviations) fail the run too.
-    #[arg(long)]
-    pub strict: bool,
-
-    /// Under GitHub Actions (GITHUB_ACTIONS=true), do not print the `::error` / `::warning`
-    /// workflow commands that turn each finding into an annotation.
-    #[arg(long)]
-    pub no_annotations: bool,
-
-    /// Seed of names and property-based checks (default: random; printed for replay).
-    #[arg(long)]
-    pub seed: Option<u64>,
-
-    /// Generated cases each property step checks (0 skips the property scenarios).
-    #[arg(long, value_name = "N", default_value_t = 256)]
-    pub property_cases: u32,
-
-    /// The longest a property step whose cases create volumes keeps starting new cases
-    /// (whichever of this and --property-cases comes first; 0: no time limit).
-    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = crate::units::parse_duration)]
-    pub property_time: Duration,
-
-    /// Test volumes that may exist at once across all running scenarios and property cases
-    /// (cloud volume quotas; default: no limit of ours).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_live_volumes: Option<u32>,
-
-    /// Bytes of test volumes that may exist at once (default: the plugin's GetCapacity
-    /// available_capacity at the start, when it advertises GET_CAPACITY).
-    #[arg(long, value_name = "BYTES", value_parser = parse_positive_bytes)]
-    pub max_live_bytes: Option<i64>,
-
-    /// How long a call the plugin answers RESOURCE_EXHAUSTED (or ABORTED "operation
-    /// pending") is retried, after a release, while other scenarios of the run hold resources
-    /// on it.
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
-    pub contention_timeout: Duration,
-
-    /// YAML bounds of the capabilities property steps generate (access_types, access_modes,
-    /// fs_types, mount_flags, volume_mount_groups, max_capabilities; see suites/README.md).
-    #[arg(long, value_name = "FILE")]
-    pub property_bounds: Option<PathBuf>,
-
-    /// The longest the whole run may take; scenarios not started by then are not run, and
-    /// those in flight get --cleanup-timeout to finish and tear down.
-    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
-    pub run_timeout: Option<Duration>,
-
-    /// After SIGINT/SIGTERM (or --run-timeout), how long teardown may take; what is not torn
-    /// down by then stays in the journal for `csi-conform cleanup`.
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_positive_duration)]
-    pub cleanup_timeout: Duration,
-
-    /// How often to try a plugin again (with doubling waits from 500ms) after the connection
-    /// to it is lost; when it stays gone, its remaining scenarios are errors.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub reconnect_attempts: u32,
-
     /// Directory under which each scenario gets its staging and target paths.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Node paths", long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
-
-    /// The cleanup journal: every created resource is recorded here until torn down.
-    #[arg(long, value_name = "FILE", default_value = "reports/journal.jsonl")]
-    pub journal: PathBuf,
-
-    /// Clean up what an earlier run left in the journal before starting.
-    #[arg(long)]
-    pub cleanup_first: bool,
 
     /// Where target and staging paths go, and how they are made.
     #[command(flatten)]
     pub paths: PathArgs,
+
+    /// JUnit XML report.
+    #[arg(help_heading = "Output", long, value_name = "FILE", default_value = "reports/junit.xml")]
+    pub junit: PathBuf,
+
+    /// JSON report (for scripts and `report --compare`).
+    #[arg(help_heading = "Output", long, value_name = "FILE", default_value = "reports/report.json")]
+    pub json: PathBuf,
+
+    /// Self-contained HTML report.
+    #[arg(help_heading = "Output", long, value_name = "FILE", default_value = "reports/report.html")]
+    pub html: PathBuf,
+
+    /// YAML map of scenario id to reason: known failures that do not fail the run.
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
+    pub expect_failures: Option<PathBuf>,
+
+    /// How a scenario that passed with warnings appears in the JUnit report: `passed` (the
+    /// warnings in its <system-out>), `skipped` (the warning as the skip message) or
+    /// `failure` (a <failure type="warning">, so CI test views show it; the exit code is
+    /// unchanged: use --strict for that).
+    #[arg(help_heading = "Output", long, value_name = "AS", default_value = "passed", value_parser = ["passed", "skipped", "failure"])]
+    pub junit_warnings: String,
+
+    /// Also write the run's summary as GitHub-flavoured Markdown (verdict, counts, root
+    /// causes, failures with their requirement and rerun command, warnings), appended to
+    /// FILE. Under GitHub Actions the default is $GITHUB_STEP_SUMMARY (the job summary),
+    /// unless --no-annotations.
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
+    pub job_summary: Option<PathBuf>,
+
+    /// Warnings (tolerated deviations) fail the run too.
+    #[arg(help_heading = "Output", long)]
+    pub strict: bool,
+
+    /// Under GitHub Actions (GITHUB_ACTIONS=true), do not print the `::error` / `::warning`
+    /// workflow commands that turn each finding into an annotation, nor write the job
+    /// summary to $GITHUB_STEP_SUMMARY.
+    #[arg(help_heading = "Output", long)]
+    pub no_annotations: bool,
+
+    /// The cleanup journal: every created resource is recorded here until torn down.
+    #[arg(help_heading = "Output", long, value_name = "FILE", default_value = "reports/journal.jsonl")]
+    pub journal: PathBuf,
+
+    /// Clean up what an earlier run left in the journal before starting.
+    #[arg(help_heading = "Output", long)]
+    pub cleanup_first: bool,
+
+    /// `csi-sanity`: only the scenarios mapped to csi-sanity cases (`list --parity`), sending
+    /// what csi-sanity sends, for its verdicts; `full`: everything (migrate in two steps).
+    #[arg(help_heading = "Compatibility", long, value_enum, default_value_t = suite::Profile::Full)]
+    pub profile: suite::Profile,
+
+    /// Which CSI version judges the plugin.
+    #[command(flatten)]
+    pub spec: SpecVersionArg,
 
     /// Volumes the run did not create (the `existing` suite).
     #[command(flatten)]
@@ -454,28 +470,28 @@ pub struct CleanupArgs {
 pub struct ConnectArgs {
     /// The plugin's endpoint, for every role: unix:///abs/path, unix:rel/path, a bare path,
     /// tcp://host:port or dns:///host:port.
-    #[arg(long, env = "CSI_ENDPOINT", value_name = "ENDPOINT")]
+    #[arg(help_heading = "Plugin endpoints", long, env = "CSI_ENDPOINT", value_name = "ENDPOINT")]
     pub endpoint: Option<Endpoint>,
 
     /// A separate controller endpoint (overrides --endpoint for the controller role).
-    #[arg(long, value_name = "ENDPOINT")]
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "ENDPOINT")]
     pub controller_endpoint: Option<Endpoint>,
 
     /// A node plugin endpoint; repeat for several nodes (overrides --endpoint for the node role).
-    #[arg(long = "node-endpoint", value_name = "ENDPOINT")]
+    #[arg(help_heading = "Plugin endpoints", long = "node-endpoint", value_name = "ENDPOINT")]
     pub node_endpoints: Vec<Endpoint>,
 
     /// How long to wait for the socket, the server and a ready Probe.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
     pub connect_timeout: Duration,
 
     /// The deadline of every RPC: a call not answered by then fails its scenario.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
     pub rpc_timeout: Duration,
 
     /// The largest response message accepted from the plugin (bytes; 4Mi, 64Ki and the like
     /// are accepted); a larger answer is a finding.
-    #[arg(long, value_name = "BYTES", default_value = "4Mi", value_parser = parse_message_size)]
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "BYTES", default_value = "4Mi", value_parser = parse_message_size)]
     pub max_message_size: usize,
 }
 
@@ -486,7 +502,7 @@ pub struct SpecVersionArg {
     /// what the plugin advertises (GET_VOLUME_HEALTH and the other v1.13 capabilities: 1.13;
     /// VOLUME_CONDITION alone: 1.12); the report says which and why. With no endpoint, the
     /// bundled reference plugin speaks this version too.
-    #[arg(long, value_name = "VERSION")]
+    #[arg(help_heading = "Compatibility", long, value_name = "VERSION")]
     pub spec_version: Option<crate::version::SpecVersion>,
 }
 

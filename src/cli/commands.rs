@@ -13,7 +13,7 @@ pub(super) async fn connect_and_fingerprint(
     options: &ClientOptions,
     spec_version: Option<crate::version::SpecVersion>,
 ) -> Result<(Connections, Fingerprint), CliError> {
-    let connections = targets.connect(options).await.map_err(CliError::usage)?;
+    let connections = targets.connect_noting(options, |wait| eprintln!("{wait}")).await.map_err(CliError::usage)?;
     let mut fingerprint = Fingerprint::collect(connections.controller.as_ref(), &connections.nodes)
         .await
         .map_err(CliError::usage)?;

@@ -41,18 +41,19 @@ use run::*;
 /// csi-conform: a Kubernetes-free sanity and conformance harness for CSI plugins.
 ///
 /// Runs scenario suites (every csi-sanity check, and more) against a plugin's socket, and
-/// writes JUnit, JSON and HTML reports. csi-sanity's own command line works too:
+/// writes JUnit, JSON and HTML reports. Without a subcommand, flags mean `run`
+/// (`csi-conform --endpoint /tmp/csi.sock`), and csi-sanity's own command line works too:
 /// `csi-conform --csi.endpoint=/tmp/csi.sock --ginkgo.focus=Node` runs `run` with the same
 /// meaning (see README.md, "Migrating from csi-sanity").
 #[derive(Debug, Parser)]
 #[command(name = "csi-conform", version, about, long_about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = "Output")]
     pub verbose: u8,
 
     /// Only the summary (and errors).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = "Output")]
     pub quiet: bool,
 
     /// What to do.
@@ -285,15 +286,16 @@ fn settings_args(
 }
 
 /// The command line that reruns this run, less its filters and seed (which a rerun command
-/// adds for its one scenario) and output verbosity: the program as invoked, `run`, then each
-/// flag given on the command line (or by CSI_ENDPOINT) with its values, quoted for a shell.
-/// Flags that came from `--config` stay in the file, which the rerun names again.
+/// adds for its one scenario) and what only shapes the output or the pace of a whole run
+/// ([`NOT_IN_RERUN`]): the program as invoked, `run`, then each remaining flag given on the
+/// command line (or by CSI_ENDPOINT) with its values, quoted for a shell. Flags that came
+/// from `--config` stay in the file, which the rerun names again.
 fn rerun_base(args: &[String], run_command: &clap::Command, run: &clap::ArgMatches, from_file: &BTreeSet<String>) -> String {
     let program = args.first().map_or("csi-conform", String::as_str);
     let mut words = vec![report::shell_word(program), "run".to_owned()];
     for arg in run_command.get_arguments() {
         let id = arg.get_id().as_str();
-        let (Some(long), false) = (arg.get_long(), matches!(id, "focus" | "skip" | "seed" | "verbose" | "quiet")) else {
+        let (Some(long), false) = (arg.get_long(), NOT_IN_RERUN.contains(&id)) else {
             continue;
         };
         if from_file.contains(id) || !matches!(run.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable)) {
@@ -310,6 +312,14 @@ fn rerun_base(args: &[String], run_command: &clap::Command, run: &clap::ArgMatch
     }
     words.join(" ")
 }
+
+/// The `run` flags a rerun command leaves out: the selection and seed it sets itself, and
+/// flags that change only the output or the pace of a whole run, not one scenario's verdict
+/// (a rerun writes to the default report files).
+const NOT_IN_RERUN: &[&str] = &[
+    "focus", "skip", "seed", "verbose", "quiet", "junit", "json", "html", "job_summary", "junit_warnings",
+    "no_annotations", "expect_failures", "jobs", "cleanup_first",
+];
 
 async fn dispatch(cli: Cli, rerun: Option<String>, scrubber: &Scrubber) -> Result<u8, CliError> {
     match cli.command {

@@ -349,15 +349,29 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
         }
     }
     write_all_reports(&report, &args)?;
-    if !quiet {
-        println!();
-    }
-    print!("{}", report::summary_with_command(&report, color, &rerun));
-    if report::annotations::enabled(std::env::var("GITHUB_ACTIONS").ok().as_deref(), args.no_annotations) {
+    let github = report::annotations::enabled(std::env::var("GITHUB_ACTIONS").ok().as_deref(), args.no_annotations);
+    if github {
+        // Workflow commands first: the log hides them, and the summary stays the last thing.
         for line in report::annotations::annotations(&report) {
             println!("{line}");
         }
     }
+    if !quiet {
+        println!();
+    }
+    print!("{}", report::summary_with_command(&report, color, &rerun));
+    let mut files = report_files(&args);
+    let job_summary = args.job_summary.clone().or_else(|| {
+        github.then(|| std::env::var_os("GITHUB_STEP_SUMMARY")).flatten().filter(|p| !p.is_empty()).map(PathBuf::from)
+    });
+    if let Some(path) = &job_summary {
+        let markdown = report::markdown::job_summary(&report, Some(&rerun), &files);
+        match append(path, &markdown) {
+            Ok(()) => files.push(("job summary", path.as_path())),
+            Err(e) => eprintln!("warning: cannot write the job summary to {}: {e}", path.display()),
+        }
+    }
+    print!("{}", report::console::report_files_line(&files));
     let left = leftovers_on(&args.journal, &endpoints)?.len();
     if left > 0 {
         eprintln!(
@@ -384,8 +398,25 @@ pub(super) fn leftovers_on(path: &Path, endpoints: &[String]) -> Result<Vec<(Str
 }
 
 pub(super) fn write_all_reports(report: &RunReport, args: &RunArgs) -> Result<(), CliError> {
-    report::write_reports(report, Some(&args.junit), Some(&args.json)).map_err(CliError::usage)?;
+    let warnings_as = args.junit_warnings.parse().map_err(CliError::usage)?;
+    report::write_atomically(&args.junit, &report::junit::to_junit_xml_with(report, warnings_as)).map_err(CliError::usage)?;
+    report::write_reports(report, None, Some(&args.json)).map_err(CliError::usage)?;
     report::write_atomically(&args.html, &report::html::to_html(report)).map_err(CliError::usage)
+}
+
+/// The report files a run writes, `(what, path)`, for the line that ends its output.
+fn report_files(args: &RunArgs) -> Vec<(&'static str, &Path)> {
+    vec![("JUnit", args.junit.as_path()), ("JSON", args.json.as_path()), ("HTML", args.html.as_path())]
+}
+
+/// Appends `text` to the file at `path` (made if missing), as `$GITHUB_STEP_SUMMARY` wants.
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 #[cfg(test)]

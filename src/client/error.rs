@@ -219,7 +219,7 @@ pub fn direction(code: Code, rpc: &str, origin: ErrorOrigin) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// Nothing appeared at the socket path within the wait.
-    #[error("no socket at {path} (waited {waited}); is the plugin running, and is this its socket path?", path = path.display(), waited = human_duration(*waited))]
+    #[error("no socket at {path} (waited {waited}, --connect-timeout); is the plugin running, and is this its socket path?", path = path.display(), waited = human_duration(*waited))]
     NoSocket {
         /// The socket path.
         path: std::path::PathBuf,
@@ -235,7 +235,7 @@ pub enum ConnectError {
         kind: String,
     },
     /// The socket or port exists, but no process accepts connections on it.
-    #[error("nobody is listening at {endpoint} (waited {waited}): {detail}; a plugin that crashed leaves its socket file behind", waited = human_duration(*waited))]
+    #[error("nobody is listening at {endpoint} (waited {waited}, --connect-timeout): {detail}; a plugin that crashed leaves its socket file behind", waited = human_duration(*waited))]
     Refused {
         /// The endpoint.
         endpoint: Endpoint,
@@ -282,8 +282,18 @@ pub enum ConnectError {
         /// How long we waited.
         waited: Duration,
     },
+    /// The plugin answered Probe, but after the deadline every call of the run has.
+    #[error("the plugin at {endpoint} answered Probe after {took}, slower than --rpc-timeout ({limit}): every call of the run would time out; raise --rpc-timeout above the plugin's answer time (and --connect-timeout with it)", took = human_duration(*took), limit = human_duration(*rpc_timeout))]
+    SlowProbe {
+        /// The endpoint.
+        endpoint: Endpoint,
+        /// How long Probe took to answer.
+        took: Duration,
+        /// The `--rpc-timeout` it missed.
+        rpc_timeout: Duration,
+    },
     /// The server accepted the connection but answered nothing within the wait.
-    #[error("the server at {endpoint} accepted the connection but did not answer Probe within {waited}; it may be hung or not a gRPC server", waited = human_duration(*waited))]
+    #[error("the server at {endpoint} accepted the connection but did not answer Probe within {waited} (--connect-timeout); it is hung, slower than that, or not a gRPC server", waited = human_duration(*waited))]
     Silent {
         /// The endpoint.
         endpoint: Endpoint,

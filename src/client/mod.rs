@@ -13,7 +13,10 @@ use std::{
     collections::BTreeMap,
     future::Future,
     io,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU8, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -107,12 +110,37 @@ impl Connection {
     /// appear, for the server to accept, and for `Probe` to report ready (or leave `ready`
     /// unset). Each failure mode gets its own [`ConnectError`].
     pub async fn connect(endpoint: Endpoint, options: ClientOptions) -> Result<Self, ConnectError> {
+        Self::connect_noting(endpoint, options, |_| {}).await
+    }
+
+    /// [`Self::connect`], telling `note` once, after [`WAIT_NOTICE_AFTER`], what it is still
+    /// waiting for and which flag bounds the wait: `waiting for the socket /run/csi.sock to
+    /// appear (up to 30s, --connect-timeout)`. A connection made sooner says nothing.
+    pub async fn connect_noting(
+        endpoint: Endpoint,
+        options: ClientOptions,
+        note: impl FnOnce(String),
+    ) -> Result<Self, ConnectError> {
+        let phase = AtomicU8::new(Phase::Socket as u8);
+        let connect = Self::connect_in_phases(endpoint.clone(), options.clone(), &phase);
+        tokio::pin!(connect);
+        tokio::select! {
+            done = &mut connect => return done,
+            () = tokio::time::sleep(WAIT_NOTICE_AFTER) => {}
+        }
+        note(Phase::from(phase.load(Ordering::Relaxed)).waiting_for(&endpoint, &options));
+        connect.await
+    }
+
+    async fn connect_in_phases(endpoint: Endpoint, options: ClientOptions, phase: &AtomicU8) -> Result<Self, ConnectError> {
         let started = Instant::now();
         let deadline = started + options.connect_timeout;
         if let Endpoint::Unix(path) = &endpoint {
             wait_for_socket(path, started, deadline).await?;
         }
+        phase.store(Phase::Server as u8, Ordering::Relaxed);
         let channel = open_channel(&endpoint, started, deadline).await?;
+        phase.store(Phase::Probe as u8, Ordering::Relaxed);
         let connection = Connection {
             endpoint,
             channel,
@@ -287,14 +315,25 @@ impl Connection {
         let mut not_ready = 0u32;
         let mut last_error: Option<RpcError> = None;
         loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let per_call = remaining.min(self.options.rpc_timeout).max(Duration::from_millis(10));
+            // Probe may take all the connect time left, not just --rpc-timeout: a plugin that
+            // answers, but slower than --rpc-timeout, is then told as slow, not as silent.
+            let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
             let mut identity = self.identity();
+            let asked = Instant::now();
             let outcome = self
-                .call_within("Probe", v1::ProbeRequest {}, per_call, |r| async move {
+                .call_within("Probe", v1::ProbeRequest {}, remaining, |r| async move {
                     identity.probe(r).await
                 })
                 .await;
+            let took = asked.elapsed();
+            let answered = outcome.as_ref().map_or_else(|e| matches!(e.origin, ErrorOrigin::Plugin | ErrorOrigin::Decode), |_| true);
+            if answered && took > self.options.rpc_timeout {
+                return Err(ConnectError::SlowProbe {
+                    endpoint: self.endpoint.clone(),
+                    took,
+                    rpc_timeout: self.options.rpc_timeout,
+                });
+            }
             match outcome {
                 Ok(response) => match response.ready {
                     None | Some(true) => return Ok(()),
@@ -340,6 +379,51 @@ impl Connection {
             }
             let pause = Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now()));
             tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+/// How long a connection is made in silence before [`Connection::connect_noting`] says what it
+/// waits for.
+pub const WAIT_NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// What a connection attempt is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Phase {
+    /// The unix socket file to appear.
+    Socket,
+    /// A server to accept the connection.
+    Server,
+    /// Probe to answer ready.
+    Probe,
+}
+
+impl From<u8> for Phase {
+    fn from(n: u8) -> Self {
+        match n {
+            0 => Phase::Socket,
+            1 => Phase::Server,
+            _ => Phase::Probe,
+        }
+    }
+}
+
+impl Phase {
+    /// One line for a person watching the console.
+    fn waiting_for(self, endpoint: &Endpoint, options: &ClientOptions) -> String {
+        let bound = format!("up to {}, --connect-timeout", human_duration(options.connect_timeout));
+        match (self, endpoint) {
+            (Phase::Socket, Endpoint::Unix(path)) => {
+                format!("waiting for the socket {} to appear ({bound})", path.display())
+            }
+            (Phase::Socket | Phase::Server, _) => {
+                format!("waiting for a server to accept connections at {endpoint} ({bound})")
+            }
+            (Phase::Probe, _) => format!(
+                "waiting for the plugin at {endpoint} to answer Probe ready ({bound}; each Probe up to {}, --rpc-timeout)",
+                human_duration(options.rpc_timeout)
+            ),
         }
     }
 }
@@ -518,11 +602,22 @@ impl Targets {
 
     /// Connects to every distinct endpoint concurrently, one connection each.
     pub async fn connect(&self, options: &ClientOptions) -> Result<Connections, ConnectError> {
+        self.connect_noting(options, |_| {}).await
+    }
+
+    /// [`Self::connect`], telling `note` what each endpoint still waits for after
+    /// [`WAIT_NOTICE_AFTER`] (see [`Connection::connect_noting`]).
+    pub async fn connect_noting(
+        &self,
+        options: &ClientOptions,
+        note: impl Fn(String) + Clone + Send + 'static,
+    ) -> Result<Connections, ConnectError> {
         let distinct = self.distinct();
         let mut tasks = tokio::task::JoinSet::new();
         for (i, endpoint) in distinct.iter().cloned().enumerate() {
             let options = options.clone();
-            tasks.spawn(async move { (i, Connection::connect(endpoint, options).await) });
+            let note = note.clone();
+            tasks.spawn(async move { (i, Connection::connect_noting(endpoint, options, note).await) });
         }
         let mut connected: Vec<Option<Connection>> = vec![None; distinct.len()];
         let mut first_error: Option<(usize, ConnectError)> = None;

@@ -570,9 +570,21 @@ pub async fn run(args: Args) -> Result<(), Error> {
         let namespace = crate::mounts::mount_namespace(None).unwrap_or_default();
         tracing::info!(pid = std::process::id(), %namespace, "serving from a mount namespace of its own");
     }
-    let handle = spawn(config, endpoint).await?;
+    let what = match config.mode {
+        Mode::All => "controller and node",
+        Mode::NodeOnly => "node only",
+        Mode::ControllerOnly => "controller only",
+    };
+    let node_id = config.node_id.clone();
+    let quirks = config.quirks.len();
     let mut term = signal(SignalKind::terminate()).map_err(Error::Signal)?;
     let mut int = signal(SignalKind::interrupt()).map_err(Error::Signal)?;
+    let handle = spawn(config, endpoint).await?;
+    // One line when it is ready, for a person (and for scripts that wait on it).
+    println!(
+        "csi-conform reference plugin listening on {endpoint} ({what}, node id {node_id}, {quirks} quirk(s)); SIGINT or SIGTERM stops it"
+    );
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: stopping"),
         _ = int.recv() => tracing::info!("SIGINT: stopping"),

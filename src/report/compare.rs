@@ -1,6 +1,7 @@
 //! What changed between two runs (`csi-conform report --compare OLD.json NEW.json`): new
-//! failures, fixed scenarios, scenarios that appeared or went away, and RPCs whose latency
-//! moved, for nightly jobs that want to know what is different today.
+//! failures, fixed scenarios, coverage lost and gained (scenarios that went to or from a
+//! skip), scenarios that appeared or went away, and RPCs whose latency moved, for nightly
+//! jobs that want to know what is different today.
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -44,24 +45,34 @@ pub struct Comparison {
     pub regressions: Vec<OutcomeChange>,
     /// Better than before (e.g. fail → pass).
     pub fixes: Vec<OutcomeChange>,
+    /// Coverage lost: scenarios that ran (any outcome) before and are skipped now.
+    pub coverage_lost: Vec<OutcomeChange>,
+    /// Coverage gained: scenarios skipped before that now run and do not fail.
+    pub coverage_gained: Vec<OutcomeChange>,
     /// Scenarios only in the new run.
     pub added: Vec<String>,
     /// Scenarios only in the old run.
     pub removed: Vec<String>,
-    /// RPCs whose median latency changed by more than the threshold.
+    /// RPCs whose median latency changed by more than the threshold and the floor.
     pub latency: Vec<LatencyMove>,
 }
 
 /// How much an RPC's median must move (as a ratio either way) to be reported.
 pub const LATENCY_THRESHOLD: f64 = 1.5;
 
+/// How much an RPC's median must move in absolute terms (seconds) to be reported, whatever
+/// the ratio: sub-millisecond medians jitter by several times from run to run.
+pub const LATENCY_FLOOR: f64 = 0.005;
+
 fn by_id(report: &RunReport) -> BTreeMap<&str, &ScenarioResult> {
     report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.as_str(), s)).collect()
 }
 
 /// Compares two runs. Outcomes are ordered pass < skip < warn < fail < error; a move up is a
-/// regression, a move down a fix. Skips that become passes (or back) are neither: they are
-/// capability changes, reported through `added`/`removed` only when the scenario is gone.
+/// regression, a move down a fix. A move to a skip is lost coverage (the check no longer
+/// runs, whatever it gave before) and a move from a skip gained coverage, unless the scenario
+/// now fails, which is a new failure. A latency move counts when the median changed by
+/// [`LATENCY_THRESHOLD`] either way *and* by at least [`LATENCY_FLOOR`].
 pub fn compare(old: &RunReport, new: &RunReport) -> Comparison {
     let before = by_id(old);
     let after = by_id(new);
@@ -71,19 +82,19 @@ pub fn compare(old: &RunReport, new: &RunReport) -> Comparison {
             out.added.push((*id).to_owned());
             continue;
         };
-        if then.outcome == now.outcome || [then.outcome, now.outcome].contains(&Severity::Skip) {
+        if then.outcome == now.outcome {
             continue;
         }
-        let change = OutcomeChange {
-            id: (*id).to_owned(),
-            before: then.outcome,
-            after: now.outcome,
-            reason: now.findings.iter().find(|f| f.severity >= Severity::Warn).map(|f| f.message.clone()),
+        let reason = match now.outcome {
+            Severity::Skip => Some(super::text::skip_reason(now)),
+            _ => now.findings.iter().find(|f| f.severity >= Severity::Warn).map(|f| f.message.clone()),
         };
-        if now.outcome > then.outcome {
-            out.regressions.push(change);
-        } else {
-            out.fixes.push(change);
+        let change = OutcomeChange { id: (*id).to_owned(), before: then.outcome, after: now.outcome, reason };
+        match (then.outcome, now.outcome) {
+            (_, Severity::Skip) => out.coverage_lost.push(change),
+            (Severity::Skip, after) if after < Severity::Fail => out.coverage_gained.push(change),
+            (before, after) if after > before => out.regressions.push(change),
+            _ => out.fixes.push(change),
         }
     }
     out.removed = before.keys().filter(|id| !after.contains_key(*id)).map(|id| (*id).to_owned()).collect();
@@ -91,7 +102,8 @@ pub fn compare(old: &RunReport, new: &RunReport) -> Comparison {
         if let Some(then) = old.rpc_latency.get(rpc) {
             let m = LatencyMove { rpc: rpc.clone(), before: then.median, after: now.median };
             let r = m.ratio();
-            if r >= LATENCY_THRESHOLD || r <= 1.0 / LATENCY_THRESHOLD {
+            let large = r >= LATENCY_THRESHOLD || r <= 1.0 / LATENCY_THRESHOLD;
+            if large && (m.after - m.before).abs() >= LATENCY_FLOOR {
                 out.latency.push(m);
             }
         }
@@ -123,6 +135,8 @@ impl Comparison {
         };
         section(&mut out, "new failures", &self.regressions);
         section(&mut out, "fixed", &self.fixes);
+        section(&mut out, "coverage lost (now skipped)", &self.coverage_lost);
+        section(&mut out, "coverage gained (no longer skipped)", &self.coverage_gained);
         for (title, ids) in [("new scenarios", &self.added), ("scenarios gone", &self.removed)] {
             if !ids.is_empty() {
                 let _ = writeln!(out, "{title} ({}):", ids.len());
@@ -132,7 +146,11 @@ impl Comparison {
             }
         }
         if !self.latency.is_empty() {
-            let _ = writeln!(out, "latency moves (median, more than {LATENCY_THRESHOLD}x):");
+            let _ = writeln!(
+                out,
+                "latency moves (median, more than {LATENCY_THRESHOLD}x and {:.0}ms):",
+                LATENCY_FLOOR * 1e3
+            );
             for m in &self.latency {
                 let _ = writeln!(
                     out,
@@ -203,17 +221,50 @@ mod tests {
     #[test]
     fn finds_regressions_fixes_additions_removals_and_latency_moves() {
         let old = run(
-            vec![scenario("a", Severity::Pass), scenario("b", Severity::Fail), scenario("gone", Severity::Pass), scenario("s", Severity::Skip)],
+            vec![scenario("a", Severity::Pass), scenario("b", Severity::Fail), scenario("gone", Severity::Pass)],
             0.001,
         );
         let new = run(
-            vec![scenario("a", Severity::Fail), scenario("b", Severity::Pass), scenario("new", Severity::Pass), scenario("s", Severity::Pass)],
-            0.004,
+            vec![scenario("a", Severity::Fail), scenario("b", Severity::Pass), scenario("new", Severity::Pass)],
+            0.009,
         );
         let c = compare(&old, &new);
         assert!(c.has_regressions());
-        assert_eq!(c.render(), "new failures (1):\n  a  pass -> fail  (a went wrong)\nfixed (1):\n  b  fail -> pass\nnew scenarios (1):\n  new\nscenarios gone (1):\n  gone\nlatency moves (median, more than 1.5x):\n  CreateVolume                         1.000ms ->     4.000ms  (4.00x)\n");
+        assert_eq!(c.render(), "new failures (1):\n  a  pass -> fail  (a went wrong)\nfixed (1):\n  b  fail -> pass\nnew scenarios (1):\n  new\nscenarios gone (1):\n  gone\nlatency moves (median, more than 1.5x and 5ms):\n  CreateVolume                         1.000ms ->     9.000ms  (9.00x)\n");
         let same = compare(&old, &old);
         assert_eq!(same.render(), "no changes\n");
+    }
+
+    #[test]
+    fn skips_are_coverage_changes_and_a_skip_that_now_fails_is_a_new_failure() {
+        let mut skipped = scenario("lost", Severity::Skip);
+        skipped.skip_reason = Some("needs controller:EXPAND_VOLUME, not advertised".into());
+        let old = run(
+            vec![scenario("lost", Severity::Pass), scenario("gained", Severity::Skip), scenario("now-fails", Severity::Skip), scenario("failed", Severity::Fail)],
+            0.001,
+        );
+        let new = run(
+            vec![skipped, scenario("gained", Severity::Pass), scenario("now-fails", Severity::Fail), scenario("failed", Severity::Skip)],
+            0.001,
+        );
+        let c = compare(&old, &new);
+        let ids = |v: &[OutcomeChange]| v.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&c.coverage_lost), ["failed", "lost"]);
+        assert_eq!(ids(&c.coverage_gained), ["gained"]);
+        assert_eq!(ids(&c.regressions), ["now-fails"]);
+        assert!(c.fixes.is_empty(), "a failure that is now skipped is not fixed: {:?}", c.fixes);
+        let text = c.render();
+        assert!(text.contains("coverage lost (now skipped) (2):\n  failed  fail -> skip  (skipped)\n  lost  pass -> skip  (needs controller:EXPAND_VOLUME, not advertised)\n"), "{text}");
+        assert!(text.contains("coverage gained (no longer skipped) (1):\n  gained  skip -> pass\n"), "{text}");
+    }
+
+    #[test]
+    fn latency_moves_need_both_the_ratio_and_the_floor() {
+        let moved = |before: f64, after: f64| !compare(&run(vec![], before), &run(vec![], after)).latency.is_empty();
+        assert!(!moved(0.0002, 0.0009), "sub-millisecond jitter of 4.5x is no move");
+        assert!(!moved(0.100, 0.120), "20 ms on 100 ms is under 1.5x");
+        assert!(moved(0.002, 0.008), "6 ms and 4x");
+        assert!(moved(0.020, 0.005), "faster counts too");
+        assert!(!moved(0.004, 0.0085), "4.5 ms is under the floor");
     }
 }

@@ -191,12 +191,45 @@ fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color:
     let _ = writeln!(out, "        rerun: {}", rerun_command(report, &scenario.id, base));
 }
 
-/// The failed, errored and warned scenarios again, grouped by the CSI requirement each
-/// names (a scenario naming several appears under each): which rule of the spec broke, and
-/// where it is written.
+/// One line per warning of a warned scenario: the word WARN, the scenario, the warning's
+/// level (never a bare MUST: a warning is what the spec tolerates) and its message.
+fn warning_lines(out: &mut String, scenario: &ScenarioResult, color: bool) {
+    let level = text::warning_level(scenario);
+    for f in scenario.findings.iter().filter(|f| f.severity == Severity::Warn) {
+        let _ = writeln!(
+            out,
+            "  {} {} [{level}]: {}",
+            outcome_word(scenario, color),
+            text::one_line(&scenario.id),
+            text::finding_line(f)
+        );
+    }
+}
+
+/// The failures shared by several scenarios, largest first, each with its scenarios beneath.
+fn root_causes(out: &mut String, report: &RunReport, color: bool) {
+    let causes = super::causes::causes(report);
+    if causes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{}", paint("Root causes (one failing answer behind several scenarios):", Style::Bold, color));
+    for cause in causes {
+        let _ = writeln!(out, "  {}", paint(&cause.heading(), Style::Bold, color));
+        if let Some(message) = &cause.plugin_message {
+            let _ = writeln!(out, "    plugin message: {message}");
+        }
+        for (s, _) in &cause.members {
+            let _ = writeln!(out, "    {} {}", outcome_word(s, color), text::one_line(&s.id));
+        }
+    }
+}
+
+/// The failed and errored scenarios again, grouped by the CSI requirement each names (a
+/// scenario naming several appears under each): which rule of the spec broke, and where it
+/// is written. Warnings are not listed here: a warning breaks no rule at its level.
 fn by_requirement(out: &mut String, report: &RunReport, scenarios: &[&ScenarioResult], color: bool) {
     let mut groups: Vec<(&super::model::RequirementRef, Vec<&ScenarioResult>)> = Vec::new();
-    for s in scenarios.iter().filter(|s| s.expectation.is_none() && s.outcome >= Severity::Warn) {
+    for s in scenarios.iter().filter(|s| s.expectation.is_none() && s.outcome >= Severity::Fail) {
         for r in &s.requirements {
             match groups.iter_mut().find(|(g, _)| g.id == r.id) {
                 Some((_, members)) => members.push(s),
@@ -234,9 +267,11 @@ fn total_time(d: std::time::Duration) -> String {
     }
 }
 
-/// The end-of-run summary: what was tested, counts and total time, every failure, error and
-/// warning with its one-line reason and the command to rerun it alone, expected failures and
-/// unexpected passes on their own, an interruption, the seed, and the verdict.
+/// The end-of-run summary: what was tested, counts and total time, the root causes shared by
+/// several failures, every failure and error with its one-line reason and the command to
+/// rerun it alone, one line per warning with its level, expected failures and unexpected
+/// passes on their own, the failures by requirement, an interruption, the seed, and the
+/// verdict.
 pub fn summary(report: &RunReport, color: bool) -> String {
     render_summary(report, color, None)
 }
@@ -290,10 +325,15 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
             count(unexpected, "unexpected pass", "unexpected passes"),
         );
     }
+    root_causes(&mut out, report, color);
     for (section, members) in sections.iter().filter(|(_, m)| !m.is_empty()) {
         let _ = writeln!(out, "\n{}", paint(section.heading(report.strict), Style::Bold, color));
         for scenario in members {
-            entry(&mut out, report, scenario, color, base);
+            if *section == Section::Warnings {
+                warning_lines(&mut out, scenario, color);
+            } else {
+                entry(&mut out, report, scenario, color, base);
+            }
         }
     }
     by_requirement(&mut out, report, &scenarios, color);
@@ -305,7 +345,7 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
         let _ = writeln!(out, "Mounts: {}", text::one_line(&site.to_string()));
     }
     let _ = writeln!(out, "Seed: {} (replay with --seed {})", report.seed, report.seed);
-    if base.is_none() && sections.iter().any(|(_, m)| !m.is_empty()) {
+    if base.is_none() && sections.iter().any(|(s, m)| *s != Section::Warnings && !m.is_empty()) {
         let _ = writeln!(out, "In the rerun commands, ... stands for this run's endpoint and suite options.");
     }
     let verdict = if report.failed() {
@@ -315,6 +355,17 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
     };
     let _ = writeln!(out, "Result: {verdict}");
     out
+}
+
+/// The line that ends a run's output: where its reports are, as `(what, path)` pairs.
+///
+/// ```text
+/// Reports: reports/junit.xml (JUnit), reports/report.json (JSON), reports/report.html (HTML)
+/// ```
+pub fn report_files_line(files: &[(&str, &std::path::Path)]) -> String {
+    let named: Vec<String> =
+        files.iter().map(|(what, path)| format!("{} ({what})", text::one_line(&path.display().to_string()))).collect();
+    format!("Reports: {}\n", named.join(", "))
 }
 
 #[cfg(test)]

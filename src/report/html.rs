@@ -1,9 +1,14 @@
 //! The HTML report: one self-contained page (no network) that leads with what failed. In
-//! order: the plugin's identity and counts; **failures and warnings**, grouped by the CSI
-//! requirement their scenario names first (each with its requirements and spec links, expected
-//! vs answered, the plugin's message, the redacted request, and the rerun command); the
-//! requirement coverage of this run per RPC; the SVG chart of per-RPC latency (slowest first,
-//! slow ones in red); then every scenario by suite, collapsed.
+//! order: a verdict banner (PASSED or FAILED, with how much of the run's scenarios and
+//! requirements were actually checked); the plugin's identity and counts (a badge is
+//! coloured only when its count is not zero); the **root causes** shared by several failures;
+//! **failures**, grouped by the CSI requirement their scenario names first, then
+//! **warnings**, grouped by their level (SHOULD, MAY, tolerated deviation), each with its
+//! requirements and spec links, expected vs answered, the plugin's message, the redacted
+//! request, and the rerun command; the requirement coverage of this run per RPC; the SVG
+//! chart of per-RPC latency (slowest first, slow ones in red; no heading when nothing was
+//! called); the plugin's endpoints and its capabilities as a table with ticks; then every
+//! scenario by suite, collapsed.
 //!
 //! Filter buttons (all / failures / warnings) and a search box narrow the first section; a
 //! small inline script drives them, and the page reads completely with scripts off (the
@@ -13,7 +18,12 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Finding, RequirementRef, RunReport, ScenarioResult, Severity};
+use super::{
+    causes,
+    model::{Counts, Finding, RequirementRef, RunReport, ScenarioResult, Severity},
+    text,
+};
+use crate::fingerprint::{CAPABILITY_SCOPES, Capability};
 
 /// Escapes text for HTML element content and attribute values (terminal escapes and other
 /// control characters from plugin messages are made visible, never passed through).
@@ -29,7 +39,12 @@ th{background:#f3f5f7}.pass{background:#dafbe1}.fail{background:#ffd8d3}.error{b
 details{margin:.2em 0}pre{white-space:pre-wrap;margin:.3em 0;font-size:90%}.counts span{margin-right:1.2em}\
 code{font-size:90%}.num{text-align:right}.legend{color:#57606a;font-size:90%}\
 .finding{border-left:6px solid #d0d7de;padding:.4em .8em;margin:.6em 0}.finding.fail,.finding.error{border-color:#cf222e}\
-.finding.warn{border-color:#bf8700}#filters button{margin-right:.5em}#filters input{margin-left:1em}";
+.finding.warn{border-color:#bf8700}#filters button{margin-right:.5em}#filters input{margin-left:1em}\
+.banner{font-size:1.4em;font-weight:700;padding:.5em .8em;border-radius:6px;margin:.5em 0 1em}\
+.banner.passed{background:#dafbe1;color:#116329}.banner.failed{background:#ffd8d3;color:#82071e}\
+.banner small{display:block;font-size:60%;font-weight:400;color:#1d2430}\
+.counts span{padding:.1em .5em;border-radius:4px}.counts .zero{background:#eef0f3;color:#57606a}\
+.tick{color:#116329;font-weight:700;text-align:center}.no{color:#8c959f;text-align:center}.cause{margin:.4em 0}";
 
 /// Drives the filter buttons and the search box of the first section. No `<` and no `&`, so
 /// the page stays well-formed XML.
@@ -50,23 +65,139 @@ document.getElementById('search').addEventListener('input',function(e){q=e.targe
 var m=/filter=(\\w+)/.exec(location.hash);if(m){var btn=bar.querySelector('button[data-show='+m[1]+']');if(btn){btn.click();}}\
 })();";
 
-/// One failed, errored or warned finding of the run, with its scenario: what the first
-/// section of the page lists, in this order (grouped by the scenario's first requirement,
-/// groups in order of first appearance, report order within a group).
-pub fn problems(report: &RunReport) -> Vec<(&ScenarioResult, &Finding)> {
-    let mut groups: Vec<(Option<&str>, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
+/// The group a listed finding belongs to: a failing one by its scenario's first requirement,
+/// a warning by its level (a warning breaks no rule at the level of the requirement its
+/// scenario checks, so it is never listed under a bare MUST heading).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Group<'a> {
+    /// Failures and errors of scenarios naming this requirement first.
+    Requirement(&'a RequirementRef),
+    /// Failures and errors of scenarios naming no requirement.
+    NoRequirement,
+    /// Warnings at this level (`SHOULD`, `MAY`, `tolerated deviation from MUST`, ...).
+    Warnings(&'static str),
+}
+
+fn group_of<'a>(s: &'a ScenarioResult, f: &Finding) -> Group<'a> {
+    match (f.severity, s.requirements.first()) {
+        (Severity::Warn, _) => Group::Warnings(text::warning_level(s)),
+        (_, Some(r)) => Group::Requirement(r),
+        (_, None) => Group::NoRequirement,
+    }
+}
+
+/// One failed, errored or warned finding of the run, with its scenario and group: what the
+/// failures-and-warnings section lists, in this order: failures grouped by requirement (groups
+/// in order of first appearance, those naming none last), then warnings grouped by level;
+/// report order within a group.
+pub fn problems(report: &RunReport) -> Vec<(Group<'_>, &ScenarioResult, &Finding)> {
+    let mut groups: Vec<(Group<'_>, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
         for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
-            let key = s.requirements.first().map(|r| r.id.as_str());
+            let key = group_of(s, f);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, items)) => items.push((s, f)),
                 None => groups.push((key, vec![(s, f)])),
             }
         }
     }
-    // Findings whose scenario names no requirement come last.
-    groups.sort_by_key(|(k, _)| k.is_none());
-    groups.into_iter().flat_map(|(_, items)| items).collect()
+    groups.sort_by_key(|(k, _)| match k {
+        Group::Requirement(_) => 0,
+        Group::NoRequirement => 1,
+        Group::Warnings(_) => 2,
+    });
+    groups.into_iter().flat_map(|(g, items)| items.into_iter().map(move |(s, f)| (g.clone(), s, f))).collect()
+}
+
+/// The verdict banner: PASSED or FAILED, and how much was actually checked: scenarios that
+/// ran (not skipped) and requirements checked by at least one scenario that ran.
+fn banner(out: &mut String, report: &RunReport, counts: &Counts) {
+    let (class, word) = if report.failed() { ("failed", "FAILED") } else { ("passed", "PASSED") };
+    let ran = counts.total() - counts.skip;
+    let (checked, named) = requirement_coverage(report);
+    let percent = |part: usize, whole: usize| if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 };
+    let _ = write!(
+        out,
+        "<div class=\"banner {class}\" id=\"verdict\">{word}<small>coverage: {checked} of {named} requirements \
+         checked ({:.0}%); {ran} of {} scenarios ran ({:.0}%), {} skipped</small></div>\n",
+        percent(checked, named),
+        counts.total(),
+        percent(ran, counts.total()),
+        counts.skip
+    );
+}
+
+/// Requirements named by the run's scenarios: how many were checked by a scenario that ran,
+/// and how many were named at all.
+pub fn requirement_coverage(report: &RunReport) -> (usize, usize) {
+    let worst = worst_by_requirement(report);
+    (worst.values().filter(|s| **s != Severity::Skip).count(), worst.len())
+}
+
+/// Each requirement named by the run's scenarios, with the worst outcome among those naming it
+/// (a checked outcome beats a skip).
+fn worst_by_requirement(report: &RunReport) -> std::collections::BTreeMap<&str, Severity> {
+    let mut worst = std::collections::BTreeMap::new();
+    for s in report.suites.iter().flat_map(|s| &s.scenarios) {
+        for r in &s.requirements {
+            let e = worst.entry(r.id.as_str()).or_insert(s.outcome);
+            if *e == Severity::Skip || (s.outcome != Severity::Skip && s.outcome > *e) {
+                *e = s.outcome;
+            }
+        }
+    }
+    worst
+}
+
+/// A count badge: coloured by its severity when not zero, neutral grey at zero.
+fn badge(n: usize, what: &str, severity: Severity) -> String {
+    let class = if n == 0 { "zero" } else { severity.as_str() };
+    format!("<span class=\"{class}\">{n} {what}</span>")
+}
+
+/// The causes shared by several failures, each with its scenarios.
+fn causes_section(out: &mut String, report: &RunReport) {
+    let causes = causes::causes(report);
+    if causes.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"causes\"><h2>Root causes</h2>\n<p class=\"legend\">One failing answer behind \
+        several scenarios: the same call, code and message pattern.</p>\n");
+    for cause in &causes {
+        let _ = write!(out, "<div class=\"cause finding fail\"><p><b>{}</b>", escape(&cause.heading()));
+        if let Some(m) = &cause.plugin_message {
+            let _ = write!(out, "<br/>plugin message: <code>{}</code>", escape(m));
+        }
+        out.push_str("</p><ul>");
+        for (s, _) in &cause.members {
+            let _ = write!(out, "<li><a href=\"#{id}\"><code>{id}</code></a> {}</li>", escape(&s.title), id = escape(&s.id));
+        }
+        out.push_str("</ul></div>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+/// The plugin's capabilities as a table: every capability CSI v1.12 defines in each scope,
+/// ticked when the plugin advertises it (and any it advertises that v1.12 does not name).
+fn capabilities_table(out: &mut String, report: &RunReport) {
+    out.push_str("<h2>Capabilities</h2>\n<table id=\"capabilities\"><tr><th>scope</th><th>capability</th><th>advertised</th></tr>\n");
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for scope in CAPABILITY_SCOPES {
+        rows.extend(Capability::names_in(scope).into_iter().map(|n| (scope.to_owned(), n.to_owned())));
+    }
+    for c in &report.capabilities {
+        if let Some((scope, name)) = c.split_once(':')
+            && !rows.iter().any(|(s, n)| s == scope && n == name)
+        {
+            rows.push((scope.to_owned(), name.to_owned()));
+        }
+    }
+    for (scope, name) in rows {
+        let advertised = report.capabilities.iter().any(|c| *c == format!("{scope}:{name}"));
+        let tick = if advertised { "<td class=\"tick\">&#10003;</td>" } else { "<td class=\"no\">&#8211;</td>" };
+        let _ = writeln!(out, "<tr><td>{}</td><td><code>{}</code></td>{tick}</tr>", escape(&scope), escape(&name));
+    }
+    out.push_str("</table>\n");
 }
 
 /// Renders the whole report as an HTML page.
@@ -79,6 +210,7 @@ pub fn to_html(report: &RunReport) -> String {
          <title>csi-conform: {name}</title><style>{STYLE}</style></head><body>\n",
         name = escape(&report.plugin_name)
     );
+    banner(&mut out, report, &counts);
     let _ = writeln!(
         out,
         "<h1>{} <small>{}</small></h1>",
@@ -102,19 +234,25 @@ pub fn to_html(report: &RunReport) -> String {
     }
     let _ = writeln!(
         out,
-        "<p class=\"counts\"><span class=\"pass\">{} passed</span><span class=\"fail\">{} failed</span>\
-         <span class=\"warn\">{} warned</span><span class=\"skip\">{} skipped</span><span class=\"error\">{} errors</span></p>",
-        counts.pass, counts.fail, counts.warn, counts.skip, counts.error
+        "<p class=\"counts\">{}{}{}{}{}</p>",
+        badge(counts.pass, "passed", Severity::Pass),
+        badge(counts.fail, "failed", Severity::Fail),
+        badge(counts.warn, "warned", Severity::Warn),
+        badge(counts.skip, "skipped", Severity::Skip),
+        badge(counts.error, "errors", Severity::Error),
     );
 
+    causes_section(&mut out, report);
     problems_section(&mut out, report);
     coverage_section(&mut out, report);
 
-    out.push_str("<h2>RPC latency</h2>\n<p class=\"legend\">Per RPC over the whole run, slowest median first: \
-        the bar spans the fastest to the slowest call, the tick is the median, on a logarithmic axis. \
-        RPCs whose median is five times the typical one or more are in red.</p>\n");
-    out.push_str(&latency_svg(report));
-    out.push('\n');
+    if !report.rpc_latency.is_empty() {
+        out.push_str("<h2>RPC latency</h2>\n<p class=\"legend\">Per RPC over the whole run, slowest median first: \
+            the bar spans the fastest to the slowest call, the tick is the median, on a logarithmic axis. \
+            RPCs whose median is five times the typical one or more are in red.</p>\n");
+        out.push_str(&latency_svg(report));
+        out.push('\n');
+    }
 
     out.push_str("<h2>Plugin</h2>\n<table>");
     let endpoints = report.endpoints.iter().map(|e| escape(e)).collect::<Vec<_>>().join("<br/>");
@@ -123,8 +261,8 @@ pub fn to_html(report: &RunReport) -> String {
         let sites = report.mounts.iter().map(|m| escape(&m.to_string())).collect::<Vec<_>>().join("<br/>");
         let _ = write!(out, "<tr><th>mounts</th><td>{sites}</td></tr>");
     }
-    let caps = report.capabilities.iter().map(|c| format!("<code>{}</code>", escape(c))).collect::<Vec<_>>().join(" ");
-    let _ = writeln!(out, "<tr><th>capabilities</th><td>{caps}</td></tr></table>");
+    out.push_str("</table>\n");
+    capabilities_table(&mut out, report);
 
     out.push_str("<h2>Outcomes by suite</h2>\n<table><tr><th>suite</th>");
     for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Skip] {
@@ -157,9 +295,6 @@ pub fn to_html(report: &RunReport) -> String {
         out.push_str("</table></details>\n");
     }
 
-    out.push_str("<h2>RPC latency</h2>\n<p class=\"legend\">Per RPC over the whole run, slowest median first: \
-        the bar spans the fastest to the slowest call, the tick is the median, on a logarithmic axis. \
-        RPCs whose median is five times the typical one or more are in red.</p>\n");
     let _ = writeln!(out, "<script>{SCRIPT}</script>");
     out.push_str("</body></html>\n");
     out
@@ -179,15 +314,14 @@ fn problems_section(out: &mut String, report: &RunReport) {
          <button type=\"button\" data-show=\"warnings\">warnings</button>\
          <input id=\"search\" type=\"search\" placeholder=\"search\" aria-label=\"search the failures and warnings\"/></p>\n",
     );
-    let mut current: Option<Option<&str>> = None;
-    for (s, f) in items {
-        let key = s.requirements.first().map(|r| r.id.as_str());
-        if current != Some(key) {
+    let mut current: Option<Group<'_>> = None;
+    for (group, s, f) in items {
+        if current.as_ref() != Some(&group) {
             if current.is_some() {
                 out.push_str("</div>\n");
             }
-            match s.requirements.first() {
-                Some(r) => {
+            match &group {
+                Group::Requirement(r) => {
                     let _ = writeln!(
                         out,
                         "<div class=\"req-group\"><h3><a href=\"{link}\">{id}</a> <small>[{level}] {summary}</small></h3>",
@@ -197,9 +331,12 @@ fn problems_section(out: &mut String, report: &RunReport) {
                         summary = escape(&r.summary)
                     );
                 }
-                None => out.push_str("<div class=\"req-group\"><h3>No requirement named</h3>\n"),
+                Group::NoRequirement => out.push_str("<div class=\"req-group\"><h3>No requirement named</h3>\n"),
+                Group::Warnings(level) => {
+                    let _ = writeln!(out, "<div class=\"req-group\"><h3>Warnings <small>[{}]</small></h3>", escape(level));
+                }
             }
-            current = Some(key);
+            current = Some(group);
         }
         finding_item(out, report, s, f);
     }
@@ -211,8 +348,9 @@ fn finding_item(out: &mut String, report: &RunReport, s: &ScenarioResult, f: &Fi
     let _ = write!(
         out,
         "<div class=\"finding {sev}\" data-filter=\"{filter}\" data-scenario=\"{id}\"><p><span class=\"sev\">{sev}</span> \
-         <a href=\"#{id}\"><code>{id}</code></a> {title}<br/><b>{kind}</b>: {message}</p>",
+         <a href=\"#{id}\"><code>{id}</code></a> {title}<br/><b>{kind}</b>{level}: {message}</p>",
         sev = f.severity,
+        level = if f.severity == Severity::Warn { format!(" [{}]", escape(text::warning_level(s))) } else { String::new() },
         id = escape(&s.id),
         title = escape(&s.title),
         kind = escape(&f.kind),
@@ -256,16 +394,7 @@ fn requirement_link(r: &RequirementRef) -> String {
 /// worst outcome among the scenarios naming it).
 fn coverage_section(out: &mut String, report: &RunReport) {
     use std::collections::BTreeMap;
-    let mut worst: BTreeMap<&str, Severity> = BTreeMap::new();
-    for s in report.suites.iter().flat_map(|s| &s.scenarios) {
-        for r in &s.requirements {
-            let e = worst.entry(r.id.as_str()).or_insert(s.outcome);
-            // A checked outcome beats a skip; among checked ones the worst wins.
-            if *e == Severity::Skip || (s.outcome != Severity::Skip && s.outcome > *e) {
-                *e = s.outcome;
-            }
-        }
-    }
+    let worst = worst_by_requirement(report);
     let version = report.spec.as_ref().map_or("1.12", |s| s.version.as_str());
     out.push_str(&format!(
         "<h2>Requirement coverage of this run</h2>\n<p class=\"legend\">CSI v{} requirements \

@@ -12,7 +12,9 @@ use super::model::{Counts, RunReport};
 
 /// The version of the JSON layout written by [`to_json`]. A reader refuses a newer one rather
 /// than misread it.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 counts `step` from 1, as the other reports do; version 1 counted it from 0 and is
+/// still read.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Why a JSON report could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +61,30 @@ pub fn from_json(json: &str) -> Result<RunReport, JsonError> {
     let Version { format_version } = serde_json::from_str(json)?;
     match format_version {
         Some(found) if found > FORMAT_VERSION => Err(JsonError::UnsupportedVersion { found }),
-        _ => Ok(serde_json::from_str(json)?),
+        Some(2..) => Ok(serde_json::from_str(json)?),
+        // Version 1 (or none): steps were counted from 0.
+        _ => {
+            let mut value: serde_json::Value = serde_json::from_str(json)?;
+            count_steps_from_one(&mut value);
+            Ok(serde_json::from_value(value)?)
+        }
+    }
+}
+
+/// Adds one to every finding's `step` of a version 1 report.
+fn count_steps_from_one(value: &mut serde_json::Value) {
+    let findings = value
+        .get_mut("suites")
+        .and_then(|s| s.as_array_mut())
+        .into_iter()
+        .flatten()
+        .filter_map(|suite| suite.get_mut("scenarios").and_then(|s| s.as_array_mut()))
+        .flatten()
+        .filter_map(|scenario| scenario.get_mut("findings").and_then(|f| f.as_array_mut()))
+        .flatten();
+    for finding in findings {
+        if let Some(step) = finding.get_mut("step").and_then(|s| s.as_u64()) {
+            finding["step"] = serde_json::Value::from(step + 1);
+        }
     }
 }

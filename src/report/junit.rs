@@ -31,7 +31,11 @@
 //!   `requirement.<id>` property per CSI requirement its scenario checks, valued with the
 //!   spec link; the failure body lists them too.
 //! - Warnings on a test case that is not failed by them become `warning` properties
-//!   (`kind: message`) and are detailed in `<system-out>`.
+//!   (`kind: message`) and are detailed in `<system-out>` (which GitLab and Jenkins show for a
+//!   passed case), each with its level (`SHOULD`, `MAY`, `tolerated deviation from MUST`).
+//!   With [`WarningsAs::Failure`] a warned case is a `<failure type="warning">` instead, with
+//!   [`WarningsAs::Skipped`] a `<skipped>` whose message is the warning (`--junit-warnings`),
+//!   for teams that want warnings to stand out in their CI's test view.
 //! - An expected failure is a passed test case with an `expected-failure` property (the
 //!   listed reason) and the details in `<system-out>`; an unexpected pass is a
 //!   `<failure type="unexpected-pass">`.
@@ -46,6 +50,30 @@ use super::{
     model::{Expectation, Finding, RunReport, ScenarioResult, Severity, SuiteResult},
     text,
 };
+
+/// How a test case that passed with warnings is written (`--junit-warnings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WarningsAs {
+    /// A passed case, its warnings in `<system-out>` (the default).
+    #[default]
+    Passed,
+    /// A skipped case whose skip message is the warning.
+    Skipped,
+    /// A failed case (`<failure type="warning">`); the run's exit code is not changed by it.
+    Failure,
+}
+
+impl std::str::FromStr for WarningsAs {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "passed" => Ok(WarningsAs::Passed),
+            "skipped" => Ok(WarningsAs::Skipped),
+            "failure" => Ok(WarningsAs::Failure),
+            other => Err(format!("{other:?} is not one of passed, skipped, failure")),
+        }
+    }
+}
 
 /// Writes indented XML into a string. Attribute values are put on one line and escaped; text
 /// content goes into CDATA.
@@ -144,12 +172,15 @@ struct Case<'a> {
     system_out: Vec<String>,
 }
 
-/// The details of one finding, for a failure body or `<system-out>`.
-fn finding_details(finding: &Finding) -> String {
+/// The details of one finding, for a failure body or `<system-out>`; a warning says its level.
+fn finding_details(scenario: &ScenarioResult, finding: &Finding) -> String {
     let mut out = format!("{} {}", finding.severity.as_str().to_uppercase(), text::one_line(&finding.kind));
     if let Some(step) = finding.step {
         // Steps are 0-based in the model and counted from 1 for people.
         let _ = write!(out, " (step {})", step + 1);
+    }
+    if finding.severity == Severity::Warn {
+        let _ = write!(out, " [{}]", text::warning_level(scenario));
     }
     let _ = write!(out, ": {}", text::one_line(&finding.message));
     let fields = [
@@ -182,11 +213,11 @@ fn paragraphs(parts: impl IntoIterator<Item = String>) -> String {
 }
 
 impl<'a> Case<'a> {
-    fn new(scenario: &'a ScenarioResult, strict: bool) -> Self {
+    fn new(scenario: &'a ScenarioResult, strict: bool, warnings_as: WarningsAs) -> Self {
         let failing = |f: &&Finding| f.severity >= Severity::Fail || (strict && f.severity == Severity::Warn);
         let problems: Vec<&Finding> = scenario.findings.iter().filter(failing).collect();
         let problem_text = || {
-            paragraphs(std::iter::once(context(scenario)).chain(problems.iter().map(|f| finding_details(f))))
+            paragraphs(std::iter::once(context(scenario)).chain(problems.iter().map(|f| finding_details(scenario, f))))
         };
         let mut case =
             Case { scenario, verdict: Verdict::Passed, properties: Vec::new(), system_out: Vec::new() };
@@ -224,6 +255,30 @@ impl<'a> Case<'a> {
                     (None, Severity::Fail | Severity::Error) => {
                         problem(outcome, outcome.to_string(), outcome.to_string())
                     }
+                    (None, Severity::Warn) => {
+                        let first = scenario.findings.iter().find(|f| f.severity == Severity::Warn);
+                        let line = first.map_or_else(|| "warn".to_owned(), |f| {
+                            format!("warning [{}]: {}", text::warning_level(scenario), text::finding_line(f))
+                        });
+                        match warnings_as {
+                            WarningsAs::Passed => Verdict::Passed,
+                            WarningsAs::Skipped => Verdict::Skipped(line),
+                            WarningsAs::Failure => Verdict::Problem {
+                                element: "failure",
+                                kind: "warning".into(),
+                                message: line,
+                                body: paragraphs(
+                                    std::iter::once(context(scenario)).chain(
+                                        scenario
+                                            .findings
+                                            .iter()
+                                            .filter(|f| f.severity == Severity::Warn)
+                                            .map(|f| finding_details(scenario, f)),
+                                    ),
+                                ),
+                            },
+                        }
+                    }
                     (None, _) => Verdict::Passed,
                 }
             }
@@ -240,7 +295,7 @@ impl<'a> Case<'a> {
         if !strict {
             for warning in scenario.findings.iter().filter(|f| f.severity == Severity::Warn) {
                 case.properties.push(("warning".into(), format!("{}: {}", warning.kind, warning.message)));
-                case.system_out.push(finding_details(warning));
+                case.system_out.push(finding_details(scenario, warning));
             }
         }
         case
@@ -333,12 +388,18 @@ fn borrow<'a>(attrs: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
     attrs.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
-/// The JUnit XML document for a run. Deterministic: the same report gives the same bytes.
+/// The JUnit XML document for a run, warned cases as passed ones. Deterministic: the same
+/// report gives the same bytes.
 pub fn to_junit_xml(report: &RunReport) -> String {
+    to_junit_xml_with(report, WarningsAs::Passed)
+}
+
+/// [`to_junit_xml`] with warned cases written as `warnings_as` says.
+pub fn to_junit_xml_with(report: &RunReport, warnings_as: WarningsAs) -> String {
     let suites: Vec<(&SuiteResult, Vec<Case<'_>>)> = report
         .suites
         .iter()
-        .map(|s| (s, s.scenarios.iter().map(|sc| Case::new(sc, report.strict)).collect()))
+        .map(|s| (s, s.scenarios.iter().map(|sc| Case::new(sc, report.strict, warnings_as)).collect()))
         .collect();
     let timestamp = ant_timestamp(&report.started_at);
 
@@ -399,7 +460,7 @@ mod tests {
             expectation: None,
         };
         let mut xml = Xml::new();
-        Case::new(&scenario, false).write(&mut xml, "s");
+        Case::new(&scenario, false, WarningsAs::Passed).write(&mut xml, "s");
         assert!(xml.out.contains(r#"<error message="error" type="error">"#), "{}", xml.out);
     }
 

@@ -1,15 +1,17 @@
 //! Findings and run results ([`model`]), and every way they are written out: the console
-//! ([`console`]), JUnit XML ([`junit`]), JSON ([`json`]), HTML ([`html`]), report files
+//! ([`console`]), root causes shared by several failures ([`causes`]), JUnit XML ([`junit`]), JSON ([`json`]), HTML ([`html`]), the GitHub job summary in Markdown ([`markdown`]), report files
 //! ([`write`](mod@write)), the `--expect-failures` list that marks known failures
 //! ([`expect`]), and the comparison of two runs ([`compare`]).
 
-pub mod compare;
 pub mod annotations;
+pub mod causes;
+pub mod compare;
 pub mod console;
 pub mod expect;
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod markdown;
 pub mod model;
 pub mod progress;
 mod text;

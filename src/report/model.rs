@@ -54,8 +54,9 @@ pub struct Finding {
     pub kind: String,
     /// One readable sentence; never contains secret values.
     pub message: String,
-    /// The step it arose in (0-based), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The step it arose in (0-based here; every report counts from 1, as people do, so the
+    /// JSON report's `step: 1` is the JUnit body's `(step 1)`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "step_from_one")]
     pub step: Option<usize>,
     /// The RPC involved, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -365,6 +366,24 @@ impl RunReport {
                 .iter()
                 .flat_map(|s| &s.scenarios)
                 .any(|s| s.fails_run(self.strict))
+    }
+}
+
+/// Serialises a 0-based step number counted from 1.
+pub mod step_from_one {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `step + 1`.
+    pub fn serialize<S: Serializer>(step: &Option<usize>, s: S) -> Result<S::Ok, S::Error> {
+        match step {
+            Some(n) => s.serialize_some(&(n + 1)),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads a step counted from 1 (0 is read as the first step).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        Ok(Option::<usize>::deserialize(d)?.map(|n| n.saturating_sub(1)))
     }
 }
 

@@ -112,6 +112,24 @@ pub(crate) fn outcome_reason(scenario: &ScenarioResult) -> Option<String> {
     }
 }
 
+/// The level of a warning, as reports show it beside the word WARN: `SHOULD` or `MAY` when
+/// every requirement its scenario names is one (the plugin skipped a recommendation or an
+/// option), `tolerated deviation from MUST` when the scenario checks a MUST and the engine
+/// chose to warn (an unconfirmed ValidateVolumeCapabilities, say), and `tolerated deviation`
+/// when the scenario names no requirement.
+pub(crate) fn warning_level(scenario: &ScenarioResult) -> &'static str {
+    let levels = || scenario.requirements.iter().map(|r| r.level.trim().to_ascii_uppercase());
+    if scenario.requirements.is_empty() {
+        "tolerated deviation"
+    } else if levels().any(|l| l == "MUST") {
+        "tolerated deviation from MUST"
+    } else if levels().any(|l| l == "SHOULD") {
+        "SHOULD"
+    } else {
+        "MAY"
+    }
+}
+
 /// A duration in seconds with millisecond precision, the form JUnit and the console both use.
 pub(crate) fn seconds(d: std::time::Duration) -> String {
     format!("{:.3}", d.as_secs_f64())

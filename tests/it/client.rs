@@ -136,6 +136,60 @@ async fn a_silent_server_is_reported_after_the_wait() {
     server.abort();
 }
 
+/// Connects with `connect_noting`, collecting what it says while it waits.
+async fn connect_noted(path: &Path, connect: Duration) -> (Result<Connection, ConnectError>, Vec<String>) {
+    let notes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = notes.clone();
+    let result = Connection::connect_noting(Endpoint::Unix(path.to_owned()), options(connect), move |n| seen.lock().unwrap().push(n)).await;
+    let notes = notes.lock().unwrap().clone();
+    (result, notes)
+}
+
+/// A wait longer than a second says what it waits for, and names the flag that bounds it;
+/// so does the error at its end.
+#[tokio::test]
+async fn a_long_wait_says_what_it_waits_for_and_which_flag_bounds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "absent.sock");
+    let (err, notes) = connect_noted(&path, Duration::from_millis(1500)).await;
+    let err = err.expect_err("no socket");
+    assert_eq!(
+        notes,
+        [format!("waiting for the socket {} to appear (up to 1.5s, --connect-timeout)", path.display())]
+    );
+    assert!(err.to_string().contains("(waited 1.5s, --connect-timeout)"), "{err}");
+
+    // A plugin that answers at once is connected in silence.
+    let ready = sock(&dir, "ready.sock");
+    let server_path = ready.clone();
+    let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Ready(None)).await });
+    let (conn, notes) = connect_noted(&ready, Duration::from_secs(5)).await;
+    conn.expect("connects");
+    assert!(notes.is_empty(), "{notes:?}");
+    server.abort();
+}
+
+/// A plugin that answers Probe, but slower than --rpc-timeout, is told as slow, with the flag
+/// to raise, not as a silent or hung server.
+#[tokio::test]
+async fn a_probe_slower_than_the_rpc_timeout_is_told_as_that() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock(&dir, "slow.sock");
+    let server_path = path.clone();
+    let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Slow(Duration::from_millis(700))).await });
+    let options = ClientOptions {
+        connect_timeout: Duration::from_secs(5),
+        rpc_timeout: Duration::from_millis(200),
+        ..ClientOptions::default()
+    };
+    let err = Connection::connect(Endpoint::Unix(path), options).await.expect_err("too slow");
+    assert!(matches!(err, ConnectError::SlowProbe { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("answered Probe after") && text.contains("slower than --rpc-timeout (200ms)"), "{text}");
+    assert!(!text.contains("hung"), "{text}");
+    server.abort();
+}
+
 #[tokio::test]
 async fn a_grpc_server_without_the_identity_service_is_not_csi() {
     let dir = tempfile::tempdir().unwrap();
@@ -212,6 +266,8 @@ async fn a_ready_plugin_connects_and_rpcs_carry_the_deadline() {
 enum Identity {
     Ready(Option<bool>),
     Failing,
+    /// Ready, but every Probe answer takes this long.
+    Slow(Duration),
 }
 
 #[tonic::async_trait]
@@ -235,6 +291,10 @@ impl identity_server::Identity for Identity {
         match self {
             Identity::Ready(ready) => Ok(Response::new(v1::ProbeResponse { ready: *ready })),
             Identity::Failing => Err(Status::failed_precondition("backend offline")),
+            Identity::Slow(delay) => {
+                tokio::time::sleep(*delay).await;
+                Ok(Response::new(v1::ProbeResponse { ready: Some(true) }))
+            }
         }
     }
 }

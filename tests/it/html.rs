@@ -77,9 +77,24 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
     );
 
     assert!(html.contains(&escape(&report.plugin_name)) && html.contains(&escape(&report.plugin_version)));
+    // Capabilities as a table: every advertised one ticked, the others not.
+    let table = &html[html.find("<table id=\"capabilities\">").expect("a capabilities table")..];
+    let table = &table[..table.find("</table>").unwrap()];
     for cap in &report.capabilities {
-        assert!(html.contains(&format!("<code>{}</code>", escape(cap))), "capability {cap}");
+        let (scope, name) = cap.split_once(':').unwrap();
+        let row = format!("<tr><td>{}</td><td><code>{}</code></td><td class=\"tick\">&#10003;</td></tr>", escape(scope), escape(name));
+        assert!(table.contains(&row), "capability {cap} is not ticked");
     }
+    assert_eq!(table.matches("class=\"tick\"").count(), report.capabilities.len(), "only advertised ones are ticked");
+    assert!(table.contains("<td class=\"no\">"), "the reference plugin lacks some capability: {table}");
+
+    // The verdict banner comes first, with the coverage figure; badges at zero are neutral.
+    let banner = html.find("<div class=\"banner failed\" id=\"verdict\">FAILED<small>coverage: ").expect("a FAILED banner");
+    assert!(banner < html.find("<h1>").unwrap(), "the banner leads the page");
+    let counts = report.counts();
+    assert!(html.contains(&format!("<span class=\"fail\">{} failed</span>", counts.fail)));
+    assert!(html.contains(&format!("<span class=\"zero\">{} errors</span>", counts.error)) && counts.error == 0, "a zero badge is neutral");
+    assert_eq!(html.matches("<h2>RPC latency</h2>").count(), 1, "one latency heading, over its chart");
     let mut findings = 0;
     for suite in &report.suites {
         assert!(html.contains(&format!("id=\"suite-{}\"", escape(&suite.id))), "suite {}", suite.id);
@@ -94,16 +109,30 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
     assert!(findings > 0 && report.counts().fail > 0, "{:?}", report.counts());
     assert!(html.contains("<details open=\"open\"><summary><span class=\"sev\">fail</span>"), "failures are open");
 
-    // The page opens with the failures and warnings: the first section after the header,
-    // listing exactly the JSON report's failing and warning findings, grouped by the first
-    // requirement their scenario names (groups in order of first appearance), in order.
+    // The page opens with the root causes (if any) and the failures and warnings: the first
+    // sections after the header, listing exactly the JSON report's failing and warning
+    // findings, failures grouped by the first requirement their scenario names (groups in
+    // order of first appearance), then warnings grouped by their level, never under a MUST.
     let section_at = html.find("<section id=\"problems\">").expect("a failures section");
-    assert_eq!(html.find("<h2>"), Some(section_at + "<section id=\"problems\">".len()), "it is the first section");
+    let first = html.find("<section id=\"causes\">").unwrap_or(section_at);
+    assert_eq!(html.find("<h2>"), Some(first + html[first..].find("<h2>").unwrap()), "they are the first sections");
+    assert!(html[first..section_at].matches("<h2>").count() <= 1);
     let section = &html[section_at..html[section_at..].find("</section>").unwrap() + section_at];
     let mut groups: Vec<(Option<String>, Vec<(String, String, String)>)> = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
         for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
-            let key = s.requirements.first().map(|r| r.id.clone());
+            let key = if f.severity == Severity::Warn {
+                let levels: Vec<&str> = s.requirements.iter().map(|r| r.level.as_str()).collect();
+                let level = match () {
+                    _ if levels.is_empty() => "tolerated deviation",
+                    _ if levels.contains(&"MUST") => "tolerated deviation from MUST",
+                    _ if levels.contains(&"SHOULD") => "SHOULD",
+                    _ => "MAY",
+                };
+                Some(format!("~warnings [{level}]"))
+            } else {
+                s.requirements.first().map(|r| r.id.clone())
+            };
             let item = (f.severity.to_string(), s.id.clone(), f.message.clone());
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, items)) => items.push(item),
@@ -111,7 +140,16 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
             }
         }
     }
-    groups.sort_by_key(|(k, _)| k.is_none());
+    groups.sort_by_key(|(k, _)| match k {
+        Some(k) if k.starts_with("~warnings") => 2,
+        Some(_) => 0,
+        None => 1,
+    });
+    for (k, _) in &groups {
+        if let Some(level) = k.as_deref().and_then(|k| k.strip_prefix("~warnings ")) {
+            assert!(section.contains(&format!("<h3>Warnings <small>{level}</small></h3>")), "a heading for {level}");
+        }
+    }
     let expected: Vec<(String, String, String)> = groups.into_iter().flat_map(|(_, items)| items).collect();
     let listed: Vec<&str> = section.split("<div class=\"finding ").skip(1).collect();
     assert_eq!(listed.len(), expected.len(), "one entry per failing or warning finding");
@@ -195,29 +233,42 @@ fn chromium() -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-#[tokio::test]
-async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
+/// Runs `browser` headless on `url` with `args` and a fresh profile of its own.
+async fn headless(browser: &std::path::Path, args: &[&str], url: &str) -> std::process::Output {
+    let profile = tempfile::tempdir().unwrap();
+    tokio::process::Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .args(args)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .output()
+        .await
+        .expect("run chromium")
+}
+
+/// The installed Chromium and the HTML page of a quirky run (`page.html` in the directory), or
+/// `None` after saying SKIPPED when no Chromium is installed.
+async fn quirky_page(test: &str) -> Option<(std::path::PathBuf, tempfile::TempDir, TestPlugin)> {
     let Some(browser) = chromium() else {
         crate::support::skip(
-            "the_failures_filter_shows_only_failures_in_a_headless_chromium",
+            test,
             crate::support::Precondition::Chromium,
             "none on PATH (scripts/test installs Debian's chromium when run as root with CI=true)",
         );
-        return;
+        return None;
     };
     let cwd = tempfile::tempdir().unwrap();
-    let (out, _plugin) = quirky_run(cwd.path(), &[], &[]).await;
+    let (out, plugin) = quirky_run(cwd.path(), &[], &[]).await;
     assert_eq!(out.status.code(), Some(1));
+    Some((browser, cwd, plugin))
+}
+
+#[tokio::test]
+async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
+    let Some((browser, cwd, _plugin)) = quirky_page("the_failures_filter_shows_only_failures_in_a_headless_chromium").await else { return };
     let page = cwd.path().join("page.html");
     let url = format!("file://{}#filter=failures", page.display());
-    let profile = tempfile::tempdir().unwrap();
-    let dom = tokio::process::Command::new(&browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", &url])
-        .output()
-        .await
-        .expect("run chromium");
+    let dom = headless(&browser, &["--virtual-time-budget=2000", "--dump-dom"], &url).await;
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("data-filter=\"failures\""), "the DOM came back: {dom}");
     let entries: Vec<&str> = dom.split("<div class=\"finding ").skip(1).map(|e| &e[..e.find('>').unwrap()]).collect();
@@ -230,4 +281,30 @@ async fn the_failures_filter_shows_only_failures_in_a_headless_chromium() {
         assert!(e.contains("display: none"), "a warning shows under the failures filter: {e}");
     }
     assert!(dom.contains("<body data-filter=\"failures\""), "the filter was clicked");
+}
+
+/// The page as a person sees it: Chromium renders it headless to a PNG (kept in the directory
+/// `CSI_CONFORM_SCREENSHOT_DIR` names, to look at). The banner leads the rendered page too:
+/// its text comes first in the DOM Chromium builds.
+#[tokio::test]
+async fn the_page_renders_in_a_headless_chromium_screenshot() {
+    let Some((browser, cwd, _plugin)) = quirky_page("the_page_renders_in_a_headless_chromium_screenshot").await else { return };
+    let page = cwd.path().join("page.html");
+    let shot = cwd.path().join("page.png");
+    let url = format!("file://{}", page.display());
+    let screenshot = format!("--screenshot={}", shot.display());
+    let run = headless(&browser, &["--hide-scrollbars", "--window-size=1280,1800", &screenshot], &url).await;
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}): {}", String::from_utf8_lossy(&run.stderr)));
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "a real rendering: {} bytes", png.len());
+    // The width and height in the IHDR chunk: the window asked for.
+    let (w, h) = (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap()));
+    assert_eq!((w, h), (1280, 1800));
+    if let Some(dir) = std::env::var_os("CSI_CONFORM_SCREENSHOT_DIR") {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&shot, std::path::Path::new(&dir).join("report.png")).unwrap();
+    }
+    let dom = headless(&browser, &["--dump-dom"], &url).await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let body = &dom[dom.find("<body").expect("a body")..];
+    assert!(body[body.find('>').unwrap() + 1..].trim_start().starts_with("<div class=\"banner failed\" id=\"verdict\">FAILED"), "{body:.300}");
 }

@@ -117,6 +117,9 @@ async fn after_sigkill_run_refuses_to_start_and_cleanup_undoes_everything_idempo
     assert!(stdout.ends_with(&format!("cleanup: {left} undone, 0 left\n")), "{stdout}");
     assert_eq!(plugin.volume_ids().await, std::slice::from_ref(&kept));
     assert_no_mounts(cwd.path());
+    // Nor any empty scenario directory of the killed run, nor the run's own directory.
+    let left_dirs: Vec<_> = std::fs::read_dir(cwd.path().join("work")).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left_dirs.is_empty(), "left under the work dir: {left_dirs:?}");
 
     // Nothing is left to do, and the run starts again.
     let twice = csi_conform(&["cleanup", "--journal", "reports/journal.jsonl"], cwd.path()).await;

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod budgets;
+mod ci;
 mod cleanup;
 mod client;
 mod compare;

@@ -215,7 +215,7 @@ fn sample_report(strict: bool) -> RunReport {
 // Golden files.
 
 /// Compares `actual` with `tests/golden/<name>`; with `UPDATE_GOLDEN=1` rewrites it instead.
-fn golden(name: &str, actual: &str) {
+pub(crate) fn golden(name: &str, actual: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -704,7 +704,7 @@ fn json_round_trips_and_carries_counts() {
     assert_eq!(report::from_json(&json).unwrap(), original);
     assert_eq!(json, report::to_json(&original), "stable");
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(value["format_version"], 1);
+    assert_eq!(value["format_version"], 2);
     assert_eq!(value["counts"], serde_json::json!({"pass": 2, "fail": 2, "warn": 1, "skip": 1, "error": 1}));
     let keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
     assert!(json.find("\"format_version\"").unwrap() < json.find("\"counts\"").unwrap());
@@ -715,10 +715,37 @@ fn json_round_trips_and_carries_counts() {
 #[test]
 fn json_from_a_newer_csi_conform_is_refused() {
     let json =
-        report::to_json(&sample_report(false)).replacen("\"format_version\": 1", "\"format_version\": 99", 1);
+        report::to_json(&sample_report(false)).replacen("\"format_version\": 2", "\"format_version\": 99", 1);
     let err = report::from_json(&json).unwrap_err();
     assert!(matches!(err, report::JsonError::UnsupportedVersion { found: 99 }), "{err}");
     assert!(matches!(report::from_json("{\"counts\": {}}"), Err(report::JsonError::Parse(_))));
+}
+
+/// A finding's step is the same number in every report: counted from 1 in the JSON (format
+/// 2) as in the JUnit body; a format 1 report (counted from 0) reads back to the same step.
+#[test]
+fn steps_are_counted_from_one_in_json_as_in_junit() {
+    let original = sample_report(false);
+    let json = report::to_json(&original);
+    let junit = report::to_junit_xml(&original);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut checked = 0;
+    for (i, s) in original.suites.iter().flat_map(|s| &s.scenarios).enumerate() {
+        for (j, f) in s.findings.iter().enumerate() {
+            let Some(step) = f.step else { continue };
+            let suite = original.suites.iter().position(|x| x.scenarios.iter().any(|y| y.id == s.id)).unwrap();
+            let k = original.suites[suite].scenarios.iter().position(|y| y.id == s.id).unwrap();
+            let written = &value["suites"][suite]["scenarios"][k]["findings"][j]["step"];
+            assert_eq!(written.as_u64(), Some(step as u64 + 1), "{} finding {j} (scenario {i})", s.id);
+            assert!(junit.contains(&format!("(step {})", step + 1)), "{}", s.id);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "the sample has findings with steps");
+    let version1 = json.replacen("\"format_version\": 2", "\"format_version\": 1", 1).replace("\"step\": 1", "\"step\": 0").replace("\"step\": 2", "\"step\": 1");
+    let read = report::from_json(&version1).unwrap();
+    let steps = |r: &RunReport| r.suites.iter().flat_map(|s| &s.scenarios).flat_map(|s| &s.findings).map(|f| f.step).collect::<Vec<_>>();
+    assert_eq!(steps(&read), steps(&original));
 }
 
 /// Puts `text` into every finding's plugin message.

@@ -293,6 +293,10 @@ pub enum Precondition {
     Namespaces,
     /// A headless Chromium on PATH.
     Chromium,
+    /// The OCI image `scripts/dist` builds (a release build, kept out of the default run).
+    DistImage,
+    /// A container runtime (podman, or buildah's chroot isolation) that can run an image here.
+    ContainerRuntime,
 }
 
 impl std::fmt::Display for Precondition {
@@ -301,6 +305,8 @@ impl std::fmt::Display for Precondition {
             Precondition::CapSysAdmin => "needs CAP_SYS_ADMIN",
             Precondition::Namespaces => "needs namespaces this machine refuses",
             Precondition::Chromium => "needs chromium",
+            Precondition::DistImage => "needs the image scripts/dist builds",
+            Precondition::ContainerRuntime => "needs a container runtime that runs here",
         })
     }
 }
