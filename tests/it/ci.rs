@@ -478,3 +478,28 @@ async fn the_image_runs_against_the_reference_plugins_socket_mounted_in() {
     assert_eq!(run.plugin_name, "reference.csi-conform.dev");
     assert!(run.counts().pass > 10, "{:?}", run.counts());
 }
+
+/// The Action downloads `releases/download/<ref>/NAME` for each asset name in
+/// `scripts/github-action`; the release workflow must attach every one of them, or a vendor
+/// pinning a tag gets a 404. Renaming an asset on one side only fails here.
+#[test]
+fn the_release_workflow_attaches_every_asset_the_action_downloads() {
+    let action = std::fs::read_to_string(repo_file("scripts/github-action")).unwrap();
+    let release = std::fs::read_to_string(repo_file(".github/workflows/release.yml")).unwrap();
+    let assets = |text: &str| -> std::collections::BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+            .filter(|w| w.starts_with("csi-conform-x86_64-linux"))
+            .map(|w| w.trim_end_matches('.').to_owned())
+            .collect()
+    };
+    let wanted = assets(&action);
+    assert!(wanted.contains("csi-conform-x86_64-linux"), "the action downloads no binary? {wanted:?}");
+    let attached: std::collections::BTreeSet<String> = release
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("dist/"))
+        .map(|l| l.trim_end_matches('\\').trim().to_owned())
+        .collect();
+    for name in &wanted {
+        assert!(attached.contains(name), "the action downloads {name}, the release workflow attaches only {attached:?}");
+    }
+}
