@@ -87,6 +87,14 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value = "1Ti", value_parser = crate::units::parse_bytes)]
     pub max_volume_size: i64,
 
+    /// Allocate like real storage (as kubernetes-csi's hostpath plugin does): every block
+    /// volume takes its whole size on the file system of `--state-dir` (fallocate), snapshots
+    /// and clones copy every byte, and a full file system fails CreateVolume with UNKNOWN "no
+    /// space left on device". GetCapacity still reports `--capacity`, however much the disk
+    /// has. Without it, block volumes are sparse files.
+    #[arg(long)]
+    pub allocate: bool,
+
     /// Misbehave on purpose the way some real plugins do (see `--list-quirks`). Repeatable.
     #[arg(long = "quirk", value_name = "NAME")]
     pub quirks: Vec<Quirk>,
@@ -298,6 +306,8 @@ pub struct Config {
     pub capacity: i64,
     /// Largest volume in bytes.
     pub max_volume_size: i64,
+    /// Block volumes and their copies take all their bytes (`--allocate`).
+    pub allocate: bool,
     /// Mutable parameter keys CreateVolume / ControllerModifyVolume accept.
     pub mutable_keys: Vec<String>,
     /// Whether to create real bind mounts (only effective with CAP_SYS_ADMIN).
@@ -324,6 +334,7 @@ impl Default for Config {
             ready_after: Duration::ZERO,
             capacity: TIB,
             max_volume_size: TIB,
+            allocate: false,
             mutable_keys: DEFAULT_MUTABLE_KEYS
                 .iter()
                 .map(|s| (*s).to_owned())
@@ -370,6 +381,7 @@ impl Config {
             ready_after: args.ready_after,
             capacity: args.capacity,
             max_volume_size: args.max_volume_size,
+            allocate: args.allocate,
             quirks: args.quirks.iter().copied().collect(),
             ..Config::default()
         };
