@@ -311,6 +311,7 @@ fn suite_properties(report: &RunReport, suite: &SuiteResult) -> Vec<(String, Str
     props.extend(report.endpoints.iter().enumerate().map(|(i, e)| (format!("endpoint.{i}"), e.clone())));
     props.extend(report.capabilities.iter().map(|c| (format!("capability.{c}"), "true".to_owned())));
     props.extend(report.mounts.iter().map(|m| (format!("mounts.{}", m.node), m.to_string())));
+    props.extend(report.sizes.iter().map(|s| ("volume-sizes".to_owned(), s.to_string())));
     props.extend([
         ("seed".to_owned(), report.seed.to_string()),
         ("strict".to_owned(), report.strict.to_string()),

@@ -278,6 +278,32 @@ pub struct RunReport {
     /// Where each node endpoint's mounts were verified (or why they were not), node 0 first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountSite>,
+    /// The sizes of the volumes the run created, and why (none: the run created none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<VolumeSizes>,
+}
+
+/// The sizes of a run's volumes: scenarios that test sizes (and the csi-sanity-mapped ones
+/// that send its test size) use `--test-volume-size`; every other the smallest volume the
+/// plugin serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeSizes {
+    /// `--test-volume-size`, bytes.
+    pub test_bytes: i64,
+    /// The size of volumes whose size does not matter, bytes.
+    pub small_bytes: i64,
+    /// How the small size was found.
+    pub why: String,
+}
+
+impl fmt::Display for VolumeSizes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} for scenarios whose size does not matter; {} bytes (--test-volume-size) for those about sizes",
+            self.why, self.test_bytes
+        )
+    }
 }
 
 /// Where the mounts of one node endpoint were verified: the mount namespace of the process

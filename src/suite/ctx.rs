@@ -24,7 +24,7 @@ use super::{
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{Plugin, RunConfig},
+    settings::{Plugin, RunConfig, RunFacts},
     vars::{Val, Vars},
 };
 use crate::{
@@ -53,7 +53,13 @@ pub(crate) struct Shared {
     pub(crate) dead: Mutex<HashMap<String, String>>,
     /// Held while an endpoint is being tried again, so that one scenario does it at a time.
     pub(crate) reconnecting: tokio::sync::Mutex<()>,
+    /// What the run learned of the plugin before its scenarios (set once, by the probe).
+    pub(crate) facts: std::sync::OnceLock<RunFacts>,
 }
+
+/// The facts of a run that learned nothing.
+static NO_FACTS: RunFacts =
+    RunFacts { small: None, gone_volume_id: None, gone_snapshot_id: None, gone_group_snapshot_id: None };
 
 impl Shared {
     pub(crate) fn scrub(&self, text: &str) -> String {
@@ -98,6 +104,11 @@ impl Shared {
         );
         tracing::error!("{why}; nothing more is sent to it");
         self.dead.lock().unwrap_or_else(|p| p.into_inner()).insert(endpoint, why);
+    }
+
+    /// What the run learned of the plugin before its scenarios (nothing, before the probe).
+    pub(crate) fn facts(&self) -> &RunFacts {
+        self.facts.get().unwrap_or(&NO_FACTS)
     }
 
     pub(crate) fn stopped(&self) -> Option<String> {
@@ -167,8 +178,19 @@ pub struct ScenarioCtx {
 impl ScenarioCtx {
     pub(crate) fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths, holder: u64) -> Self {
         let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
-        let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
-        let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
+        Self::named(shared, &scenario.id, name, paths, holder)
+    }
+
+    /// A context for the run's own work outside any scenario (the probe before them), under
+    /// the id `id` (what it creates is journaled and torn down like a scenario's).
+    pub(crate) fn for_run(shared: Arc<Shared>, id: &str) -> Self {
+        let name = builtin_vars::scenario_name(&shared.run_id, id);
+        Self::named(shared, id, name, ScenarioPaths::in_dir(PathBuf::new(), PathBuf::new()), 0)
+    }
+
+    fn named(shared: Arc<Shared>, id: &str, name: String, paths: ScenarioPaths, holder: u64) -> Self {
+        let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, shared.facts(), &name, &paths);
+        let tracker = Tracker::new(id, shared.config.observer.clone());
         ScenarioCtx {
             shared,
             vars,
@@ -177,7 +199,7 @@ impl ScenarioCtx {
             paths,
             own_paths: Vec::new(),
             name,
-            scenario_id: scenario.id.clone(),
+            scenario_id: id.to_owned(),
             step: None,
             step_name: None,
             holder,
@@ -218,6 +240,17 @@ impl ScenarioCtx {
     /// The run's configuration.
     pub fn config(&self) -> &RunConfig {
         &self.shared.config
+    }
+
+    /// What the run learned of the plugin before its scenarios.
+    pub fn facts(&self) -> &RunFacts {
+        self.shared.facts()
+    }
+
+    /// The size of the volumes of checks whose verdict does not depend on sizes: the
+    /// smallest the plugin serves ([`RunFacts::small_size`]).
+    pub fn small_size(&self) -> i64 {
+        self.shared.facts().small_size(&self.shared.config)
     }
 
     /// The plugin's fingerprint.

@@ -20,6 +20,7 @@ use super::{
     load::OPTIONS,
     model::*,
     paths::{RunPaths, ScenarioPaths},
+    probe,
     settings::{AccessType, Plugin, RunConfig},
     steps,
 };
@@ -75,7 +76,12 @@ pub async fn run_until(
         stop_reason: Mutex::new(None),
         dead: Mutex::new(HashMap::new()),
         reconnecting: tokio::sync::Mutex::new(()),
+        facts: std::sync::OnceLock::new(),
     });
+    // What scenarios need to know of the plugin (the smallest volume it serves, ids it
+    // deleted), found out once; not when the run is already over before it starts.
+    let facts = if config.timeout.is_some_and(|t| t.is_zero()) { Default::default() } else { probe::probe(&shared).await };
+    let _ = shared.facts.set(facts);
 
     let selected: Vec<(usize, usize)> = suites
         .iter()
@@ -235,6 +241,11 @@ pub async fn run_until(
         rpc_latency: latency(plugin),
         interrupted,
         mounts: shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|i| i.site().clone()).collect(),
+        sizes: shared.facts().small.as_ref().map(|(small, why)| crate::report::VolumeSizes {
+            test_bytes: config.volume_size,
+            small_bytes: *small,
+            why: why.clone(),
+        }),
     }
 }
 
@@ -302,7 +313,7 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
 fn start_order(shared: &Shared, selected: &[(usize, usize)]) -> Queue {
     let config = &shared.config;
     let fp = &shared.plugin.fingerprint;
-    let sizing = config.sizing();
+    let sizing = config.sizing(shared.facts());
     let scenario = |i: usize| &shared.suites[selected[i].0].scenarios[selected[i].1];
     let demands: Vec<budget::Demand> = (0..selected.len())
         .map(|i| {

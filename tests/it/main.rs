@@ -25,6 +25,7 @@ mod quirks_detected;
 mod reference;
 mod report;
 mod run;
+mod small_disk;
 mod spec;
 mod suite_load;
 mod suite_run;

@@ -87,6 +87,8 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
     };
     let Some(quirk) = quirk else { return Vec::new() };
     match quirk {
+        // The run's unknown ids are ones the plugin made and deleted: nothing to find.
+        Quirk::StrictIds => Vec::new(),
         Quirk::Unconfirmed => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed", Severity::Warn),
         Quirk::UnconfirmedSilent => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed-silent", Severity::Warn),
         Quirk::IncompleteConfirmation => on(&["extras.validate.confirms-request"], "incomplete-confirmation", Severity::Warn),
@@ -253,6 +255,33 @@ async fn caught(quirk: Quirk) -> RunReport {
     let report = quirk_run(Some(quirk), quirk == Quirk::IgnoreSecrets, |_| {}).await;
     assert_found_exactly(&report, &expected(Some(quirk)));
     report
+}
+
+/// A plugin with formatted ids answers INVALID_ARGUMENT to a malformed one: the default run
+/// sends the ids of objects it created and deleted, so no NOT_FOUND scenario fails for our
+/// id; with made-up ids set by hand (as every id was before) they do, which shows the
+/// quirk bites and that the defaults are what keeps the run clean.
+#[tokio::test]
+async fn strict_ids_fail_nothing_with_the_runs_own_deleted_ids() {
+    let report = caught(Quirk::StrictIds).await;
+    assert!(!report.failed());
+    let made_up = quirk_run(Some(Quirk::StrictIds), false, |c| {
+        c.nonexistent_volume_id = Some("made-up-volume".into());
+        c.nonexistent_snapshot_id = Some("made-up-snapshot".into());
+    })
+    .await;
+    let failed: Vec<&str> = made_up
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .filter(|s| s.outcome == Severity::Fail)
+        .map(|s| s.id.as_str())
+        .collect();
+    for id in ["controller.validate.not-found", "controller.publish.volume-not-found", "controller.create-volume.volume-not-found"] {
+        let ran = made_up.suites.iter().flat_map(|s| &s.scenarios).any(|s| s.id == id);
+        assert!(!ran || failed.contains(&id), "{id} should fail on a malformed id; failed: {failed:?}");
+    }
+    assert!(failed.len() >= 5, "{failed:?}");
 }
 
 #[tokio::test]
