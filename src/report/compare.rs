@@ -174,6 +174,7 @@ mod tests {
             },
             duration: Duration::ZERO,
             expectation: None,
+            rpcs: 0,
         }
     }
 

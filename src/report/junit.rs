@@ -394,6 +394,7 @@ mod tests {
             findings: vec![],
             duration: std::time::Duration::ZERO,
             expectation: None,
+            rpcs: 0,
         };
         let mut xml = Xml::new();
         Case::new(&scenario, false).write(&mut xml, "s");

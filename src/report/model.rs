@@ -151,6 +151,10 @@ pub struct ScenarioResult {
     /// Set when the scenario is listed in `--expect-failures`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expectation: Option<Expectation>,
+    /// RPCs the scenario sent to the plugin, its teardown and contention retries included
+    /// (what a scenario costs a plugin that serves RPCs one at a time).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rpcs: u64,
 }
 
 impl ScenarioResult {
@@ -296,6 +300,10 @@ pub struct VolumeSizes {
     pub why: String,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl fmt::Display for VolumeSizes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -407,6 +415,7 @@ mod tests {
             findings: findings.into_iter().map(|sev| Finding::new(sev, "k", "m")).collect(),
             duration: Duration::ZERO,
             expectation: None,
+            rpcs: 0,
         };
         s.settle();
         s

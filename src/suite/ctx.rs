@@ -173,6 +173,8 @@ pub struct ScenarioCtx {
     pub(crate) contention: Option<(String, String)>,
     /// The call step being sent expects a contention code itself: it is not retried.
     pub(crate) contention_expected: bool,
+    /// RPCs sent to the plugin so far (retries included).
+    pub(crate) rpcs: u64,
 }
 
 impl ScenarioCtx {
@@ -205,6 +207,7 @@ impl ScenarioCtx {
             holder,
             contention: None,
             contention_expected: false,
+            rpcs: 0,
         }
     }
 
@@ -226,6 +229,7 @@ impl ScenarioCtx {
             holder: self.holder,
             contention: None,
             contention_expected: false,
+            rpcs: 0,
         }
     }
 
@@ -233,6 +237,7 @@ impl ScenarioCtx {
     /// (torn down with the scenario), its findings and its paths.
     pub(crate) fn absorb(&mut self, fork: ScenarioCtx) {
         self.tracker.absorb(fork.tracker);
+        self.rpcs += fork.rpcs;
         self.findings.extend(fork.findings);
         self.own_paths.extend(fork.own_paths);
     }
@@ -365,6 +370,7 @@ impl ScenarioCtx {
                 }
             })
             .await;
+        self.rpcs += 1 + retried.map_or(0, |r| u64::from(r.times));
         self.contention = match retried {
             Some(r @ Retried { code: Some(_), .. }) => Some((method.name().to_owned(), r.note())),
             _ => None,

@@ -302,6 +302,7 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
         findings: Vec::new(),
         duration: Duration::ZERO,
         expectation: None,
+        rpcs: 0,
     }
 }
 
@@ -466,6 +467,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket
         }
     }
     result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
+    result.rpcs = ctx.rpcs;
     if let Flow::Skip(reason) = flow {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(shared.scrub(&reason));

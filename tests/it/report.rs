@@ -36,6 +36,7 @@ fn scenario(id: &str, title: &str, findings: Vec<Finding>, millis: u64) -> Scena
         findings,
         duration: Duration::from_millis(millis),
         expectation: None,
+        rpcs: 0,
     };
     s.settle();
     s
