@@ -11,7 +11,7 @@
 //!    same plugin.
 //!
 //! 1b. The same full run against the reference plugin allocating like real storage
-//!    (`--allocate --state-dir` on the machine's temporary directory, as kubernetes-csi's
+//!    (`--allocate --data-dir` on the machine's temporary directory, as kubernetes-csi's
 //!    hostpath plugin: block volumes fallocated, snapshots and clones copied): wall time against
 //!    the in-memory run (target at most 1.5x) and the peak bytes its volumes and snapshots take
 //!    (target under 64 MiB); the RPCs the run sent, in total and the ten most expensive
@@ -265,7 +265,7 @@ async fn main() {
     // 1b. Against a plugin that allocates like real storage, its state on the disk.
     let disk_state = work.join("disk-state");
     std::fs::create_dir_all(&disk_state).expect("the disk plugin's state directory");
-    let disk_args = ["--state-dir", disk_state.to_str().expect("a UTF-8 temporary path"), "--allocate"];
+    let disk_args = ["--data-dir", disk_state.to_str().expect("a UTF-8 temporary path"), "--allocate"];
     let disk = PluginProcess::start(work, "disk", &disk_args);
     let mut disk_walls = Vec::new();
     let mut peak = 0u64;

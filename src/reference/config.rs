@@ -88,12 +88,17 @@ pub struct Args {
     pub max_volume_size: i64,
 
     /// Allocate like real storage (as kubernetes-csi's hostpath plugin does): every block
-    /// volume takes its whole size on the file system of `--state-dir` (fallocate), snapshots
+    /// volume takes its whole size on the file system of `--data-dir` (fallocate), snapshots
     /// and clones copy every byte, and a full file system fails CreateVolume with UNKNOWN "no
     /// space left on device". GetCapacity still reports `--capacity`, however much the disk
     /// has. Without it, block volumes are sparse files.
     #[arg(long)]
     pub allocate: bool,
+
+    /// Keep the volumes' and snapshots' bytes in DIR (default: `--state-dir`, else a private
+    /// temporary directory), e.g. on a disk while the state stays in memory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 
     /// Misbehave on purpose the way some real plugins do (see `--list-quirks`). Repeatable.
     #[arg(long = "quirk", value_name = "NAME")]
@@ -308,6 +313,9 @@ pub struct Config {
     pub max_volume_size: i64,
     /// Block volumes and their copies take all their bytes (`--allocate`).
     pub allocate: bool,
+    /// Where the backing stores live (`--data-dir`; none: the state directory, else a
+    /// private temporary directory).
+    pub data_dir: Option<PathBuf>,
     /// Mutable parameter keys CreateVolume / ControllerModifyVolume accept.
     pub mutable_keys: Vec<String>,
     /// Whether to create real bind mounts (only effective with CAP_SYS_ADMIN).
@@ -335,6 +343,7 @@ impl Default for Config {
             capacity: TIB,
             max_volume_size: TIB,
             allocate: false,
+            data_dir: None,
             mutable_keys: DEFAULT_MUTABLE_KEYS
                 .iter()
                 .map(|s| (*s).to_owned())
@@ -382,6 +391,7 @@ impl Config {
             capacity: args.capacity,
             max_volume_size: args.max_volume_size,
             allocate: args.allocate,
+            data_dir: args.data_dir.clone(),
             quirks: args.quirks.iter().copied().collect(),
             ..Config::default()
         };

@@ -140,7 +140,8 @@ impl Plugin {
             })?,
             None => state::Store::memory(),
         };
-        let data = backing::DataDir::new(config.state_dir.as_deref()).map_err(Error::Data)?.allocating(config.allocate);
+        let data_dir = config.data_dir.as_deref().or(config.state_dir.as_deref());
+        let data = backing::DataDir::new(data_dir).map_err(Error::Data)?.allocating(config.allocate);
         let mounts =
             config.real_mounts && config.mode.serves_node() && crate::mounts::has_cap_sys_admin();
         quirks::warn_active(&config.quirks);
