@@ -15,6 +15,7 @@ use super::{
     budget::human_bytes,
     builtin_vars,
     ctx::{ScenarioCtx, Shared},
+    model::{Action, Scenario},
     settings::{AccessType, RunFacts},
 };
 use crate::{
@@ -44,6 +45,25 @@ pub(crate) async fn probe(shared: &Arc<Shared>) -> RunFacts {
     }
     tracing::info!(?facts, "what the run learned of the plugin");
     facts
+}
+
+/// Whether `scenario` uses what the probe finds: a request that names a built-in it sets
+/// (`${small_...}`, `${unknown_...}`), or a named check or property that creates volumes
+/// (they create the small size).
+pub(crate) fn needs_facts(scenario: &Scenario) -> bool {
+    fn mentions(node: &crate::yaml::Node) -> bool {
+        if let Some(text) = node.scalar_text() {
+            return text.contains("${small_") || text.contains("${unknown_");
+        }
+        node.as_map().is_some_and(|m| m.iter().any(|(k, v)| mentions(k) || mentions(v)))
+            || node.as_seq().is_some_and(|s| s.iter().any(mentions))
+    }
+    scenario.steps.iter().any(|step| match &step.action {
+        Action::Call(call) => call.request.node().is_some_and(mentions),
+        Action::Check(check) => check.check.rpcs.contains(&"CreateVolume"),
+        Action::Property(p) => p.property.rpcs.contains(&"CreateVolume"),
+        Action::Assert(_) => false,
+    })
 }
 
 fn can(ctx: &ScenarioCtx, rpc: &str) -> bool {

@@ -78,11 +78,6 @@ pub async fn run_until(
         reconnecting: tokio::sync::Mutex::new(()),
         facts: std::sync::OnceLock::new(),
     });
-    // What scenarios need to know of the plugin (the smallest volume it serves, ids it
-    // deleted), found out once; not when the run is already over before it starts.
-    let facts = if config.timeout.is_some_and(|t| t.is_zero()) { Default::default() } else { probe::probe(&shared).await };
-    let _ = shared.facts.set(facts);
-
     let selected: Vec<(usize, usize)> = suites
         .iter()
         .enumerate()
@@ -90,11 +85,10 @@ pub async fn run_until(
         .filter(|(_, _, c)| config.selects(c))
         .map(|(si, ci, _)| (si, ci))
         .collect();
-    let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
-    if let Some(progress) = &config.progress {
-        progress.begin(selected.len());
-    }
-
+    // What scenarios need to know of the plugin (the smallest volume it serves, ids it
+    // deleted), found out once, and only when a selected scenario uses it (the probe creates
+    // and deletes a volume: a run that needs neither asks for no more than it did).
+    let beyond_identity = selected.iter().any(|&(si, ci)| probe::needs_facts(&suites[si].scenarios[ci]));
     let timeout = config.timeout;
     let deadline = async move {
         match timeout {
@@ -112,11 +106,29 @@ pub async fn run_until(
         }
     });
     let mut stop_fired = false;
+    let mut facts = Default::default();
+    if beyond_identity {
+        // A stop (a signal, the run timeout) ends the probe where it is; what it made is in
+        // the journal, and no scenario starts.
+        tokio::select! {
+            found = probe::probe(&shared) => facts = found,
+            reason = &mut stop => {
+                stop_fired = true;
+                shared.stop(reason);
+            }
+        }
+    }
+    let _ = shared.facts.set(facts);
+
+    let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
+    if let Some(progress) = &config.progress {
+        progress.begin(selected.len());
+    }
 
     let mut tasks = tokio::task::JoinSet::new();
     let mut task_index: HashMap<tokio::task::Id, usize> = HashMap::new();
     let mut queue = start_order(&shared, &selected);
-    loop {
+    while !stop_fired {
         let ticket = tokio::select! {
             ticket = shared.budget.next(&mut queue) => ticket,
             reason = &mut stop, if !stop_fired => {

@@ -77,6 +77,19 @@ fn sample_peak(path: PathBuf) -> (Arc<AtomicBool>, Arc<AtomicU64>, std::thread::
     (stop, peak, handle)
 }
 
+/// A fresh 256 MiB tmpfs and the plugin's state directory on it; `None` (after saying
+/// SKIPPED and why on stderr) without CAP_SYS_ADMIN.
+fn small_fs(test: &str) -> Option<(Tmpfs, PathBuf)> {
+    if !has_cap_sys_admin() {
+        eprintln!("SKIPPED: {test}: no CAP_SYS_ADMIN to mount a 256 MiB tmpfs");
+        return None;
+    }
+    let fs = Tmpfs::mount();
+    let state = fs.path.join("state");
+    std::fs::create_dir(&state).expect("the state directory");
+    Some((fs, state))
+}
+
 fn entries(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
@@ -85,13 +98,7 @@ fn entries(dir: &Path) -> Vec<String> {
 
 #[tokio::test]
 async fn a_default_run_against_a_disk_backed_plugin_on_a_small_filesystem_fails_nothing_and_leaves_nothing() {
-    if !has_cap_sys_admin() {
-        eprintln!("SKIPPED: disk-backed run on a small file system: no CAP_SYS_ADMIN to mount a 256 MiB tmpfs");
-        return;
-    }
-    let fs = Tmpfs::mount();
-    let state = fs.path.join("state");
-    std::fs::create_dir(&state).unwrap();
+    let Some((fs, state)) = small_fs("disk-backed run on a small file system") else { return };
     let before = used(&fs.path);
     let mut plugin = TestPlugin::start(Config { state_dir: Some(state.clone()), allocate: true, ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
@@ -130,13 +137,7 @@ async fn a_default_run_against_a_disk_backed_plugin_on_a_small_filesystem_fails_
 #[tokio::test]
 async fn the_disk_backed_plugin_answers_a_full_filesystem_as_hostpath_does() {
     use csi_conform::proto::v1;
-    if !has_cap_sys_admin() {
-        eprintln!("SKIPPED: disk-backed plugin out of space: no CAP_SYS_ADMIN to mount a 256 MiB tmpfs");
-        return;
-    }
-    let fs = Tmpfs::mount();
-    let state = fs.path.join("state");
-    std::fs::create_dir(&state).unwrap();
+    let Some((fs, state)) = small_fs("disk-backed plugin out of space") else { return };
     let plugin = TestPlugin::start(Config { state_dir: Some(state.clone()), allocate: true, ..Config::default() }).await;
     let capacity = plugin.controller().get_capacity(v1::GetCapacityRequest::default()).await.unwrap().into_inner();
     assert_eq!(capacity.available_capacity, 1 << 40, "GetCapacity reports what it is configured to");
