@@ -198,6 +198,7 @@ mod tests {
             interrupted: None,
             mounts: Vec::new(),
             sizes: None,
+            spec: None,
         }
     }
 

@@ -285,6 +285,10 @@ pub struct RunReport {
     /// The sizes of the volumes the run created, and why (none: the run created none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizes: Option<VolumeSizes>,
+    /// The CSI spec version the verdicts were judged by, and why (absent in reports of
+    /// earlier csi-conform versions, which judged by v1.12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SpecJudged>,
 }
 
 /// The sizes of a run's volumes: scenarios that test sizes (and the csi-sanity-mapped ones
@@ -311,6 +315,23 @@ impl fmt::Display for VolumeSizes {
             "{} for scenarios whose size does not matter; {} bytes (--test-volume-size) for those about sizes",
             self.why, self.test_bytes
         )
+    }
+}
+
+/// The CSI spec version a run judged the plugin by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecJudged {
+    /// `1.12` or `1.13`.
+    pub version: String,
+    /// Whether the operator stated it (`--spec-version`) rather than csi-conform inferring it.
+    pub stated: bool,
+    /// Why, in one sentence.
+    pub reason: String,
+}
+
+impl fmt::Display for SpecJudged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CSI v{} ({})", self.version, self.reason)
     }
 }
 

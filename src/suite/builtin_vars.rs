@@ -58,6 +58,7 @@ pub fn types() -> BTreeMap<String, Ty> {
         ("nodes".to_owned(), Ty::List(Box::new(node))),
         ("paths".to_owned(), paths),
         ("idempotency_count".to_owned(), scalar()),
+        ("spec_version".to_owned(), scalar()),
     ])
 }
 
@@ -174,6 +175,7 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, facts: &RunFacts, n
         ])),
     );
     vars.insert("idempotency_count", Val::Int(config.idempotency_count.into()));
+    vars.insert("spec_version", Val::Str(fingerprint.spec.version.as_str().to_owned()));
     vars
 }
 

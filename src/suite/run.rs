@@ -258,6 +258,11 @@ pub async fn run_until(
             small_bytes: *small,
             why: why.clone(),
         }),
+        spec: Some(crate::report::SpecJudged {
+            version: fp.spec.version.as_str().to_owned(),
+            stated: fp.spec.stated,
+            reason: fp.spec.reason.clone(),
+        }),
     }
 }
 
@@ -290,9 +295,8 @@ fn latency(plugin: &Plugin) -> BTreeMap<String, RpcLatency> {
 
 /// The report's view of the requirements a scenario names.
 pub fn requirement_refs(ids: &[String]) -> Vec<crate::report::RequirementRef> {
-    let inventory = crate::spec::builtin();
     ids.iter()
-        .filter_map(|id| inventory.get(id))
+        .filter_map(|id| crate::spec::lookup(id))
         .map(|r| crate::report::RequirementRef {
             id: r.id.clone(),
             level: r.level.as_str().to_owned(),

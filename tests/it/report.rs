@@ -206,6 +206,7 @@ fn sample_report(strict: bool) -> RunReport {
         interrupted: None,
         mounts: Vec::new(),
         sizes: None,
+        spec: None,
     }
 }
 
