@@ -157,13 +157,29 @@ pub struct RunArgs {
     #[arg(help_heading = "Test volumes and requests", long, value_enum, default_value_t = AccessTypeArg::Mount)]
     pub access_type: AccessTypeArg,
 
-    /// Size of test volumes (bytes; 10Gi, 512Mi and the like are accepted).
+    /// Size of the volumes of scenarios about sizes, and of the csi-sanity-mapped ones where
+    /// csi-sanity sends its test size (bytes; 10Gi, 512Mi and the like are accepted). Every
+    /// other scenario creates the smallest volume the plugin serves (GetCapacity's
+    /// minimum_volume_size, else what it makes of 1 MiB, stepping up toward this size while it
+    /// refuses smaller ones); the report says which size was used and why.
     #[arg(help_heading = "Test volumes and requests", long, value_name = "BYTES", default_value = "10Gi", value_parser = crate::units::parse_bytes)]
     pub test_volume_size: i64,
 
-    /// Size to expand test volumes to (default: the volume size + 1 GiB).
+    /// Size to expand test-size volumes to (default: the volume size + 1 GiB; small volumes
+    /// grow to twice their size).
     #[arg(help_heading = "Test volumes and requests", long, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
     pub test_volume_expand_size: Option<i64>,
+
+    /// The volume id NOT_FOUND scenarios send (default: the id of a volume this run created
+    /// and deleted, so it has the plugin's own format; a made-up one if the plugin creates
+    /// none).
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "ID")]
+    pub nonexistent_volume_id: Option<String>,
+
+    /// The snapshot id NOT_FOUND scenarios send (default: the id of a snapshot this run
+    /// created and deleted; a made-up one if the plugin creates none).
+    #[arg(help_heading = "Test volumes and requests", long, value_name = "ID")]
+    pub nonexistent_snapshot_id: Option<String>,
 
     /// YAML map of CreateVolume parameters (csi-sanity's --csi.testvolumeparameters).
     #[arg(help_heading = "Test volumes and requests", long, value_name = "FILE")]

@@ -43,6 +43,8 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
         },
         volume_size: args.test_volume_size,
         expand_size: args.test_volume_expand_size,
+        nonexistent_volume_id: args.nonexistent_volume_id.clone(),
+        nonexistent_snapshot_id: args.nonexistent_snapshot_id.clone(),
         profile: args.profile,
         mutable_parameters: args.profile.default_mutable_parameters(),
         focus: regexes(&args.focus, "--focus")?,

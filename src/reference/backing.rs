@@ -1,6 +1,7 @@
 //! Backing stores on the local file system: a directory per mount volume, a sparse file per
-//! block volume, copies of both for snapshots and clones, and the allocated / changed extents
-//! of block files (what SnapshotMetadata reports).
+//! block volume (or, with `--allocate`, one whose every byte is allocated, as hostpath's
+//! fallocated files are), copies of both for snapshots and clones, and the allocated /
+//! changed extents of block files (what SnapshotMetadata reports).
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -15,6 +16,8 @@ use tempfile::TempDir;
 pub struct DataDir {
     root: PathBuf,
     _temp: Option<TempDir>,
+    /// Block files and their copies take all their bytes on the file system.
+    allocate: bool,
 }
 
 /// Free space a tmpfs must have for [`scratch_dir`] to choose it.
@@ -55,21 +58,32 @@ impl DataDir {
             Some(dir) => Ok(DataDir {
                 root: dir.to_path_buf(),
                 _temp: None,
+                allocate: false,
             }),
             None => {
                 let temp = scratch_dir()?;
                 Ok(DataDir {
                     root: temp.path().to_path_buf(),
                     _temp: Some(temp),
+                    allocate: false,
                 })
             }
         }
+    }
+
+    /// With `allocate`, block files (created, copied, grown) take every byte of their size
+    /// on the file system, as a plugin that fallocates its volumes does; without, they are
+    /// sparse.
+    pub fn allocating(mut self, allocate: bool) -> DataDir {
+        self.allocate = allocate;
+        self
     }
 
     /// `<root>/volumes/<id>`.
     pub fn volume(&self, id: &str) -> Store {
         Store {
             dir: self.root.join("volumes").join(safe_component(id)),
+            allocate: self.allocate,
         }
     }
 
@@ -77,6 +91,7 @@ impl DataDir {
     pub fn snapshot(&self, id: &str) -> Store {
         Store {
             dir: self.root.join("snapshots").join(safe_component(id)),
+            allocate: self.allocate,
         }
     }
 }
@@ -105,6 +120,13 @@ pub fn safe_component(id: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
+    /// Whether its block file takes all its bytes (see [`DataDir::allocating`]).
+    allocate: bool,
+}
+
+/// Whether an I/O error is the file system running out of space (ENOSPC, EDQUOT).
+pub fn no_space(e: &io::Error) -> bool {
+    e.raw_os_error().is_some_and(|c| c == nix::libc::ENOSPC || c == nix::libc::EDQUOT)
 }
 
 impl Store {
@@ -131,6 +153,16 @@ impl Store {
                 .write(true)
                 .open(self.block())?;
             f.set_len(capacity.max(0) as u64)?;
+            self.allocate_all(&f)?;
+        }
+        Ok(())
+    }
+
+    /// With allocation on, allocates every byte of the block file `f` (its data stays).
+    fn allocate_all(&self, f: &File) -> io::Result<()> {
+        let len = f.metadata()?.len();
+        if self.allocate && len > 0 {
+            nix::fcntl::fallocate(f, nix::fcntl::FallocateFlags::empty(), 0, len as i64).map_err(io::Error::from)?;
         }
         Ok(())
     }
@@ -147,6 +179,7 @@ impl Store {
             if f.metadata()?.len() < capacity as u64 {
                 f.set_len(capacity as u64)?;
             }
+            self.allocate_all(&f)?;
         }
         Ok(())
     }
@@ -172,6 +205,7 @@ impl Store {
         }
         if source.block().is_file() {
             sparse_copy(&source.block(), &self.block())?;
+            self.allocate_all(&OpenOptions::new().write(true).open(self.block())?)?;
         }
         Ok(())
     }
@@ -185,7 +219,7 @@ impl Store {
         if f.metadata()?.len() < capacity as u64 {
             f.set_len(capacity as u64)?;
         }
-        Ok(())
+        self.allocate_all(&f)
     }
 
     /// Makes this store the same storage as `source` (the `clone-shares-data` quirk): its

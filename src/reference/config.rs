@@ -89,6 +89,19 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value = "1Ti", value_parser = crate::units::parse_bytes)]
     pub max_volume_size: i64,
 
+    /// Allocate like real storage (as kubernetes-csi's hostpath plugin does): every block
+    /// volume takes its whole size on the file system of `--data-dir` (fallocate), snapshots
+    /// and clones copy every byte, and a full file system fails CreateVolume with UNKNOWN "no
+    /// space left on device". GetCapacity still reports `--capacity`, however much the disk
+    /// has. Without it, block volumes are sparse files.
+    #[arg(long)]
+    pub allocate: bool,
+
+    /// Keep the volumes' and snapshots' bytes in DIR (default: `--state-dir`, else a private
+    /// temporary directory), e.g. on a disk while the state stays in memory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
     /// Misbehave on purpose the way some real plugins do (see `--list-quirks`). Repeatable.
     #[arg(long = "quirk", value_name = "NAME")]
     pub quirks: Vec<Quirk>,
@@ -337,6 +350,11 @@ pub struct Config {
     pub capacity: i64,
     /// Largest volume in bytes.
     pub max_volume_size: i64,
+    /// Block volumes and their copies take all their bytes (`--allocate`).
+    pub allocate: bool,
+    /// Where the backing stores live (`--data-dir`; none: the state directory, else a
+    /// private temporary directory).
+    pub data_dir: Option<PathBuf>,
     /// Mutable parameter keys CreateVolume / ControllerModifyVolume accept.
     pub mutable_keys: Vec<String>,
     /// Whether to create real bind mounts (only effective with CAP_SYS_ADMIN).
@@ -367,6 +385,8 @@ impl Default for Config {
             ready_after: Duration::ZERO,
             capacity: TIB,
             max_volume_size: TIB,
+            allocate: false,
+            data_dir: None,
             mutable_keys: DEFAULT_MUTABLE_KEYS
                 .iter()
                 .map(|s| (*s).to_owned())
@@ -415,6 +435,8 @@ impl Config {
             ready_after: args.ready_after,
             capacity: args.capacity,
             max_volume_size: args.max_volume_size,
+            allocate: args.allocate,
+            data_dir: args.data_dir.clone(),
             quirks: args.quirks.iter().copied().collect(),
             spec_version: args.spec_version,
             storage_health: args.storage_health.iter().map(|t| storage_condition(t)).collect::<Result<_, _>>()?,

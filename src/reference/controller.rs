@@ -297,6 +297,11 @@ impl Plugin {
             };
             if let Err(e) = filled {
                 let _ = store.remove();
+                // A full file system comes back as an unwrapped error, UNKNOWN, the way
+                // hostpath's failed fallocate does.
+                if super::backing::no_space(&e) {
+                    return Err(Status::unknown(format!("failed to create block device: {e}")));
+                }
                 return Err(Status::internal(format!(
                     "could not create the backing store: {e}"
                 )));

@@ -142,7 +142,8 @@ impl Plugin {
             })?,
             None => state::Store::memory(),
         };
-        let data = backing::DataDir::new(config.state_dir.as_deref()).map_err(Error::Data)?;
+        let data_dir = config.data_dir.as_deref().or(config.state_dir.as_deref());
+        let data = backing::DataDir::new(data_dir).map_err(Error::Data)?.allocating(config.allocate);
         let mounts =
             config.real_mounts && config.mode.serves_node() && crate::mounts::has_cap_sys_admin();
         quirks::warn_active(&config.quirks);
@@ -374,7 +375,7 @@ impl Service {
         body: fn(&Plugin, Req) -> Result<Resp, Status>,
     ) -> Result<Response<Resp>, Status>
     where
-        Req: RpcRequest + Send + 'static,
+        Req: RpcRequest + prost::Message + prost::Name + Send + 'static,
         Resp: Send + 'static,
     {
         let plugin = self.0.clone();
@@ -383,7 +384,10 @@ impl Service {
         }
         let req = request.into_inner();
         let subject = req.subject().to_owned();
-        let result = match plugin.gate(rpc, req.secrets()) {
+        let malformed = || {
+            plugin.quirk(Quirk::StrictIds).then(|| quirks::malformed_id(&crate::proto::to_dynamic(&req))).flatten()
+        };
+        let result = match plugin.gate(rpc, req.secrets()).and_then(|()| malformed().map_or(Ok(()), Err)) {
             Err(status) => Err(status),
             Ok(()) => tokio::task::spawn_blocking(move || body(&plugin, req))
                 .await

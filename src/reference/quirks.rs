@@ -86,6 +86,9 @@ pub enum Quirk {
     /// v1.13: snapshots carry accessible_topology though SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is
     /// not advertised.
     SnapshotTopologyWithoutCapability,
+    /// Volume, snapshot and group snapshot ids not in the plugin's own format are refused
+    /// with INVALID_ARGUMENT before they are looked up.
+    StrictIds,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -96,7 +99,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 25] = [
+    pub const ALL: [Quirk; 26] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -122,6 +125,7 @@ impl Quirk {
         Quirk::HealthMissingReason,
         Quirk::ListHealthWithoutGet,
         Quirk::SnapshotTopologyWithoutCapability,
+        Quirk::StrictIds,
     ];
 
     /// The name `--quirk` takes.
@@ -152,6 +156,7 @@ impl Quirk {
             Quirk::HealthMissingReason => "health-missing-reason",
             Quirk::ListHealthWithoutGet => "list-health-without-get",
             Quirk::SnapshotTopologyWithoutCapability => "snapshot-topology-without-capability",
+            Quirk::StrictIds => "strict-ids",
         }
     }
 
@@ -217,6 +222,9 @@ impl Quirk {
             }
             Quirk::CreatedMountFlagsOnly => {
                 "ValidateVolumeCapabilities does not confirm, and ControllerPublishVolume refuses with INVALID_ARGUMENT, mount_flags other than the volume was created with (ember-csi)"
+            }
+            Quirk::StrictIds => {
+                "volume, snapshot and group snapshot ids not in the plugin's own format (vol-NNNNNN, snap-NNNNNN, group-NNNNNN) are refused with INVALID_ARGUMENT (EBS vol-..., the structured ids of Ceph, Spectrum Scale and DigitalOcean)"
             }
             Quirk::SameNameAnyCapability => {
                 "CreateVolume with an existing volume's name and other capabilities answers OK with that volume, which ValidateVolumeCapabilities does not confirm for them (ember-csi, whose idempotency compares the size only)"
@@ -317,6 +325,50 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// `strict-ids`: INVALID_ARGUMENT for the first volume, snapshot or group snapshot id of a
+/// request (at any depth, a content source's too) that is not in this plugin's format.
+/// Empty ids are left to the RPC's own checks.
+pub(crate) fn malformed_id(request: &prost_reflect::DynamicMessage) -> Option<Status> {
+    use prost_reflect::Value;
+    fn prefix(field: &str) -> Option<&'static str> {
+        if field.ends_with("group_snapshot_id") {
+            Some("group-")
+        } else if field.ends_with("snapshot_id") || field == "snapshot_ids" {
+            Some("snap-")
+        } else if field.ends_with("volume_id") || field == "source_volume_ids" {
+            Some("vol-")
+        } else {
+            None
+        }
+    }
+    let well_formed = |prefix: &str, id: &str| {
+        id.is_empty() || id.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    for (field, value) in request.fields() {
+        let name = field.name();
+        let bad = match (prefix(name), value) {
+            (Some(p), Value::String(id)) => (!well_formed(p, id)).then(|| id.clone()),
+            (Some(p), Value::List(ids)) => {
+                ids.iter().filter_map(Value::as_str).find(|id| !well_formed(p, id)).map(str::to_owned)
+            }
+            (None, Value::Message(inner)) => {
+                if let Some(status) = malformed_id(inner) {
+                    return Some(status);
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(id) = bad {
+            return Some(Status::invalid_argument(format!(
+                "{name} {id:?} is malformed: this plugin's ids look like {}000001",
+                prefix(name).unwrap_or_default()
+            )));
+        }
+    }
+    None
 }
 
 /// Logs the active quirks (warn level): this plugin misbehaves on purpose.

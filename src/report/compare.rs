@@ -192,6 +192,7 @@ mod tests {
             },
             duration: Duration::ZERO,
             expectation: None,
+            rpcs: 0,
         }
     }
 
@@ -214,6 +215,7 @@ mod tests {
             .into(),
             interrupted: None,
             mounts: Vec::new(),
+            sizes: None,
             spec: None,
         }
     }

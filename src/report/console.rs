@@ -344,6 +344,9 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
     for site in &report.mounts {
         let _ = writeln!(out, "Mounts: {}", text::one_line(&site.to_string()));
     }
+    if let Some(sizes) = &report.sizes {
+        let _ = writeln!(out, "Volume sizes: {}", text::one_line(&sizes.to_string()));
+    }
     let _ = writeln!(out, "Seed: {} (replay with --seed {})", report.seed, report.seed);
     if base.is_none() && sections.iter().any(|(s, m)| *s != Section::Warnings && !m.is_empty()) {
         let _ = writeln!(out, "In the rerun commands, ... stands for this run's endpoint and suite options.");

@@ -366,6 +366,7 @@ fn suite_properties(report: &RunReport, suite: &SuiteResult) -> Vec<(String, Str
     props.extend(report.endpoints.iter().enumerate().map(|(i, e)| (format!("endpoint.{i}"), e.clone())));
     props.extend(report.capabilities.iter().map(|c| (format!("capability.{c}"), "true".to_owned())));
     props.extend(report.mounts.iter().map(|m| (format!("mounts.{}", m.node), m.to_string())));
+    props.extend(report.sizes.iter().map(|s| ("volume-sizes".to_owned(), s.to_string())));
     if let Some(spec) = &report.spec {
         props.push(("spec-version".to_owned(), spec.version.clone()));
         props.push(("spec-version-reason".to_owned(), spec.reason.clone()));
@@ -458,6 +459,7 @@ mod tests {
             findings: vec![],
             duration: std::time::Duration::ZERO,
             expectation: None,
+            rpcs: 0,
         };
         let mut xml = Xml::new();
         Case::new(&scenario, false, WarningsAs::Passed).write(&mut xml, "s");

@@ -23,5 +23,6 @@ pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use model::{SpecJudged, 
     Counts, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
+    VolumeSizes,
 };
 pub use write::{ReportError, write_atomically, write_reports};

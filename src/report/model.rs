@@ -152,6 +152,10 @@ pub struct ScenarioResult {
     /// Set when the scenario is listed in `--expect-failures`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expectation: Option<Expectation>,
+    /// RPCs the scenario sent to the plugin, its teardown and contention retries included
+    /// (what a scenario costs a plugin that serves RPCs one at a time).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rpcs: u64,
 }
 
 impl ScenarioResult {
@@ -279,10 +283,40 @@ pub struct RunReport {
     /// Where each node endpoint's mounts were verified (or why they were not), node 0 first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountSite>,
+    /// The sizes of the volumes the run created, and why (none: the run created none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<VolumeSizes>,
     /// The CSI spec version the verdicts were judged by, and why (absent in reports of
     /// earlier csi-conform versions, which judged by v1.12).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SpecJudged>,
+}
+
+/// The sizes of a run's volumes: scenarios that test sizes (and the csi-sanity-mapped ones
+/// that send its test size) use `--test-volume-size`; every other the smallest volume the
+/// plugin serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeSizes {
+    /// `--test-volume-size`, bytes.
+    pub test_bytes: i64,
+    /// The size of volumes whose size does not matter, bytes.
+    pub small_bytes: i64,
+    /// How the small size was found.
+    pub why: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl fmt::Display for VolumeSizes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} for scenarios whose size does not matter; {} bytes (--test-volume-size) for those about sizes",
+            self.why, self.test_bytes
+        )
+    }
 }
 
 /// The CSI spec version a run judged the plugin by.
@@ -421,6 +455,7 @@ mod tests {
             findings: findings.into_iter().map(|sev| Finding::new(sev, "k", "m")).collect(),
             duration: Duration::ZERO,
             expectation: None,
+            rpcs: 0,
         };
         s.settle();
         s

@@ -1,6 +1,7 @@
 //! The built-in variables of suites/README.md: their static types (for load-time checks of
 //! `${...}` references) and their run-time values, computed from the run configuration, the
-//! fingerprint and the scenario's own name and paths.
+//! fingerprint, what the run learned of the plugin before its scenarios ([`RunFacts`]) and
+//! the scenario's own name and paths.
 
 use std::{
     collections::BTreeMap,
@@ -10,7 +11,7 @@ use std::{
 
 use super::{
     paths::ScenarioPaths,
-    settings::RunConfig,
+    settings::{RunConfig, RunFacts},
     vars::{Ty, Val, Vars},
 };
 use crate::{
@@ -39,6 +40,12 @@ pub fn types() -> BTreeMap<String, Ty> {
         ("name_max".to_owned(), scalar()),
         ("volume_size".to_owned(), scalar()),
         ("expand_size".to_owned(), scalar()),
+        ("small_volume_size".to_owned(), scalar()),
+        ("small_expand_size".to_owned(), scalar()),
+        ("unknown_volume_id".to_owned(), scalar()),
+        ("unknown_snapshot_id".to_owned(), scalar()),
+        ("unknown_group_snapshot_id".to_owned(), scalar()),
+        ("known_node_id".to_owned(), scalar()),
         ("parameters".to_owned(), string_map()),
         ("mutable_parameters".to_owned(), string_map()),
         ("snapshot_parameters".to_owned(), string_map()),
@@ -115,13 +122,26 @@ pub fn capability(block: bool) -> Val {
 }
 
 /// The values of every built-in variable for one scenario.
-pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: &ScenarioPaths) -> Vars {
+pub fn values(config: &RunConfig, fingerprint: &Fingerprint, facts: &RunFacts, name: &str, paths: &ScenarioPaths) -> Vars {
     let mut vars = Vars::new();
     let text = |p: &Path| Val::Str(p.display().to_string());
     vars.insert("name", Val::Str(name.to_owned()));
     vars.insert("name_max", Val::Str(max_name(name)));
     vars.insert("volume_size", Val::Int(config.volume_size.into()));
     vars.insert("expand_size", Val::Int(config.expand_size().into()));
+    vars.insert("small_volume_size", Val::Int(facts.small_size(config).into()));
+    vars.insert("small_expand_size", Val::Int(facts.small_expand_size(config).into()));
+    // Ids of objects that do not exist: set by hand, else one this run created and deleted
+    // (in the plugin's own format), else made up from the scenario's name.
+    let unknown = |set: &Option<String>, gone: &Option<String>| {
+        Val::Str(set.clone().or_else(|| gone.clone()).unwrap_or_else(|| format!("{name}-nonexistent")))
+    };
+    vars.insert("unknown_volume_id", unknown(&config.nonexistent_volume_id, &facts.gone_volume_id));
+    vars.insert("unknown_snapshot_id", unknown(&config.nonexistent_snapshot_id, &facts.gone_snapshot_id));
+    vars.insert("unknown_group_snapshot_id", unknown(&None, &facts.gone_group_snapshot_id));
+    // A real node's id, for calls about an unknown volume that must name a node.
+    let known_node = fingerprint.nodes.first().map_or_else(|| format!("{name}-nonexistent-node"), |n| n.node_id.clone());
+    vars.insert("known_node_id", Val::Str(known_node));
     vars.insert("parameters", string_map(&config.parameters));
     vars.insert("mutable_parameters", string_map(&config.mutable_parameters));
     vars.insert("snapshot_parameters", string_map(&config.snapshot_parameters));
@@ -187,9 +207,31 @@ mod tests {
         let config = RunConfig::default();
         let fp = crate::suite::settings::tests_support::fingerprint(1);
         let paths = ScenarioPaths::in_dir("/tmp/x/0000-s_a".into(), "/tmp/x/0000-s_a/staging".into());
-        let vars = values(&config, &fp, "n", &paths);
+        let vars = values(&config, &fp, &RunFacts::default(), "n", &paths);
         let names: Vec<&str> = vars.names().collect();
         let typed: Vec<&str> = types.keys().map(String::as_str).collect();
         assert_eq!(names, typed);
+    }
+
+    /// Unknown ids: set by hand beats one the run saw deleted, which beats a made-up one.
+    #[test]
+    fn unknown_ids_prefer_the_flag_then_a_deleted_one() {
+        let fp = crate::suite::settings::tests_support::fingerprint(1);
+        let paths = ScenarioPaths::in_dir("/tmp/x/0000-s_a".into(), "/tmp/x/0000-s_a/staging".into());
+        let mut config = RunConfig::default();
+        let mut facts = RunFacts::default();
+        let get = |config: &RunConfig, facts: &RunFacts, var: &str| values(config, &fp, facts, "n", &paths).get(var).cloned();
+        assert_eq!(get(&config, &facts, "unknown_volume_id"), Some(Val::Str("n-nonexistent".into())));
+        assert_eq!(get(&config, &facts, "known_node_id"), Some(Val::Str("node-0".into())));
+        assert_eq!(get(&config, &facts, "small_volume_size"), Some(Val::Int(config.volume_size.into())));
+        facts.gone_volume_id = Some("vol-000001".into());
+        facts.gone_snapshot_id = Some("snap-000002".into());
+        facts.small = Some((1 << 20, "test".into()));
+        assert_eq!(get(&config, &facts, "unknown_volume_id"), Some(Val::Str("vol-000001".into())));
+        assert_eq!(get(&config, &facts, "unknown_snapshot_id"), Some(Val::Str("snap-000002".into())));
+        assert_eq!(get(&config, &facts, "small_volume_size"), Some(Val::Int((1i64 << 20).into())));
+        assert_eq!(get(&config, &facts, "small_expand_size"), Some(Val::Int((2i64 << 20).into())));
+        config.nonexistent_volume_id = Some("vol-999999".into());
+        assert_eq!(get(&config, &facts, "unknown_volume_id"), Some(Val::Str("vol-999999".into())));
     }
 }

@@ -24,7 +24,7 @@ use super::{
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{Plugin, RunConfig},
+    settings::{Plugin, RunConfig, RunFacts},
     vars::{Val, Vars},
 };
 use crate::{
@@ -53,7 +53,13 @@ pub(crate) struct Shared {
     pub(crate) dead: Mutex<HashMap<String, String>>,
     /// Held while an endpoint is being tried again, so that one scenario does it at a time.
     pub(crate) reconnecting: tokio::sync::Mutex<()>,
+    /// What the run learned of the plugin before its scenarios (set once, by the probe).
+    pub(crate) facts: std::sync::OnceLock<RunFacts>,
 }
+
+/// The facts of a run that learned nothing.
+static NO_FACTS: RunFacts =
+    RunFacts { small: None, gone_volume_id: None, gone_snapshot_id: None, gone_group_snapshot_id: None };
 
 impl Shared {
     pub(crate) fn scrub(&self, text: &str) -> String {
@@ -98,6 +104,11 @@ impl Shared {
         );
         tracing::error!("{why}; nothing more is sent to it");
         self.dead.lock().unwrap_or_else(|p| p.into_inner()).insert(endpoint, why);
+    }
+
+    /// What the run learned of the plugin before its scenarios (nothing, before the probe).
+    pub(crate) fn facts(&self) -> &RunFacts {
+        self.facts.get().unwrap_or(&NO_FACTS)
     }
 
     pub(crate) fn stopped(&self) -> Option<String> {
@@ -170,13 +181,26 @@ pub struct ScenarioCtx {
     pub(crate) contention: Option<(String, String)>,
     /// The call step being sent expects a contention code itself: it is not retried.
     pub(crate) contention_expected: bool,
+    /// RPCs sent to the plugin so far (retries included).
+    pub(crate) rpcs: u64,
 }
 
 impl ScenarioCtx {
     pub(crate) fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths, holder: u64) -> Self {
         let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
-        let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, &name, &paths);
-        let tracker = Tracker::new(&scenario.id, shared.config.observer.clone());
+        Self::named(shared, &scenario.id, name, paths, holder)
+    }
+
+    /// A context for the run's own work outside any scenario (the probe before them), under
+    /// the id `id` (what it creates is journaled and torn down like a scenario's).
+    pub(crate) fn for_run(shared: Arc<Shared>, id: &str) -> Self {
+        let name = builtin_vars::scenario_name(&shared.run_id, id);
+        Self::named(shared, id, name, ScenarioPaths::in_dir(PathBuf::new(), PathBuf::new()), 0)
+    }
+
+    fn named(shared: Arc<Shared>, id: &str, name: String, paths: ScenarioPaths, holder: u64) -> Self {
+        let vars = builtin_vars::values(&shared.config, &shared.plugin.fingerprint, shared.facts(), &name, &paths);
+        let tracker = Tracker::new(id, shared.config.observer.clone());
         ScenarioCtx {
             shared,
             vars,
@@ -185,12 +209,13 @@ impl ScenarioCtx {
             paths,
             own_paths: Vec::new(),
             name,
-            scenario_id: scenario.id.clone(),
+            scenario_id: id.to_owned(),
             step: None,
             step_name: None,
             holder,
             contention: None,
             contention_expected: false,
+            rpcs: 0,
         }
     }
 
@@ -212,6 +237,7 @@ impl ScenarioCtx {
             holder: self.holder,
             contention: None,
             contention_expected: false,
+            rpcs: 0,
         }
     }
 
@@ -219,6 +245,7 @@ impl ScenarioCtx {
     /// (torn down with the scenario), its findings and its paths.
     pub(crate) fn absorb(&mut self, fork: ScenarioCtx) {
         self.tracker.absorb(fork.tracker);
+        self.rpcs += fork.rpcs;
         self.findings.extend(fork.findings);
         self.own_paths.extend(fork.own_paths);
     }
@@ -226,6 +253,17 @@ impl ScenarioCtx {
     /// The run's configuration.
     pub fn config(&self) -> &RunConfig {
         &self.shared.config
+    }
+
+    /// What the run learned of the plugin before its scenarios.
+    pub fn facts(&self) -> &RunFacts {
+        self.shared.facts()
+    }
+
+    /// The size of the volumes of checks whose verdict does not depend on sizes: the
+    /// smallest the plugin serves ([`RunFacts::small_size`]).
+    pub fn small_size(&self) -> i64 {
+        self.shared.facts().small_size(&self.shared.config)
     }
 
     /// The plugin's fingerprint.
@@ -340,6 +378,7 @@ impl ScenarioCtx {
                 }
             })
             .await;
+        self.rpcs += 1 + retried.map_or(0, |r| u64::from(r.times));
         self.contention = match retried {
             Some(r @ Retried { code: Some(_), .. }) => Some((method.name().to_owned(), r.note())),
             _ => None,

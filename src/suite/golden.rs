@@ -13,7 +13,7 @@ use super::{
 };
 use crate::fingerprint::{Capability, ControllerInfo, Fingerprint, GroupControllerInfo};
 
-const SIZING: Sizing = Sizing { volume_size: 100, expand_size: 300, idempotency_count: 3, property_cases: 16, jobs: 4 };
+const SIZING: Sizing = Sizing { volume_size: 100, small_size: 10, expand_size: 300, small_expand_size: 20, idempotency_count: 3, property_cases: 16, jobs: 4 };
 
 /// A two-node fingerprint advertising every capability a built-in scenario's `when:` names.
 fn everything(max_volumes_per_node: i64) -> Fingerprint {

@@ -37,6 +37,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("builtin.rs", 7, "checks"),
     ("property.rs", 8, "engine"),
     ("steps.rs", 8, "engine"),
+    ("probe.rs", 8, "engine"),
     ("run.rs", 8, "engine"),
 ];
 

@@ -15,7 +15,7 @@
 //! | 5 loading | `load`, `load/` | YAML to the model, given a [`Catalog`] (so it never imports the checks); above the settings because it checks `${...}` against the built-in variables' types |
 //! | 6 context | `ctx` | [`ScenarioCtx`], the only `impl ScenarioCtx`: variables, calls, findings, teardown |
 //! | 7 checks | `checks/` (one file per named check, a folder for `lifecycle`), `builtin` | the named checks and properties in one registry table ([`Registry`] implements [`Catalog`]), the built-in suites |
-//! | 8 engine | `property`, `steps`, `run` | property cases and shrinking, step execution, the runner |
+//! | 8 engine | `property`, `steps`, `probe`, `run` | property cases and shrinking, step execution, what the run learns of the plugin before its scenarios (smallest volume size, deleted ids), the runner |
 //!
 //! Adding a named check is one new file under `checks/` and one line in its registry (see the
 //! `checks` module doc and "Writing a named check" in `suites/README.md`).
@@ -37,6 +37,7 @@ mod marker;
 mod ctx;
 mod load;
 mod model;
+mod probe;
 mod property;
 mod request;
 mod resources;
@@ -74,6 +75,6 @@ pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use ctx::{CheckOutcome, Response, ScenarioCtx};
 pub use run::{run, run_until};
-pub use settings::{AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
+pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

@@ -120,7 +120,7 @@ pub(crate) async fn property_step(ctx: &mut ScenarioCtx, step: &PropertyStep, in
             }
             let lease = match (creates, base_free) {
                 (false, _) | (true, true) => None,
-                (true, false) => match ctx.shared.budget.try_extra(Demand::volume(ctx.config().volume_size)) {
+                (true, false) => match ctx.shared.budget.try_extra(Demand::volume(ctx.small_size())) {
                     Some(lease) => Some(lease),
                     None => break,
                 },

@@ -20,6 +20,7 @@ use super::{
     load::OPTIONS,
     model::*,
     paths::{RunPaths, ScenarioPaths},
+    probe,
     settings::{AccessType, Plugin, RunConfig},
     steps,
 };
@@ -75,8 +76,8 @@ pub async fn run_until(
         stop_reason: Mutex::new(None),
         dead: Mutex::new(HashMap::new()),
         reconnecting: tokio::sync::Mutex::new(()),
+        facts: std::sync::OnceLock::new(),
     });
-
     let selected: Vec<(usize, usize)> = suites
         .iter()
         .enumerate()
@@ -84,11 +85,10 @@ pub async fn run_until(
         .filter(|(_, _, c)| config.selects(c))
         .map(|(si, ci, _)| (si, ci))
         .collect();
-    let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
-    if let Some(progress) = &config.progress {
-        progress.begin(selected.len());
-    }
-
+    // What scenarios need to know of the plugin (the smallest volume it serves, ids it
+    // deleted), found out once, and only when a selected scenario uses it (the probe creates
+    // and deletes a volume: a run that needs neither asks for no more than it did).
+    let beyond_identity = selected.iter().any(|&(si, ci)| probe::needs_facts(&suites[si].scenarios[ci]));
     let timeout = config.timeout;
     let deadline = async move {
         match timeout {
@@ -106,11 +106,29 @@ pub async fn run_until(
         }
     });
     let mut stop_fired = false;
+    let mut facts = Default::default();
+    if beyond_identity {
+        // A stop (a signal, the run timeout) ends the probe where it is; what it made is in
+        // the journal, and no scenario starts.
+        tokio::select! {
+            found = probe::probe(&shared) => facts = found,
+            reason = &mut stop => {
+                stop_fired = true;
+                shared.stop(reason);
+            }
+        }
+    }
+    let _ = shared.facts.set(facts);
+
+    let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
+    if let Some(progress) = &config.progress {
+        progress.begin(selected.len());
+    }
 
     let mut tasks = tokio::task::JoinSet::new();
     let mut task_index: HashMap<tokio::task::Id, usize> = HashMap::new();
     let mut queue = start_order(&shared, &selected);
-    loop {
+    while !stop_fired {
         let ticket = tokio::select! {
             ticket = shared.budget.next(&mut queue) => ticket,
             reason = &mut stop, if !stop_fired => {
@@ -238,6 +256,11 @@ pub async fn run_until(
         rpc_latency: latency(plugin),
         interrupted,
         mounts: shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|i| i.site().clone()).collect(),
+        sizes: shared.facts().small.as_ref().map(|(small, why)| crate::report::VolumeSizes {
+            test_bytes: config.volume_size,
+            small_bytes: *small,
+            why: why.clone(),
+        }),
         spec: Some(crate::report::SpecJudged {
             version: fp.spec.version.as_str().to_owned(),
             stated: fp.spec.stated,
@@ -298,6 +321,7 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
         findings: Vec::new(),
         duration: Duration::ZERO,
         expectation: None,
+        rpcs: 0,
     }
 }
 
@@ -309,7 +333,7 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
 fn start_order(shared: &Shared, selected: &[(usize, usize)]) -> Queue {
     let config = &shared.config;
     let fp = &shared.plugin.fingerprint;
-    let sizing = config.sizing();
+    let sizing = config.sizing(shared.facts());
     let scenario = |i: usize| &shared.suites[selected[i].0].scenarios[selected[i].1];
     let demands: Vec<budget::Demand> = (0..selected.len())
         .map(|i| {
@@ -462,6 +486,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticke
         }
     }
     result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
+    result.rpcs = ctx.rpcs;
     if let Flow::Skip(reason) = flow {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(shared.scrub(&reason));

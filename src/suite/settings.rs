@@ -50,6 +50,11 @@ pub struct RunConfig {
     pub volume_size: i64,
     /// `--test-volume-expand-size`; `None` means volume_size + 1 GiB.
     pub expand_size: Option<i64>,
+    /// `--nonexistent-volume-id`: the id NOT_FOUND scenarios send for a volume that does not
+    /// exist (none: the id of a volume this run created and deleted, see [`RunFacts`]).
+    pub nonexistent_volume_id: Option<String>,
+    /// `--nonexistent-snapshot-id`: the same for a snapshot.
+    pub nonexistent_snapshot_id: Option<String>,
     /// `--test-volume-parameters`.
     pub parameters: BTreeMap<String, String>,
     /// `--test-volume-mutable-parameters`.
@@ -177,6 +182,8 @@ impl Default for RunConfig {
             access_type: AccessType::Mount,
             volume_size: 10 * GIB,
             expand_size: None,
+            nonexistent_volume_id: None,
+            nonexistent_snapshot_id: None,
             parameters: BTreeMap::new(),
             mutable_parameters: Profile::Full.default_mutable_parameters(),
             snapshot_parameters: BTreeMap::new(),
@@ -216,11 +223,13 @@ impl RunConfig {
         self.expand_size.unwrap_or(self.volume_size.saturating_add(GIB))
     }
 
-    /// The sizes scenario budgets depend on.
-    pub(crate) fn sizing(&self) -> budget::Sizing {
+    /// The sizes scenario budgets depend on (`facts`: what the run learned of the plugin).
+    pub(crate) fn sizing(&self, facts: &RunFacts) -> budget::Sizing {
         budget::Sizing {
             volume_size: self.volume_size,
+            small_size: facts.small_size(self),
             expand_size: self.expand_size(),
+            small_expand_size: facts.small_expand_size(self),
             idempotency_count: self.idempotency_count,
             property_cases: self.property_cases,
             jobs: self.jobs,
@@ -254,6 +263,8 @@ impl fmt::Debug for RunConfig {
             .field("access_type", &self.access_type)
             .field("volume_size", &self.volume_size)
             .field("expand_size", &self.expand_size)
+            .field("nonexistent_volume_id", &self.nonexistent_volume_id)
+            .field("nonexistent_snapshot_id", &self.nonexistent_snapshot_id)
             .field("parameters", &self.parameters)
             .field("mutable_parameters", &self.mutable_parameters)
             .field("snapshot_parameters", &self.snapshot_parameters)
@@ -282,6 +293,45 @@ impl fmt::Debug for RunConfig {
             .field("restart_cmd", &self.restart_cmd)
             .field("progress", &self.progress.is_some())
             .finish()
+    }
+}
+
+/// What a run learns from the plugin before its scenarios start (the engine's `probe.rs`
+/// finds it out once per run): the size of the volumes of scenarios that do not test sizes,
+/// and ids of objects of each kind that existed in this run and were deleted, so that
+/// NOT_FOUND scenarios send ids in the plugin's own format.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFacts {
+    /// The smallest volume the plugin serves, in bytes, and how it was found (none: the test
+    /// volume size, nothing was learned).
+    pub small: Option<(i64, String)>,
+    /// A volume id this run created and deleted.
+    pub gone_volume_id: Option<String>,
+    /// A snapshot id this run created and deleted.
+    pub gone_snapshot_id: Option<String>,
+    /// A group snapshot id this run created and deleted.
+    pub gone_group_snapshot_id: Option<String>,
+}
+
+impl RunFacts {
+    /// The size of volumes whose size does not matter (`${small_volume_size}`): the smallest
+    /// the plugin serves, or the test volume size when that is not known.
+    pub fn small_size(&self, config: &RunConfig) -> i64 {
+        self.small.as_ref().map_or(config.volume_size, |(bytes, _)| *bytes)
+    }
+
+    /// Why [`small_size`](RunFacts::small_size) is what it is, for the report.
+    pub fn small_why(&self) -> &str {
+        self.small.as_ref().map_or("the test volume size (--test-volume-size): the plugin creates no volumes", |(_, why)| why)
+    }
+
+    /// The target of expansions that start from the small size (`${small_expand_size}`):
+    /// twice it, so that the growth is as plain as with the test sizes.
+    pub fn small_expand_size(&self, config: &RunConfig) -> i64 {
+        match &self.small {
+            Some((bytes, _)) => bytes.saturating_mul(2),
+            None => config.expand_size(),
+        }
     }
 }
 

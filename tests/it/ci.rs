@@ -105,6 +105,7 @@ fn scenario(id: &str, requirements: Vec<RequirementRef>, findings: Vec<Finding>)
         findings,
         duration: Duration::from_millis(12),
         expectation: None,
+        rpcs: 0,
     };
     s.settle();
     s
@@ -166,6 +167,7 @@ pub(crate) fn one_cause_report() -> RunReport {
         interrupted: None,
         mounts: Vec::new(),
         spec: None,
+        sizes: None,
     }
 }
 

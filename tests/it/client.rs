@@ -46,7 +46,7 @@ async fn a_missing_socket_is_named_with_the_time_waited() {
     assert!(*waited >= Duration::from_millis(300), "{waited:?}");
     let text = err.to_string();
     assert!(text.starts_with(&format!("no socket at {}", path.display())), "{text}");
-    assert!(text.contains(&format!("(waited {})", csi_conform::client::human_duration(*waited))), "{text}");
+    assert!(text.contains(&format!("(waited {}, --connect-timeout)", csi_conform::client::human_duration(*waited))), "{text}");
 }
 
 #[tokio::test]

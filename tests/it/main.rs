@@ -26,6 +26,7 @@ mod quirks_detected;
 mod reference;
 mod report;
 mod run;
+mod small_disk;
 mod spec;
 mod suite_load;
 mod suite_run;

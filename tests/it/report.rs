@@ -39,6 +39,7 @@ fn scenario(id: &str, title: &str, findings: Vec<Finding>, millis: u64) -> Scena
         findings,
         duration: Duration::from_millis(millis),
         expectation: None,
+        rpcs: 0,
     };
     s.settle();
     s
@@ -207,6 +208,7 @@ fn sample_report(strict: bool) -> RunReport {
         )]),
         interrupted: None,
         mounts: Vec::new(),
+        sizes: None,
         spec: None,
     }
 }

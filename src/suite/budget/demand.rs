@@ -18,8 +18,13 @@ use crate::{
 pub struct Sizing {
     /// `--test-volume-size`.
     pub volume_size: i64,
+    /// The size of volumes whose size does not matter: the smallest the plugin serves
+    /// (`${small_volume_size}`, and what named checks and properties create).
+    pub small_size: i64,
     /// The expansion target.
     pub expand_size: i64,
+    /// The expansion target of a small volume (`${small_expand_size}`).
+    pub small_expand_size: i64,
     /// `--idempotency-count`.
     pub idempotency_count: u32,
     /// `--property-cases`.
@@ -72,8 +77,9 @@ fn entry<'a>(node: &'a crate::yaml::Node, key: &str) -> Option<&'a crate::yaml::
 }
 
 /// The bytes a CreateVolume step asks for: its literal `capacity_range.required_bytes` (or
-/// `limit_bytes`), the expansion target or the test volume size when they come from
-/// variables, `None` when it sends no capacity range (the plugin picks the size).
+/// `limit_bytes`), the size of the variable they name (the small size, its expansion target,
+/// the expansion target, else the test volume size), `None` when it sends no capacity range
+/// (the plugin picks the size).
 fn requested_bytes(call: &Call, sizing: &Sizing) -> Option<i64> {
     let range = call.request.node().and_then(|n| entry(n, "capacity_range")).filter(|r| !r.is_null())?;
     let literal = |key| match entry(range, key).and_then(crate::yaml::Node::plain) {
@@ -86,11 +92,16 @@ fn requested_bytes(call: &Call, sizing: &Sizing) -> Option<i64> {
             .filter_map(|k| entry(range, k).and_then(crate::yaml::Node::scalar_text))
             .any(|t| t.contains(word))
     };
-    Some(literal("required_bytes").or_else(|| literal("limit_bytes")).unwrap_or(if mentions("expand_size") {
+    let by_name = if mentions("small_expand_size") {
+        sizing.small_expand_size
+    } else if mentions("small_volume_size") {
+        sizing.small_size
+    } else if mentions("expand_size") {
         sizing.expand_size
     } else {
         sizing.volume_size
-    }))
+    };
+    Some(literal("required_bytes").or_else(|| literal("limit_bytes")).unwrap_or(by_name))
 }
 
 /// What `scenario` holds at most, derived from its steps (those whose `when:` holds) and
@@ -105,15 +116,17 @@ fn requested_bytes(call: &Call, sizing: &Sizing) -> Option<i64> {
 /// - the pools it changes: those any RPC it may call (a call step whatever it expects, a named
 ///   check's or property's RPCs) changes, and those its named checks hold.
 ///
-/// Bytes are the volumes times the test volume size (the expansion target when the
-/// scenario expands).
+/// Bytes are what its CreateVolume calls ask for, plus the small size for every volume of a
+/// named check or property, plus for every volume what its largest expansion adds.
 pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand {
     let nodes = fp.nodes.len().max(1);
     let mut called_volumes = 0u32;
     let mut called_bytes = 0i64;
     let mut plugin_sized = false;
     let mut other_volumes = 0u32;
-    let mut expands = false;
+    // How much an expanded volume grows (the largest of its expansions).
+    let mut grown = 0i64;
+    let small_grown = sizing.small_expand_size.saturating_sub(sizing.small_size).max(0);
     let mut alone = scenario.serial;
     let mut changes: Vec<Pool> = scenario.exclusive.clone();
     let change = |changes: &mut Vec<Pool>, rpcs: &[&str]| {
@@ -140,7 +153,11 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
                             None => plugin_sized = true,
                         }
                     }
-                    "ControllerExpandVolume" => expands = true,
+                    "ControllerExpandVolume" => {
+                        let to = requested_bytes(call, sizing).unwrap_or(sizing.expand_size);
+                        let from = if to == sizing.small_expand_size { sizing.small_size } else { sizing.volume_size };
+                        grown = grown.max(to.saturating_sub(from).max(0));
+                    }
                     "ControllerPublishVolume" if ok => calls[0][0] += 1,
                     "NodeStageVolume" if ok => calls[node][1] += 1,
                     "NodePublishVolume" if ok => calls[node][2] += 1,
@@ -150,7 +167,9 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
             Action::Check(check) => {
                 let d = (check.check.demand)(&check_use(check, fp, sizing));
                 other_volumes += d.volumes;
-                expands |= d.expands;
+                if d.expands {
+                    grown = grown.max(small_grown);
+                }
                 alone |= d.alone;
                 checked.iter_mut().zip(&d.publish).for_each(|(n, p)| *n += p);
                 for &pool in check.check.holds {
@@ -169,10 +188,10 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
         .map(|(c, &from_checks)| c.iter().copied().max().unwrap_or(0).min(called_volumes) + from_checks)
         .collect();
     let volumes = called_volumes + other_volumes;
-    // Expanded volumes count at the expansion target.
-    let grown = if expands { sizing.expand_size.saturating_sub(sizing.volume_size).max(0) } else { 0 };
+    // Expanded volumes count at the expansion target. Named checks and properties create
+    // volumes of the small size.
     let bytes = i64::from(other_volumes)
-        .saturating_mul(sizing.volume_size)
+        .saturating_mul(sizing.small_size)
         .saturating_add(called_bytes)
         .saturating_add(i64::from(volumes).saturating_mul(grown));
     changes.sort();
@@ -219,7 +238,7 @@ mod tests {
     use super::*;
     use crate::suite::settings::tests_support::fingerprint;
 
-    const SIZING: Sizing = Sizing { volume_size: 100, expand_size: 300, idempotency_count: 3, property_cases: 16, jobs: 4 };
+    const SIZING: Sizing = Sizing { volume_size: 100, small_size: 100, expand_size: 300, small_expand_size: 200, idempotency_count: 3, property_cases: 16, jobs: 4 };
 
     fn scenario(steps: &str) -> Scenario {
         let text = format!("suite: t\ntitle: t\nscenarios:\n  - id: s\n    title: t\n    steps:\n{steps}");

@@ -330,7 +330,7 @@ impl Data<'_> {
         let config = self.ctx.config();
         let mut request = v1::CreateVolumeRequest {
             name: format!("{}-{suffix}", self.ctx.name()),
-            capacity_range: Some(v1::CapacityRange { required_bytes: config.volume_size, limit_bytes: 0 }),
+            capacity_range: Some(v1::CapacityRange { required_bytes: self.ctx.small_size(), limit_bytes: 0 }),
             volume_capabilities: vec![self.capability(mode)],
             parameters: config.parameters.clone().into_iter().collect(),
             volume_content_source: source,
@@ -356,7 +356,7 @@ impl Data<'_> {
         if volume.volume_id.is_empty() {
             return Err(self.fail("assertion", "CreateVolume answered OK without a volume id".into()));
         }
-        let capacity = if volume.capacity_bytes > 0 { volume.capacity_bytes } else { self.ctx.config().volume_size };
+        let capacity = if volume.capacity_bytes > 0 { volume.capacity_bytes } else { self.ctx.small_size() };
         Ok(Volume { id: volume.volume_id, context: volume.volume_context, capacity, mode })
     }
 
@@ -793,7 +793,7 @@ impl Data<'_> {
         let mut published = self.publish(&volume, 0, 0, false).await?;
         let a = self.marker("A");
         let at = self.write(&volume, &published, &a, None).await?;
-        let new = self.ctx.config().expand_size().max(volume.capacity);
+        let new = self.ctx.facts().small_expand_size(self.ctx.config()).max(volume.capacity);
         let range = Some(v1::CapacityRange { required_bytes: new, limit_bytes: 0 });
         let mut steps = Vec::new();
         if !online {

@@ -686,7 +686,7 @@ impl Lifecycle<'_> {
         let config = self.ctx.config();
         let mut request = v1::CreateVolumeRequest {
             name: self.ctx.name().to_owned(),
-            capacity_range: Some(v1::CapacityRange { required_bytes: config.volume_size, limit_bytes: 0 }),
+            capacity_range: Some(v1::CapacityRange { required_bytes: self.ctx.small_size(), limit_bytes: 0 }),
             volume_capabilities: vec![self.plan.volume_capability()],
             parameters: config.parameters.clone().into_iter().collect(),
             ..Default::default()

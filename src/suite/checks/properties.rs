@@ -179,7 +179,7 @@ async fn create_then_validate(ctx: &mut ScenarioCtx, input: &CaseInput, caps: &[
     let wire_caps: Vec<v1::VolumeCapability> = caps.iter().map(Into::into).collect();
     let create = proto::to_dynamic(&v1::CreateVolumeRequest {
         name: input.name.clone(),
-        capacity_range: Some(v1::CapacityRange { required_bytes: ctx.config().volume_size, limit_bytes: 0 }),
+        capacity_range: Some(v1::CapacityRange { required_bytes: ctx.small_size(), limit_bytes: 0 }),
         volume_capabilities: wire_caps.clone(),
         parameters: parameters.clone().into_iter().collect(),
         ..Default::default()

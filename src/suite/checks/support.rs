@@ -58,7 +58,7 @@ pub(super) fn create_request(ctx: &ScenarioCtx, name: String, capability: &Dynam
     let config = ctx.config();
     let mut request = proto::to_dynamic(&v1::CreateVolumeRequest {
         name,
-        capacity_range: Some(v1::CapacityRange { required_bytes: config.volume_size, limit_bytes: 0 }),
+        capacity_range: Some(v1::CapacityRange { required_bytes: ctx.small_size(), limit_bytes: 0 }),
         parameters: config.parameters.clone().into_iter().collect(),
         ..Default::default()
     });
