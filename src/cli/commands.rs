@@ -75,8 +75,10 @@ pub(super) fn list(args: ListArgs) -> Result<u8, CliError> {
     }
     let suites = args.suites.load()?;
     if args.spec {
+        // Scenarios, then the response rules that every answer is checked against.
+        let rules = crate::rules::covering().iter().map(|(rule, ids)| (rule.as_str(), ids.as_slice()));
         let pairs: Vec<(&str, &[String])> =
-            suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).collect();
+            suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).chain(rules).collect();
         let coverage = crate::spec::coverage(crate::spec::builtin(), pairs);
         match args.format {
             Format::Json => println!(

@@ -436,10 +436,11 @@ impl Plugin {
             .volumes
             .get(&req.volume_id)
             .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        // The message is a string field like any other: 128 bytes at most (Size Limits).
         let unconfirmed = |message: String| {
             Ok(v1::ValidateVolumeCapabilitiesResponse {
                 confirmed: None,
-                message,
+                message: checks::within_string_limit(message),
             })
         };
         if req.volume_context.is_empty() {
@@ -473,7 +474,7 @@ impl Plugin {
                 .or_else(|| self.quirk_mount_flags_problem(volume, cap));
             if let Some(why) = problem {
                 return unconfirmed(format!(
-                    "volume_capabilities[{i}] ({}) is not supported: {why}",
+                    "volume_capabilities[{i}] ({}): {why}",
                     cap.access_name()
                 ));
             }

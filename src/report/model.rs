@@ -72,6 +72,10 @@ pub struct Finding {
     /// The plugin's own status message, if it answered with an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_message: Option<String>,
+    /// The ids of the requirements this finding breaks (of `suites/spec/v1.12.yaml`): a
+    /// response rule's, a step's own `spec:`, or else empty (the scenario's ids then stand).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<String>,
 }
 
 impl Finding {
@@ -87,6 +91,7 @@ impl Finding {
             expected: None,
             got: None,
             plugin_message: None,
+            requirements: Vec::new(),
         }
     }
 }

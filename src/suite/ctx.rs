@@ -29,6 +29,7 @@ use super::{
 };
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
+    rules::{Level, RuleLog, Violation},
     fingerprint::{Capability, Fingerprint},
     proto,
     report::{Finding, Severity},
@@ -162,6 +163,8 @@ pub struct ScenarioCtx {
     pub(crate) contention: Option<(String, String)>,
     /// The call step being sent expects a contention code itself: it is not retried.
     pub(crate) contention_expected: bool,
+    /// Where the response rules' violations of this context's calls are collected.
+    pub(crate) rules: RuleLog,
 }
 
 impl ScenarioCtx {
@@ -183,6 +186,7 @@ impl ScenarioCtx {
             holder,
             contention: None,
             contention_expected: false,
+            rules: RuleLog::new(),
         }
     }
 
@@ -204,6 +208,7 @@ impl ScenarioCtx {
             holder: self.holder,
             contention: None,
             contention_expected: false,
+            rules: RuleLog::new(),
         }
     }
 
@@ -277,6 +282,30 @@ impl ScenarioCtx {
         self.findings.push(finding);
     }
 
+    /// Records a broken response rule as a finding of the step that made the call: a MUST
+    /// fails, a SHOULD warns; the finding names the rule's requirement. The same violation
+    /// at the same step (a repeated call) is recorded once.
+    pub(crate) fn push_violation(&mut self, v: &Violation, request: &DynamicMessage) {
+        let severity = match v.rule.level {
+            Level::Must => Severity::Fail,
+            Level::Should => Severity::Warn,
+        };
+        let mut f = call_finding(severity, "response-rule", v.to_string(), &v.rpc, request);
+        f.expected = Some(v.rule.summary.to_owned());
+        f.got = Some(match &v.value {
+            Some(value) => format!("{} = {value}", v.path),
+            None => v.path.clone(),
+        });
+        f.requirements = vec![v.rule.requirement.to_owned()];
+        f.step = self.step;
+        let already = self.findings.iter().any(|g| {
+            g.kind == f.kind && g.step == f.step && g.rpc == f.rpc && g.got == f.got && g.expected == f.expected
+        });
+        if !already {
+            self.push(f);
+        }
+    }
+
     /// Records a failure at the current step.
     pub fn fail(&mut self, kind: &str, message: impl Into<String>) {
         self.push(Finding::new(Severity::Fail, kind, message));
@@ -294,7 +323,7 @@ impl ScenarioCtx {
         let key = self.apply_secrets(&mut request, method.name(), secrets);
         let node_index = node.unwrap_or(0);
         let conn = match self.connection(method, node) {
-            Ok(c) => c,
+            Ok(c) => c.with_rules(&self.rules),
             Err(e) => return (request, Err(e)),
         };
         let endpoint = conn.endpoint().to_string();
@@ -340,6 +369,9 @@ impl ScenarioCtx {
             Ok(response) => response.messages().iter().for_each(|m| scrubber.add(proto::sensitive_values(m))),
             Err(e) if e.is_unreachable() => self.shared.lost(&conn).await,
             Err(_) => {}
+        }
+        for violation in self.rules.take() {
+            self.push_violation(&violation, &request);
         }
         if track {
             let outcome = match &answer {

@@ -8,8 +8,10 @@ use csi_conform::{spec, suite};
 
 use crate::support::csi_conform;
 
+/// What covers requirements: the built-in scenarios and the response rules.
 fn builtin_pairs(suites: &[suite::Suite]) -> Vec<(&str, &[String])> {
-    suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).collect()
+    let rules = csi_conform::rules::covering().iter().map(|(rule, ids)| (rule.as_str(), ids.as_slice()));
+    suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).chain(rules).collect()
 }
 
 #[test]
