@@ -755,8 +755,12 @@ impl Controller for Service {
         &self,
         request: Request<v1::CreateVolumeRequest>,
     ) -> Result<Response<v1::CreateVolumeResponse>, Status> {
-        self.call("CreateVolume", request, Plugin::create_volume)
-            .await
+        let empty_source = request.get_ref().volume_content_source.as_ref().is_some_and(|s| s.r#type.is_none());
+        let mut answer = self.told("CreateVolume", self.call("CreateVolume", request, Plugin::create_volume).await)?;
+        if empty_source {
+            self.0.lie_about_empty_source(answer.get_mut());
+        }
+        Ok(answer)
     }
 
     async fn delete_volume(
@@ -771,12 +775,8 @@ impl Controller for Service {
         &self,
         request: Request<v1::ControllerPublishVolumeRequest>,
     ) -> Result<Response<v1::ControllerPublishVolumeResponse>, Status> {
-        self.call(
-            "ControllerPublishVolume",
-            request,
-            Plugin::controller_publish_volume,
-        )
-        .await
+        let answer = self.call("ControllerPublishVolume", request, Plugin::controller_publish_volume).await;
+        self.told("ControllerPublishVolume", answer)
     }
 
     async fn controller_unpublish_volume(
@@ -807,8 +807,10 @@ impl Controller for Service {
         &self,
         request: Request<v1::ListVolumesRequest>,
     ) -> Result<Response<v1::ListVolumesResponse>, Status> {
-        self.call("ListVolumes", request, Plugin::list_volumes)
-            .await
+        let start = request.get_ref().starting_token.clone();
+        let mut answer = self.call("ListVolumes", request, Plugin::list_volumes).await?;
+        self.0.lie_about_next_token(&start, &mut answer.get_mut().next_token);
+        Ok(answer)
     }
 
     async fn get_capacity(
@@ -835,8 +837,7 @@ impl Controller for Service {
         &self,
         request: Request<v1::CreateSnapshotRequest>,
     ) -> Result<Response<v1::CreateSnapshotResponse>, Status> {
-        self.call("CreateSnapshot", request, Plugin::create_snapshot)
-            .await
+        self.told("CreateSnapshot", self.call("CreateSnapshot", request, Plugin::create_snapshot).await)
     }
 
     async fn delete_snapshot(
@@ -879,12 +880,8 @@ impl Controller for Service {
         &self,
         request: Request<v1::ControllerGetVolumeRequest>,
     ) -> Result<Response<v1::ControllerGetVolumeResponse>, Status> {
-        self.call(
-            "ControllerGetVolume",
-            request,
-            Plugin::controller_get_volume,
-        )
-        .await
+        let answer = self.call("ControllerGetVolume", request, Plugin::controller_get_volume).await;
+        self.told("ControllerGetVolume", answer)
     }
 
     async fn controller_modify_volume(

@@ -73,6 +73,28 @@ pub enum Quirk {
     CreatedMountFlagsOnly,
     /// CreateVolume with an existing volume's name compares everything but the capabilities.
     SameNameAnyCapability,
+    /// CreateVolume answers OK with an empty volume_id (the volume exists under its real id).
+    CreateEmptyId,
+    /// A set but empty volume_content_source makes a volume whose answer has no id (csi-test mock).
+    MockEmptySource,
+    /// CreateSnapshot's snapshot has no creation_time.
+    SnapshotNoCreationTime,
+    /// GetPluginInfo's vendor_version is empty.
+    EmptyVendorVersion,
+    /// NodeGetVolumeStats reports usage with unit UNKNOWN.
+    StatsUnknownUnit,
+    /// volume_context carries a 200-byte value.
+    LongContextValue,
+    /// publish_context is over 4 KiB.
+    BigPublishContext,
+    /// NodeGetInfo's topology keys contain a space.
+    BadTopologyKey,
+    /// ListVolumes answers every page after the first with the same next_token.
+    RepeatNextToken,
+    /// Error answers carry no message.
+    EmptyErrorMessage,
+    /// Error answers carry status details.
+    ErrorDetails,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -83,7 +105,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 20] = [
+    pub const ALL: [Quirk; 31] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -104,6 +126,17 @@ impl Quirk {
         Quirk::LoseDataOnUnstage,
         Quirk::CreatedMountFlagsOnly,
         Quirk::SameNameAnyCapability,
+        Quirk::CreateEmptyId,
+        Quirk::MockEmptySource,
+        Quirk::SnapshotNoCreationTime,
+        Quirk::EmptyVendorVersion,
+        Quirk::StatsUnknownUnit,
+        Quirk::LongContextValue,
+        Quirk::BigPublishContext,
+        Quirk::BadTopologyKey,
+        Quirk::RepeatNextToken,
+        Quirk::EmptyErrorMessage,
+        Quirk::ErrorDetails,
     ];
 
     /// The name `--quirk` takes.
@@ -129,6 +162,17 @@ impl Quirk {
             Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
             Quirk::CreatedMountFlagsOnly => "created-mount-flags-only",
             Quirk::SameNameAnyCapability => "same-name-any-capability",
+            Quirk::CreateEmptyId => "create-empty-id",
+            Quirk::MockEmptySource => "mock-empty-source",
+            Quirk::SnapshotNoCreationTime => "snapshot-no-creation-time",
+            Quirk::EmptyVendorVersion => "empty-vendor-version",
+            Quirk::StatsUnknownUnit => "stats-unknown-unit",
+            Quirk::LongContextValue => "long-context-value",
+            Quirk::BigPublishContext => "big-publish-context",
+            Quirk::BadTopologyKey => "bad-topology-key",
+            Quirk::RepeatNextToken => "repeat-next-token",
+            Quirk::EmptyErrorMessage => "empty-error-message",
+            Quirk::ErrorDetails => "error-details",
         }
     }
 
@@ -195,7 +239,42 @@ impl Quirk {
             Quirk::SameNameAnyCapability => {
                 "CreateVolume with an existing volume's name and other capabilities answers OK with that volume, which ValidateVolumeCapabilities does not confirm for them (ember-csi, whose idempotency compares the size only)"
             }
+            Quirk::CreateEmptyId => {
+                "CreateVolume makes the volume but answers OK with an empty volume_id, so no CSI call can delete it (plugins that lose the id between backend and answer)"
+            }
+            Quirk::MockEmptySource => {
+                "CreateVolume with a set but empty volume_content_source stores a volume and answers OK with an empty volume_id (the csi-test mock driver)"
+            }
+            Quirk::SnapshotNoCreationTime => "CreateSnapshot answers without the snapshot's creation_time (ListSnapshots and GetSnapshot still have it)",
+            Quirk::EmptyVendorVersion => "GetPluginInfo answers with an empty vendor_version",
+            Quirk::StatsUnknownUnit => "NodeGetVolumeStats reports its usage with unit UNKNOWN",
+            Quirk::LongContextValue => {
+                "CreateVolume and ControllerGetVolume add a 200-byte value to the volume_context (plugins that put whole configurations there)"
+            }
+            Quirk::BigPublishContext => "ControllerPublishVolume adds a value of 5,000 bytes to publish_context, over the 4 KiB map limit",
+            Quirk::BadTopologyKey => "NodeGetInfo reports topology keys with a space in them",
+            Quirk::RepeatNextToken => "ListVolumes answers every page after the first with the same next_token, so paging never ends",
+            Quirk::EmptyErrorMessage => "every error answer has an empty status message",
+            Quirk::ErrorDetails => "every error answer carries status details",
         }
+    }
+
+    /// The response rule (of [`crate::rules`]) an answer quirk breaks; `None` for quirks
+    /// that misbehave in what they do rather than in what they answer.
+    pub fn answer_rule(self) -> Option<&'static str> {
+        Some(match self {
+            Quirk::CreateEmptyId | Quirk::MockEmptySource => "answer.create-volume.volume-id",
+            Quirk::SnapshotNoCreationTime => "answer.create-snapshot.creation-time",
+            Quirk::EmptyVendorVersion => "answer.plugin-info.vendor-version",
+            Quirk::StatsUnknownUnit => "answer.stats.unit-known",
+            Quirk::LongContextValue => "answer.maps.value-within-128-bytes",
+            Quirk::BigPublishContext => "answer.maps.within-4kib",
+            Quirk::BadTopologyKey => "answer.topology.key-format",
+            Quirk::RepeatNextToken => "answer.list-volumes.token-not-repeated",
+            Quirk::EmptyErrorMessage => "answer.error.message",
+            Quirk::ErrorDetails => "answer.error.details-empty",
+            _ => return None,
+        })
     }
 
     /// What `--list-quirks` prints: each name and description on one line, aligned.
@@ -203,7 +282,17 @@ impl Quirk {
         let width = Quirk::ALL.iter().map(|q| q.name().len()).max().unwrap_or(0);
         Quirk::ALL
             .iter()
-            .map(|q| format!("{:width$}  {}\n", q.name(), q.description()))
+            .map(|q| match q.answer_rule().and_then(crate::rules::by_id) {
+                Some(rule) => format!(
+                    "{:width$}  {} [breaks {}, {} {}]\n",
+                    q.name(),
+                    q.description(),
+                    rule.id,
+                    rule.requirement,
+                    rule.level.as_str()
+                ),
+                None => format!("{:width$}  {}\n", q.name(), q.description()),
+            })
             .collect()
     }
 }

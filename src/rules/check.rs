@@ -171,6 +171,16 @@ impl Walk<'_> {
             let detail = format!("{at} is {size} bytes ({} entries), over the 4 KiB limit", map.len());
             self.push_check(Check::MapLimit, at.to_owned(), None, detail);
         }
+        let mut long: Vec<(&str, usize)> = map
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?, v.as_str()?.len())))
+            .filter(|(_, n)| *n > STRING_LIMIT)
+            .collect();
+        long.sort_unstable();
+        if let Some((key, n)) = long.first() {
+            let detail = format!("{at}[{key:?}] is {n} bytes, over the 128-byte string limit");
+            self.push_check(Check::MapValueLimit, format!("{at}[{key:?}]"), Some(format!("{n} bytes")), detail);
+        }
         if message == "Topology" && field.name() == "segments" {
             self.topology(at, map);
         }

@@ -55,6 +55,8 @@ pub enum Check {
     TextLimit,
     /// Every string map of an answer within the general limit (4 KiB, keys and values).
     MapLimit,
+    /// Every value of a string map within the general string limit (128 bytes).
+    MapValueLimit,
     /// GetPluginInfo's name in domain-name form, at most 63 characters.
     PluginName,
     /// Topology keys: an optional DNS prefix and a name, in the spec's characters and lengths;
@@ -246,6 +248,9 @@ pub const RULES: &[Rule] = &[
     rule("answer.maps.within-4kib", "General.maps.answer-within-limit", Must,
         "String maps in an answer (volume_context, publish_context, manifest...) are at most 4 KiB, keys and values together",
         Check::MapLimit),
+    rule("answer.maps.value-within-128-bytes", "General.strings.answer-within-limit", Should,
+        "Values of string maps stay within 128 bytes: the spec limits maps as a whole (4 KiB), and whether its 128-byte string limit reaches each value is left open, so a longer one warns",
+        Check::MapValueLimit),
     rule("answer.topology.key-format", "Topology.segment-format", Must,
         "Topology keys are [prefix/]name: name at most 63 characters, alphanumeric at both ends, '-', '_', '.' inside; prefix a lower-case domain name of at most 63 characters, the same on every key; no two keys differ by case only",
         Check::TopologyKey),

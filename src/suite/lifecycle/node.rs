@@ -82,7 +82,8 @@ impl Lifecycle<'_> {
         let deadline = Instant::now() + RESTART_TIMEOUT;
         loop {
             let mut identity = conn.identity();
-            let probe = conn.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
+            let checked = conn.with_rules(&self.ctx.rules);
+            let probe = checked.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
             match probe {
                 Ok(r) if r.ready != Some(false) => return Ok(()),
                 _ if Instant::now() >= deadline => {
