@@ -141,6 +141,23 @@ impl RuleLog {
     }
 }
 
+/// What a creating RPC's OK answer names: `None` when `rpc` creates nothing; else the kind of
+/// object and its id, or `None` for the id when the answer names no usable one (the object
+/// is missing, or its id is empty): the plugin may then hold an object no CSI call can name.
+pub fn created_id(rpc: &str, answer: &DynamicMessage) -> Option<(&'static str, Option<String>)> {
+    let (noun, object, id) = match rpc {
+        "CreateVolume" => ("volume", "volume", "volume_id"),
+        "CreateSnapshot" => ("snapshot", "snapshot", "snapshot_id"),
+        "CreateVolumeGroupSnapshot" => ("group snapshot", "group_snapshot", "group_snapshot_id"),
+        _ => return None,
+    };
+    let id = answer
+        .get_field_by_name(object)
+        .and_then(|o| o.as_message().and_then(|m| m.get_field_by_name(id)).and_then(|v| v.as_str().map(str::to_owned)))
+        .filter(|id| !id.is_empty());
+    Some((noun, id))
+}
+
 /// What the rules cover, as `list --spec` joins it with the scenarios: (`rule <id>`, the
 /// requirement it checks), one pair per rule.
 pub fn covering() -> &'static [(String, Vec<String>)] {

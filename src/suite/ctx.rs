@@ -165,6 +165,9 @@ pub struct ScenarioCtx {
     pub(crate) contention_expected: bool,
     /// Where the response rules' violations of this context's calls are collected.
     pub(crate) rules: RuleLog,
+    /// An answer the scenario cannot go on from (a creation without a usable id): the
+    /// scenario stops after the step that got it.
+    pub(crate) halted: bool,
 }
 
 impl ScenarioCtx {
@@ -187,6 +190,7 @@ impl ScenarioCtx {
             contention: None,
             contention_expected: false,
             rules: RuleLog::new(),
+            halted: false,
         }
     }
 
@@ -209,6 +213,7 @@ impl ScenarioCtx {
             contention: None,
             contention_expected: false,
             rules: RuleLog::new(),
+            halted: false,
         }
     }
 
@@ -218,6 +223,7 @@ impl ScenarioCtx {
         self.tracker.absorb(fork.tracker);
         self.findings.extend(fork.findings);
         self.own_paths.extend(fork.own_paths);
+        self.halted |= fork.halted;
     }
 
     /// The run's configuration.
@@ -306,6 +312,36 @@ impl ScenarioCtx {
         }
     }
 
+    /// A creation answered OK without a usable id: the plugin may now hold an object no CSI
+    /// call can name, so none can delete it. The finding says so (on the rule's finding of
+    /// that call), the scenario stops after this step, and the call is journaled as left
+    /// behind by the plugin (returned, for the tracker), never tried again by `cleanup`.
+    fn lost_by_plugin(&mut self, rpc: &str, request: &DynamicMessage, answer: &DynamicMessage) -> Option<String> {
+        let (noun, None) = crate::rules::created_id(rpc, answer)? else { return None };
+        let name = request.get_field_by_name("name").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let why = format!(
+            "{rpc} answered OK without a usable {noun} id: the plugin may now hold a {noun} named {name:?} that no CSI \
+             call can delete; it is recorded as left behind by the plugin (the journal and this report), not retried by \
+             `cleanup`, and the scenario stops here"
+        );
+        self.halted = true;
+        let step = self.step;
+        match self.findings.iter_mut().rev().find(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(rpc) && f.step == step) {
+            Some(f) => f.message = format!("{}; {why}", f.message),
+            None => {
+                let mut f = call_finding(Severity::Fail, "left-by-plugin", why.clone(), rpc, request);
+                let requirement = match rpc {
+                    "CreateSnapshot" => "CreateSnapshot.snapshot.fields",
+                    "CreateVolumeGroupSnapshot" => "CreateVolumeGroupSnapshot.answer",
+                    _ => "CreateVolume.volume.id-required",
+                };
+                f.requirements = vec![requirement.to_owned()];
+                self.push(f);
+            }
+        }
+        Some(why)
+    }
+
     /// Records a failure at the current step.
     pub fn fail(&mut self, kind: &str, message: impl Into<String>) {
         self.push(Finding::new(Severity::Fail, kind, message));
@@ -373,6 +409,10 @@ impl ScenarioCtx {
         for violation in self.rules.take() {
             self.push_violation(&violation, &request);
         }
+        let lost = match &answer {
+            Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),
+            _ => None,
+        };
         if track {
             let outcome = match &answer {
                 Ok(Response::Unary(m)) => Some(Ok(m)),
@@ -392,7 +432,10 @@ impl ScenarioCtx {
             // Only an answer from the plugin settles the call: after a timeout, a lost
             // connection or an undecodable answer, it may have made something.
             let heard = answer.as_ref().err().is_none_or(|e| e.origin == ErrorOrigin::Plugin);
-            self.tracker.answered(sending, heard);
+            match &lost {
+                Some(why) => self.tracker.lost(sending, why),
+                None => self.tracker.answered(sending, heard),
+            }
         }
         (request, answer)
     }

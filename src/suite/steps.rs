@@ -43,6 +43,10 @@ impl ScenarioCtx {
             if flow != Flow::Continue {
                 return flow;
             }
+            // An answer nothing can follow (a creation without a usable id) ends the scenario.
+            if self.halted {
+                return Flow::Stop;
+            }
         }
         self.step = None;
         Flow::Continue

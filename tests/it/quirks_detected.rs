@@ -167,6 +167,12 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         Quirk::SameNameAnyCapability => {
             on(&["extras.create-volume.same-name-other-capabilities"], "incompatible-volume", Severity::Fail)
         }
+        // The answer quirks break a response rule wherever the lie is told: see answer_quirks.
+        _ => crate::answer_quirks::CASES
+            .iter()
+            .filter(|c| c.quirk == quirk)
+            .map(|c| (c.scenario, "response-rule", c.severity))
+            .collect(),
     }
 }
 
