@@ -114,6 +114,13 @@ impl fmt::Display for SecretKey {
     }
 }
 
+/// The secrets key `secrets: auto` uses for an RPC: csi-sanity's (see
+/// [`SecretKey::for_rpc`]), or `<Rpc>Secret` for RPCs
+/// csi-sanity has no key for (NodeExpandVolume, the SnapshotMetadata RPCs...).
+pub fn secret_key(rpc: &str) -> String {
+    SecretKey::for_rpc(rpc).map_or_else(|| format!("{rpc}Secret"), |k| k.as_str().to_owned())
+}
+
 /// Why a secrets file could not be loaded. Messages name files, lines and keys, never values.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
@@ -444,6 +451,14 @@ fn levenshtein(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_keys_follow_csi_sanity_and_extend_by_rpc_name() {
+        assert_eq!(secret_key("CreateVolume"), "CreateVolumeSecret");
+        assert_eq!(secret_key("ValidateVolumeCapabilities"), "ControllerValidateVolumeCapabilitiesSecret");
+        assert_eq!(secret_key("CreateVolumeGroupSnapshot"), "CreateSnapshotSecret");
+        assert_eq!(secret_key("NodeExpandVolume"), "NodeExpandVolumeSecret");
+    }
 
     fn parse(text: &str) -> Result<Secrets, SecretsError> {
         Secrets::parse(text, Path::new("secrets.yaml"))

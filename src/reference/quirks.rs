@@ -168,7 +168,7 @@ impl Quirk {
             Quirk::EmptyVendorVersion => "empty-vendor-version",
             Quirk::StatsUnknownUnit => "stats-unknown-unit",
             Quirk::LongContextValue => "long-context-value",
-            Quirk::BigPublishContext => "big-publish-context",
+            Quirk::BigPublishContext => "context-over-4kib",
             Quirk::BadTopologyKey => "bad-topology-key",
             Quirk::RepeatNextToken => "repeat-next-token",
             Quirk::EmptyErrorMessage => "empty-error-message",

@@ -1,7 +1,21 @@
 //! The suites built into the binary: the YAML files of `suites/`, embedded with
-//! `include_str!`. To add one, put the file in `suites/` and add a line to [`BUILTIN`].
+//! `include_str!`, and loading suites with the built-in checks and properties ([`Registry`]).
+//! To add one, put the file in `suites/` and add a line to [`BUILTIN`].
 
-use super::{Suite, load};
+use std::path::Path;
+
+use super::{checks::Registry, error::LoadErrors, load, model::Suite};
+
+/// Loads a suite from text, with the built-in checks and properties; `origin` names it in
+/// errors and reports.
+pub fn load_str(origin: &str, text: &str) -> Result<Suite, LoadErrors> {
+    load::load_str_in(&Registry, origin, text)
+}
+
+/// Reads and loads a suite file, with the built-in checks and properties.
+pub fn load_file(path: &Path) -> Result<Suite, LoadErrors> {
+    load::load_file_in(&Registry, path)
+}
 
 /// Every built-in suite: its file name and text.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -26,7 +40,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 pub fn builtin() -> Vec<Suite> {
     BUILTIN
         .iter()
-        .filter_map(|(file, text)| match load::load_str(&format!("builtin:{file}"), text) {
+        .filter_map(|(file, text)| match load_str(&format!("builtin:{file}"), text) {
             Ok(suite) => Some(suite),
             Err(e) => {
                 tracing::error!("built-in suite {file} does not load:\n{e}");
@@ -43,7 +57,7 @@ mod tests {
     #[test]
     fn every_builtin_suite_loads_and_ids_are_unique() {
         for (file, text) in BUILTIN {
-            if let Err(e) = load::load_str(&format!("builtin:{file}"), text) {
+            if let Err(e) = load_str(&format!("builtin:{file}"), text) {
                 panic!("built-in suite {file} does not load:\n{e}");
             }
         }

@@ -5,10 +5,11 @@
 use std::{
     collections::BTreeMap,
     hash::{Hash, Hasher},
-    path::{Path, PathBuf},
+    path::Path,
 };
 
 use super::{
+    paths::ScenarioPaths,
     settings::RunConfig,
     vars::{Ty, Val, Vars},
 };
@@ -51,29 +52,6 @@ pub fn types() -> BTreeMap<String, Ty> {
         ("paths".to_owned(), paths),
         ("idempotency_count".to_owned(), scalar()),
     ])
-}
-
-/// A scenario's private paths: a directory and a staging directory the engine creates (the
-/// spec makes the CO create the staging path), and target paths inside the directory that the
-/// plugin creates (they do not exist before the scenario). See `paths.rs` for where they are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioPaths {
-    /// `paths.dir`: the scenario's directory (created).
-    pub dir: PathBuf,
-    /// `paths.staging`.
-    pub staging: PathBuf,
-    /// `paths.target`.
-    pub target: PathBuf,
-    /// `paths.target2`.
-    pub target2: PathBuf,
-}
-
-impl ScenarioPaths {
-    /// The paths of a scenario whose directory is `dir`: its target paths inside it, and
-    /// `staging` wherever the run put it.
-    pub fn in_dir(dir: PathBuf, staging: PathBuf) -> Self {
-        ScenarioPaths { staging, target: dir.join("target"), target2: dir.join("target2"), dir }
-    }
 }
 
 fn stable_hash(text: &str) -> u64 {
@@ -148,7 +126,7 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: 
     vars.insert("snapshot_parameters", string_map(&config.snapshot_parameters));
     vars.insert("secrets", Val::Map(config.secrets.iter().map(|(k, v)| (k.clone(), string_map(v))).collect()));
     vars.insert("access_type", Val::Str(config.access_type.as_str().to_owned()));
-    vars.insert("capability", capability(config.access_type == AccessType::Block));
+    vars.insert("capability", capability(config.access_type == super::settings::AccessType::Block));
     vars.insert("mount_capability", capability(false));
     vars.insert("block_capability", capability(true));
     let nodes: Vec<Val> = fingerprint
@@ -177,38 +155,6 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: 
     );
     vars.insert("idempotency_count", Val::Int(config.idempotency_count.into()));
     vars
-}
-
-/// `--access-type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AccessType {
-    /// A filesystem (`mount: {}`).
-    #[default]
-    Mount,
-    /// A raw block device (`block: {}`).
-    Block,
-}
-
-impl AccessType {
-    /// `mount` or `block`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccessType::Mount => "mount",
-            AccessType::Block => "block",
-        }
-    }
-}
-
-impl std::str::FromStr for AccessType {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "mount" => Ok(AccessType::Mount),
-            "block" => Ok(AccessType::Block),
-            other => Err(format!("unknown access type {other:?}; expected mount or block")),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -18,11 +18,11 @@ use tonic::Code;
 
 use super::{
     budget::{Budget, Retried},
-    builtin_vars::{self, ScenarioPaths},
+    catalog::CheckArgs,
+    builtin_vars,
     inspect::Inspector,
-    load::secret_key,
     model::*,
-    paths::{PathError, RunPaths},
+    paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
     settings::{Plugin, RunConfig},
     vars::{Val, Vars},
@@ -39,7 +39,7 @@ use crate::{
 pub(crate) struct Shared {
     pub(crate) plugin: Plugin,
     pub(crate) config: RunConfig,
-    pub(crate) suites: Vec<super::Suite>,
+    pub(crate) suites: Vec<Suite>,
     pub(crate) run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
     pub(crate) paths: Result<RunPaths, PathError>,
@@ -496,6 +496,24 @@ impl ScenarioCtx {
         CheckOutcome::Stop
     }
 
+    /// The arguments of a check or property step (`what`: `check path-state`), variables
+    /// substituted; a variable that cannot be is an error that ends the scenario.
+    pub(crate) fn eval_args(&mut self, what: &str, args: &[(String, crate::yaml::Node)]) -> Result<CheckArgs, Flow> {
+        let mut out = BTreeMap::new();
+        for (name, node) in args {
+            match self.vars.eval(node) {
+                Ok(v) => {
+                    out.insert(name.clone(), v);
+                }
+                Err((_, e)) => {
+                    self.push(Finding::new(Severity::Error, "suite", format!("argument `{name}` of {what}: {e}")));
+                    return Err(Flow::Stop);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub(crate) fn connection(&self, method: &MethodDescriptor, node: Option<usize>) -> Result<Connection, RpcError> {
         let plugin = &self.shared.plugin;
         let service = method.parent_service().name().to_owned();
@@ -525,7 +543,7 @@ impl ScenarioCtx {
                 return None;
             }
             SecretsMode::Auto if request.has_field(&field) => return Some("(request)".to_owned()),
-            SecretsMode::Auto => secret_key(rpc),
+            SecretsMode::Auto => crate::secrets::secret_key(rpc),
             SecretsMode::Key(k) => k.clone(),
         };
         let values = self.shared.config.secrets.get(&key)?;
@@ -560,6 +578,12 @@ impl ScenarioCtx {
 }
 
 /// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
+/// Records a check's bad argument (an error of the suite) and stops the scenario.
+pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
+    ctx.push(Finding::new(Severity::Error, "suite", message));
+    CheckOutcome::Stop
+}
+
 pub(crate) async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
     Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
 }

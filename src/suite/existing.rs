@@ -86,7 +86,7 @@ impl ExistingCapability {
             "mount_flags" => self.mount_flags = Some(values),
             "mode" => self.mode = Some(parse_mode(&one(&mut values)?)?),
             other => {
-                let hint = super::did_you_mean(other, CAPABILITY_KEYS);
+                let hint = super::vars::did_you_mean(other, CAPABILITY_KEYS);
                 let hint = if hint.is_empty() { format!("; keys: {}", CAPABILITY_KEYS.join(", ")) } else { hint };
                 return Err(format!("unknown capability key {other:?}{hint}"));
             }

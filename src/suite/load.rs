@@ -3,13 +3,14 @@
 //! unknown keys (with "did you mean"), unknown RPCs, request fields checked against the
 //! descriptor, codes, capabilities, options, variables, checks, regexes and duplicate ids.
 
-use std::{collections::BTreeMap, fmt, path::Path, str::FromStr, time::Duration};
+use std::{collections::BTreeMap, path::Path, str::FromStr, time::Duration};
 
 use tonic::Code;
 
 use crate::yaml::{self, Node, NodeKind, Plain, Pos};
 use super::{
     builtin_vars,
+    catalog::Catalog,
     model::*,
     vars::{Ty, did_you_mean},
 };
@@ -24,66 +25,17 @@ mod steps;
 
 use steps::describe_value;
 
-/// One problem in a suite (or request) text.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LoadError {
-    /// The file.
-    pub origin: String,
-    /// Where in it (line 0 when the problem is the file as a whole).
-    pub pos: Pos,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl LoadError {
-    /// A problem at a position.
-    pub fn new(origin: &str, pos: Pos, message: impl Into<String>) -> Self {
-        LoadError { origin: origin.to_owned(), pos, message: message.into() }
-    }
-}
-
-impl fmt::Display for LoadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.pos.line == 0 {
-            write!(f, "{}: {}", self.origin, self.message)
-        } else {
-            write!(f, "{}:{}:{}: {}", self.origin, self.pos.line, self.pos.col, self.message)
-        }
-    }
-}
-
-/// Every problem found, one `file:line:col: message` per line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct LoadErrors(pub Vec<LoadError>);
-
-impl fmt::Display for LoadErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("\n")?;
-            }
-            write!(f, "{e}")?;
-        }
-        Ok(())
-    }
-}
+pub use super::error::{LoadError, LoadErrors};
 
 /// The opt-ins a scenario can require, with the command-line flag that enables each.
 pub const OPTIONS: [(&str, &str); 2] =
     [("attach_limit", "--test-node-volume-attach-limit"), ("restart", "--allow-restart-cmd")];
 
-/// The secrets key `secrets: auto` uses for an RPC: csi-sanity's (see
-/// [`SecretKey::for_rpc`](crate::secrets::SecretKey::for_rpc)), or `<Rpc>Secret` for RPCs
-/// csi-sanity has no key for (NodeExpandVolume, the SnapshotMetadata RPCs...).
-pub fn secret_key(rpc: &str) -> String {
-    crate::secrets::SecretKey::for_rpc(rpc).map_or_else(|| format!("{rpc}Secret"), |k| k.as_str().to_owned())
-}
-
 fn known_secret_keys() -> Vec<String> {
     let mut keys: Vec<String> = crate::secrets::SecretKey::ALL.iter().map(|k| k.as_str().to_owned()).collect();
     for m in proto::all_methods() {
         if m.input().get_field_by_name("secrets").is_some() {
-            keys.push(secret_key(m.name()));
+            keys.push(crate::secrets::secret_key(m.name()));
         }
     }
     keys.sort();
@@ -91,18 +43,19 @@ fn known_secret_keys() -> Vec<String> {
     keys
 }
 
-/// Reads and loads a suite file.
-pub fn load_file(path: &Path) -> Result<super::Suite, LoadErrors> {
+/// Reads and loads a suite file, its checks and properties found in `catalog`.
+pub fn load_file_in(catalog: &dyn Catalog, path: &Path) -> Result<Suite, LoadErrors> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         LoadErrors(vec![LoadError::new(&origin, Pos::default(), format!("cannot read the suite: {e}"))])
     })?;
-    load_str(&origin, &text)
+    load_str_in(catalog, &origin, &text)
 }
 
-/// Loads a suite from text; `origin` names it in errors and reports.
-pub fn load_str(origin: &str, text: &str) -> Result<super::Suite, LoadErrors> {
-    let mut loader = Loader { origin, errors: Vec::new() };
+/// Loads a suite from text, its checks and properties found in `catalog`; `origin` names it
+/// in errors and reports.
+pub fn load_str_in(catalog: &dyn Catalog, origin: &str, text: &str) -> Result<Suite, LoadErrors> {
+    let mut loader = Loader { origin, catalog, errors: Vec::new() };
     let suite = match yaml::parse(text) {
         Err(errs) => {
             for e in errs {
@@ -129,7 +82,7 @@ pub fn load_str(origin: &str, text: &str) -> Result<super::Suite, LoadErrors> {
 
 /// Checks that suite ids and scenario ids are unique across all loaded suites; each
 /// duplicate names both places.
-pub fn check_unique(suites: &[super::Suite]) -> Result<(), LoadErrors> {
+pub fn check_unique(suites: &[Suite]) -> Result<(), LoadErrors> {
     let mut errors = Vec::new();
     let mut suite_ids: BTreeMap<&str, &Location> = BTreeMap::new();
     let mut scenario_ids: BTreeMap<&str, &Location> = BTreeMap::new();
@@ -158,6 +111,8 @@ pub fn check_unique(suites: &[super::Suite]) -> Result<(), LoadErrors> {
 
 struct Loader<'a> {
     origin: &'a str,
+    /// Where the checks and properties that steps name are found.
+    catalog: &'a dyn Catalog,
     errors: Vec<LoadError>,
 }
 
@@ -405,7 +360,7 @@ impl Loader<'_> {
         out
     }
 
-    fn suite(&mut self, root: &Node) -> Option<super::Suite> {
+    fn suite(&mut self, root: &Node) -> Option<Suite> {
         let fields = self.fields(root, "the suite", SUITE_KEYS)?;
         let id_node = self.required(&fields, "suite", "the suite", root.pos);
         let id = id_node.and_then(|n| self.string(n, "suite"));
@@ -444,7 +399,7 @@ impl Loader<'_> {
                 None => self.err(list.pos, format!("scenarios must be a list, not {}", list.describe())),
             }
         }
-        Some(super::Suite {
+        Some(Suite {
             id: id?,
             title: title?,
             description,
@@ -591,14 +546,7 @@ fn mentions_paths(node: &Node) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secret_keys_follow_csi_sanity_and_extend_by_rpc_name() {
-        assert_eq!(secret_key("CreateVolume"), "CreateVolumeSecret");
-        assert_eq!(secret_key("ValidateVolumeCapabilities"), "ControllerValidateVolumeCapabilitiesSecret");
-        assert_eq!(secret_key("CreateVolumeGroupSnapshot"), "CreateSnapshotSecret");
-        assert_eq!(secret_key("NodeExpandVolume"), "NodeExpandVolumeSecret");
-    }
+    use crate::suite::load_str;
 
     fn errors(text: &str) -> Vec<String> {
         match load_str("t.yaml", text) {
@@ -675,7 +623,7 @@ mod tests {
     mod never_panics {
         use proptest::prelude::*;
 
-        use super::super::load_str;
+        use crate::suite::load_str;
 
         /// Fragments of suite-like YAML, so that generated texts get past the parser often.
         fn fragment() -> impl Strategy<Value = String> {

@@ -2,20 +2,38 @@
 //! with `file:line:column` errors, requests built through the compiled CSI descriptor, run
 //! concurrently against a plugin with every created resource torn down, into a
 //! [`RunReport`](crate::report::RunReport).
+//!
+//! The engine is in layers; a file imports only from its own layer or a lower one, through
+//! the module that defines a name (the table and its test are in `layout.rs`):
+//!
+//! | layer | files | what it owns |
+//! |---|---|---|
+//! | 1 values | `vars`, `error`, `pool`, `existing`, `inspect`, `marker`, `resources`, `request` | values and their types, load errors, the plugin's pools, existing volumes, path and mount inspection, data markers, tracked resources, requests built from YAML |
+//! | 2 vocabulary | `catalog` | argument kinds, [`CheckSpec`] / [`PropertySpec`] (name, docs, args, outputs, RPCs, pools held, demand and cost, as data) and the [`Catalog`] the loader reads |
+//! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
+//! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name) |
+//! | 5 loading | `load`, `load/` | YAML to the model, given a [`Catalog`] (so it never imports the checks); above the settings because it checks `${...}` against the built-in variables' types |
+//! | 6 context | `ctx` | [`ScenarioCtx`], the only `impl ScenarioCtx`: variables, calls, findings, teardown |
+//! | 7 checks | `checks/` (one file per named check, a folder for `lifecycle`), `builtin` | the named checks and properties in one registry table ([`Registry`] implements [`Catalog`]), the built-in suites |
+//! | 8 engine | `property`, `steps`, `run` | property cases and shrinking, step execution, the runner |
+//!
+//! Adding a named check is one new file under `checks/` and one line in its registry (see the
+//! `checks` module doc and "Writing a named check" in `suites/README.md`).
 
 mod assert;
 mod budget;
 mod builtin;
 mod builtin_vars;
+mod catalog;
 mod checks;
-mod data;
+mod error;
 mod existing;
+#[cfg(test)]
+mod golden;
 mod inspect;
 #[cfg(test)]
 mod layout;
-mod lifecycle;
 mod marker;
-mod confirm;
 mod ctx;
 mod load;
 mod model;
@@ -23,6 +41,7 @@ mod property;
 mod request;
 mod resources;
 mod paths;
+mod pool;
 mod profile;
 mod run;
 mod settings;
@@ -30,29 +49,31 @@ mod steps;
 mod vars;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
-pub use builtin::{BUILTIN, builtin};
-pub use builtin_vars::{AccessType, NAME_MAX};
-pub use checks::{ArgKind, ArgSpec, CheckArgs, CheckDef, CheckFuture, CheckOutcome, checks};
+pub use builtin::{BUILTIN, builtin, load_file, load_str};
+pub use builtin_vars::NAME_MAX;
+pub use catalog::{ArgKind, ArgSpec, Catalog, CheckArgs, CheckDemand, CheckSpec, CheckUse, PropertySpec};
+pub use checks::{CheckDef, CheckFuture, Registry, checks};
+pub use checks::properties::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, properties};
 pub use existing::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume, PROTECTED_RPCS, parse_mode};
 pub use inspect::{
     DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, PathCommand, PathCommandError, PathKind, socket_peer,
 };
-pub use lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
+pub use checks::lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
 pub use marker::MARKER_FILE;
-pub use load::{
-    LoadError, LoadErrors, OPTIONS, check_unique, load_file, load_str, secret_key,
-};
+pub use error::{LoadError, LoadErrors};
+pub use load::{OPTIONS, check_unique, load_file_in, load_str_in};
+pub use crate::secrets::secret_key;
 pub use model::{
     Action, AssertStep, Assertion, Call, CheckStep, Cmp, Condition, Expect, ExpectCodes, Location, Poll, Pool, PropertyStep,
     Repeat, Requires, Save, Scenario, SecretsMode, SkipOn, Step, Subject, Suite, Test, takes_node_path,
 };
-pub use property::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, case_seed, properties, show_set};
+pub use property::{case_seed, show_set};
 pub use request::{RequestTemplate, build_request, parse_request};
 pub use paths::{DEFAULT_PATH_CMD_TIMEOUT, PathError, PathSettings};
 pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
-pub use ctx::{Response, ScenarioCtx};
+pub use ctx::{CheckOutcome, Response, ScenarioCtx};
 pub use run::{run, run_until};
-pub use settings::{DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
+pub use settings::{AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

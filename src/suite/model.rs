@@ -8,7 +8,12 @@ use prost_reflect::MethodDescriptor;
 use regex::Regex;
 use tonic::Code;
 
-use super::{checks::CheckDef, property::PropertyDef, request::RequestTemplate, vars::FieldPath};
+pub use super::pool::Pool;
+use super::{
+    catalog::{CheckSpec, PropertySpec},
+    request::RequestTemplate,
+    vars::FieldPath,
+};
 use crate::config::BoundsOverride;
 use crate::yaml::{Node, Pos};
 use crate::{fingerprint::Capability, report::Severity};
@@ -221,61 +226,6 @@ impl Step {
             Action::Property(p) => p.property.rpcs.to_vec(),
             Action::Assert(_) => Vec::new(),
         }
-    }
-}
-
-/// A set of the plugin's objects that a scenario may need unchanged while it runs
-/// (`exclusive:`), because it counts them: other scenarios change it by creating and deleting
-/// their own. Which scenarios change a pool is derived from the RPCs they may call, whatever
-/// answer they expect (a plugin may wrongly create a volume on a call meant to fail), never
-/// declared, so a suite author cannot forget it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Pool {
-    /// The plugin's volumes, as ListVolumes lists them.
-    Volumes,
-    /// Its snapshots, as ListSnapshots lists them (group snapshots' members included).
-    Snapshots,
-    /// The run's existing volumes (`--existing-volume`), which the `existing-volume` check
-    /// stages and publishes: a plugin may stage a volume at one path per node only.
-    ExistingVolumes,
-}
-
-impl Pool {
-    /// Every pool, in the order of their names in errors and docs.
-    pub const ALL: [Pool; 3] = [Pool::Volumes, Pool::Snapshots, Pool::ExistingVolumes];
-
-    /// Its name in `exclusive:`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Pool::Volumes => "volumes",
-            Pool::Snapshots => "snapshots",
-            Pool::ExistingVolumes => "existing-volumes",
-        }
-    }
-
-    /// The pool named `name` in `exclusive:`.
-    pub fn from_name(name: &str) -> Option<Pool> {
-        Pool::ALL.into_iter().find(|p| p.name() == name)
-    }
-
-    /// Whether a call of `rpc` may change the pool (the existing volumes are changed by no
-    /// RPC: the engine refuses those that would, and their users are the scenarios running
-    /// the `existing-volume` check).
-    pub fn changed_by(self, rpc: &str) -> bool {
-        match self {
-            Pool::Volumes => matches!(rpc, "CreateVolume" | "DeleteVolume"),
-            Pool::Snapshots => matches!(
-                rpc,
-                "CreateSnapshot" | "DeleteSnapshot" | "CreateVolumeGroupSnapshot" | "DeleteVolumeGroupSnapshot"
-            ),
-            Pool::ExistingVolumes => false,
-        }
-    }
-}
-
-impl fmt::Display for Pool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -522,7 +472,7 @@ pub struct AssertStep {
 #[derive(Debug, Clone)]
 pub struct CheckStep {
     /// The check.
-    pub check: &'static CheckDef,
+    pub check: &'static CheckSpec,
     /// Its arguments, as written (variables substituted at run time).
     pub args: Vec<(String, Node)>,
     /// `save:` from its outputs.
@@ -533,7 +483,7 @@ pub struct CheckStep {
 #[derive(Debug, Clone)]
 pub struct PropertyStep {
     /// The invariant.
-    pub property: &'static PropertyDef,
+    pub property: &'static PropertySpec,
     /// Its arguments, as written (variables substituted at run time).
     pub args: Vec<(String, Node)>,
     /// `bounds:` as written: these keys replace the run's bounds

@@ -18,7 +18,28 @@ use std::{
     time::Duration,
 };
 
-use super::builtin_vars::ScenarioPaths;
+/// A scenario's private paths: a directory and a staging directory the engine creates (the
+/// spec makes the CO create the staging path), and target paths inside the directory that the
+/// plugin creates (they do not exist before the scenario). [`RunPaths`] says where they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioPaths {
+    /// `paths.dir`: the scenario's directory (created).
+    pub dir: PathBuf,
+    /// `paths.staging`.
+    pub staging: PathBuf,
+    /// `paths.target`.
+    pub target: PathBuf,
+    /// `paths.target2`.
+    pub target2: PathBuf,
+}
+
+impl ScenarioPaths {
+    /// The paths of a scenario whose directory is `dir`: its target paths inside it, and
+    /// `staging` wherever the run put it.
+    pub fn in_dir(dir: PathBuf, staging: PathBuf) -> Self {
+        ScenarioPaths { staging, target: dir.join("target"), target2: dir.join("target2"), dir }
+    }
+}
 
 /// How long a path command may take by default (csi-sanity's default too).
 pub const DEFAULT_PATH_CMD_TIMEOUT: Duration = Duration::from_secs(10);

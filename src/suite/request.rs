@@ -18,7 +18,7 @@ use prost_reflect::{
 
 use crate::yaml::{self, Node, NodeKind, Plain, Pos};
 use super::{
-    load::{LoadError, LoadErrors},
+    error::{LoadError, LoadErrors},
     vars::{Subst, Template, Val, Vars, did_you_mean, is_wrapper, unknown_field_text},
 };
 

@@ -15,12 +15,13 @@ use std::{
 
 use super::{
     budget::{self, Budget, Queue, Ticket},
-    builtin_vars::{self, AccessType, ScenarioPaths},
+    builtin_vars,
     ctx::{Flow, ScenarioCtx, Shared, node_inspector},
     load::OPTIONS,
     model::*,
-    paths::RunPaths,
-    settings::{Plugin, RunConfig},
+    paths::{RunPaths, ScenarioPaths},
+    settings::{AccessType, Plugin, RunConfig},
+    steps,
 };
 use crate::{
     client::Connection,
@@ -30,7 +31,7 @@ use crate::{
 
 /// Runs suites against a plugin and returns the report. Never panics on plugin behaviour; an
 /// unreachable plugin turns the affected scenarios into errors.
-pub async fn run(plugin: &Plugin, suites: &[super::Suite], config: &RunConfig) -> RunReport {
+pub async fn run(plugin: &Plugin, suites: &[Suite], config: &RunConfig) -> RunReport {
     run_until(plugin, suites, config, std::future::pending()).await
 }
 
@@ -38,7 +39,7 @@ pub async fn run(plugin: &Plugin, suites: &[super::Suite], config: &RunConfig) -
 /// reason it gives; scenarios in flight end after their current step and are torn down.
 pub async fn run_until(
     plugin: &Plugin,
-    suites: &[super::Suite],
+    suites: &[Suite],
     config: &RunConfig,
     stop: impl Future<Output = String>,
 ) -> RunReport {
@@ -444,7 +445,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: Ticket
         }
     };
     let mut ctx = ScenarioCtx::new(shared.clone(), scenario, paths, ticket.lease.id());
-    let flow = ctx.run_steps(&scenario.steps).await;
+    let flow = steps::run_steps(&mut ctx, &scenario.steps).await;
     ctx.teardown().await;
     if let Ok(run_paths) = &shared.paths {
         if scenario.uses_paths() {

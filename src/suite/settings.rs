@@ -13,8 +13,8 @@ use std::{
 use regex::Regex;
 
 use super::{
+    existing::ExistingVolume,
     budget::{self, BudgetConfig},
-    builtin_vars::AccessType,
     inspect::{MountCheck, PathCommand},
     model::*,
     paths::PathSettings,
@@ -119,7 +119,7 @@ pub struct RunConfig {
     /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
     /// not create. The `existing` suite stages and publishes them; no RPC that deletes,
     /// resizes, modifies or snapshots one is ever sent.
-    pub existing_volumes: Vec<super::ExistingVolume>,
+    pub existing_volumes: Vec<ExistingVolume>,
     /// `--existing-volume-writable`: the run may write to the existing volumes (without it,
     /// nothing is ever written to them, not even a write probe).
     pub existing_writable: bool,
@@ -276,6 +276,38 @@ impl fmt::Debug for RunConfig {
             .field("restart_cmd", &self.restart_cmd)
             .field("progress", &self.progress.is_some())
             .finish()
+    }
+}
+
+/// `--access-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessType {
+    /// A filesystem (`mount: {}`).
+    #[default]
+    Mount,
+    /// A raw block device (`block: {}`).
+    Block,
+}
+
+impl AccessType {
+    /// `mount` or `block`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessType::Mount => "mount",
+            AccessType::Block => "block",
+        }
+    }
+}
+
+impl std::str::FromStr for AccessType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mount" => Ok(AccessType::Mount),
+            "block" => Ok(AccessType::Block),
+            other => Err(format!("unknown access type {other:?}; expected mount or block")),
+        }
     }
 }
 

@@ -1,17 +1,18 @@
 //! Running a scenario's steps: call steps with their expectations, saves, repeats and
 //! polls, assertions, check steps (dispatched to the named checks) and property steps.
-//! Depends on the context and the checks; the runner calls in, never the reverse.
+//! Free functions over the scenario context; the runner calls in, never the reverse.
 
-use std::{collections::BTreeMap, time::Instant};
+use std::time::Instant;
 
 use prost_reflect::DynamicMessage;
 use tonic::Code;
 
 use super::{
     assert::{self, AssertError},
-    checks::{CheckArgs, CheckOutcome},
-    ctx::{Answer, Flow, Response, ScenarioCtx, call_finding, ok_summary, rpc_error_finding, unreachable_finding},
+    checks,
+    ctx::{CheckOutcome, Answer, Flow, Response, ScenarioCtx, call_finding, ok_summary, rpc_error_finding, unreachable_finding},
     model::*,
+    property,
     request::build_request,
     vars::Val,
 };
@@ -21,339 +22,320 @@ use crate::{
     report::{Finding, Severity},
 };
 
-impl ScenarioCtx {
-    pub(crate) async fn run_steps(&mut self, steps: &[Step]) -> Flow {
-        for (i, step) in steps.iter().enumerate() {
-            if let Some(reason) = self.shared.stopped() {
-                self.push(Finding::new(Severity::Error, "interrupted", format!("stopped before step {i}: {reason}")));
-                return Flow::Stop;
-            }
-            if !step.when.iter().all(|c| self.shared.plugin.fingerprint.supports(c.capability) != c.negated) {
-                continue;
-            }
-            self.step = Some(i);
-            self.step_name = step.name.clone();
-            let flow = match &step.action {
-                Action::Call(call) => self.call_step(call).await,
-                Action::Assert(a) => self.assert_step(a),
-                Action::Check(c) => self.check_step(c).await,
-                Action::Property(p) => self.property_step(p, i).await,
+pub(crate) async fn run_steps(ctx: &mut ScenarioCtx, steps: &[Step]) -> Flow {
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(reason) = ctx.shared.stopped() {
+            ctx.push(Finding::new(Severity::Error, "interrupted", format!("stopped before step {i}: {reason}")));
+            return Flow::Stop;
+        }
+        if !step.when.iter().all(|c| ctx.shared.plugin.fingerprint.supports(c.capability) != c.negated) {
+            continue;
+        }
+        ctx.step = Some(i);
+        ctx.step_name = step.name.clone();
+        let flow = match &step.action {
+            Action::Call(call) => call_step(ctx, call).await,
+            Action::Assert(a) => assert_step(ctx, a),
+            Action::Check(c) => check_step(ctx, c).await,
+            Action::Property(p) => property::property_step(ctx, p, i).await,
+        };
+        ctx.step_name = None;
+        if flow != Flow::Continue {
+            return flow;
+        }
+        // An answer nothing can follow (a creation without a usable id) ends the scenario.
+        if ctx.halted {
+            return Flow::Stop;
+        }
+    }
+    ctx.step = None;
+    Flow::Continue
+}
+
+pub(crate) fn assert_step(ctx: &mut ScenarioCtx, step: &AssertStep) -> Flow {
+    let root = Val::Null;
+    match assert::check_all(&step.only_if, &root, &ctx.vars) {
+        Ok(()) => {}
+        // The rule does not bind this plugin: the step is passed over.
+        Err(AssertError::Failed(_)) => return Flow::Continue,
+        Err(e) => return assertion_failed(ctx, e, step.otherwise, None, None, None),
+    }
+    match assert::check_all(&step.assertions, &root, &ctx.vars) {
+        Ok(()) => Flow::Continue,
+        Err(e) => assertion_failed(ctx, e, step.otherwise, None, None, None),
+    }
+}
+
+/// Records a failed assertion; `expect` (of a call step) supplies the kind and reason
+/// of a miss.
+pub(crate) fn assertion_failed(
+    ctx: &mut ScenarioCtx,
+    e: AssertError,
+    otherwise: Severity,
+    rpc: Option<&str>,
+    request: Option<&DynamicMessage>,
+    expect: Option<&Expect>,
+) -> Flow {
+    let (severity, kind) = match &e {
+        AssertError::Failed(_) => (otherwise, expect.map_or("assertion", |x| x.kind_or("assertion"))),
+        AssertError::Invalid(_) => (Severity::Error, "suite"),
+    };
+    let f = match (rpc, request) {
+        (Some(rpc), Some(request)) => {
+            let message = format!("{rpc} response: {}", e.message());
+            let message = match (&e, expect) {
+                (AssertError::Failed(_), Some(x)) => x.explain(message),
+                _ => message,
             };
-            self.step_name = None;
-            if flow != Flow::Continue {
-                return flow;
-            }
-            // An answer nothing can follow (a creation without a usable id) ends the scenario.
-            if self.halted {
+            call_finding(severity, kind, message, rpc, request)
+        }
+        _ => Finding::new(severity, kind, e.message()),
+    };
+    ctx.push(f);
+    flow_after(severity)
+}
+
+pub(crate) async fn check_step(ctx: &mut ScenarioCtx, step: &CheckStep) -> Flow {
+    let args = match ctx.eval_args(&format!("check {}", step.check.name), &step.args) {
+        Ok(args) => args,
+        Err(flow) => return flow,
+    };
+    let before = ctx.findings.iter().filter(|f| f.severity >= Severity::Fail).count();
+    let def = checks::find(step.check.name).expect("a check step names a registered check");
+    match (def.run)(ctx, args).await {
+        CheckOutcome::Skip(reason) => Flow::Skip(reason),
+        CheckOutcome::Stop => Flow::Stop,
+        CheckOutcome::Done(outputs) => {
+            let failed = ctx.findings.iter().filter(|f| f.severity >= Severity::Fail).count() > before;
+            let root = Val::Map(outputs);
+            if save(ctx, &step.save, &root).is_err() || failed {
                 return Flow::Stop;
             }
-        }
-        self.step = None;
-        Flow::Continue
-    }
-
-    pub(crate) fn assert_step(&mut self, step: &AssertStep) -> Flow {
-        let root = Val::Null;
-        match assert::check_all(&step.only_if, &root, &self.vars) {
-            Ok(()) => {}
-            // The rule does not bind this plugin: the step is passed over.
-            Err(AssertError::Failed(_)) => return Flow::Continue,
-            Err(e) => return self.assertion_failed(e, step.otherwise, None, None, None),
-        }
-        match assert::check_all(&step.assertions, &root, &self.vars) {
-            Ok(()) => Flow::Continue,
-            Err(e) => self.assertion_failed(e, step.otherwise, None, None, None),
+            Flow::Continue
         }
     }
+}
 
-    /// Records a failed assertion; `expect` (of a call step) supplies the kind and reason
-    /// of a miss.
-    pub(crate) fn assertion_failed(
-        &mut self,
-        e: AssertError,
-        otherwise: Severity,
-        rpc: Option<&str>,
-        request: Option<&DynamicMessage>,
-        expect: Option<&Expect>,
-    ) -> Flow {
-        let (severity, kind) = match &e {
-            AssertError::Failed(_) => (otherwise, expect.map_or("assertion", |x| x.kind_or("assertion"))),
-            AssertError::Invalid(_) => (Severity::Error, "suite"),
-        };
-        let f = match (rpc, request) {
-            (Some(rpc), Some(request)) => {
-                let message = format!("{rpc} response: {}", e.message());
-                let message = match (&e, expect) {
-                    (AssertError::Failed(_), Some(x)) => x.explain(message),
-                    _ => message,
-                };
-                call_finding(severity, kind, message, rpc, request)
+pub(crate) fn save(ctx: &mut ScenarioCtx, saves: &[Save], root: &Val) -> Result<(), ()> {
+    for save in saves {
+        match root.get(save.path.segs()) {
+            Ok(Val::Null) => {
+                ctx.push(Finding::new(
+                    Severity::Fail,
+                    "save",
+                    format!("nothing to save as {}: {} is absent", save.var, save.path),
+                ));
+                return Err(());
             }
-            _ => Finding::new(severity, kind, e.message()),
-        };
-        self.push(f);
-        flow_after(severity)
-    }
-
-    /// The arguments of a check or property step (`what`: `check path-state`), variables
-    /// substituted; a variable that cannot be is an error that ends the scenario.
-    pub(crate) fn eval_args(&mut self, what: &str, args: &[(String, crate::yaml::Node)]) -> Result<CheckArgs, Flow> {
-        let mut out = BTreeMap::new();
-        for (name, node) in args {
-            match self.vars.eval(node) {
-                Ok(v) => {
-                    out.insert(name.clone(), v);
-                }
-                Err((_, e)) => {
-                    self.push(Finding::new(Severity::Error, "suite", format!("argument `{name}` of {what}: {e}")));
-                    return Err(Flow::Stop);
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    pub(crate) async fn check_step(&mut self, step: &CheckStep) -> Flow {
-        let args = match self.eval_args(&format!("check {}", step.check.name), &step.args) {
-            Ok(args) => args,
-            Err(flow) => return flow,
-        };
-        let before = self.findings.iter().filter(|f| f.severity >= Severity::Fail).count();
-        match (step.check.run)(self, args).await {
-            CheckOutcome::Skip(reason) => Flow::Skip(reason),
-            CheckOutcome::Stop => Flow::Stop,
-            CheckOutcome::Done(outputs) => {
-                let failed = self.findings.iter().filter(|f| f.severity >= Severity::Fail).count() > before;
-                let root = Val::Map(outputs);
-                if self.save(&step.save, &root).is_err() || failed {
-                    return Flow::Stop;
-                }
-                Flow::Continue
-            }
-        }
-    }
-
-    pub(crate) fn save(&mut self, saves: &[Save], root: &Val) -> Result<(), ()> {
-        for save in saves {
-            match root.get(save.path.segs()) {
-                Ok(Val::Null) => {
-                    self.push(Finding::new(
-                        Severity::Fail,
-                        "save",
-                        format!("nothing to save as {}: {} is absent", save.var, save.path),
-                    ));
-                    return Err(());
-                }
-                Ok(v) => self.vars.insert(save.var.clone(), v),
-                Err(e) => {
-                    self.push(Finding::new(Severity::Error, "suite", format!("cannot save {}: {e}", save.var)));
-                    return Err(());
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn call_step(&mut self, call: &Call) -> Flow {
-        let request = match build_request(&call.method, &call.request, &self.vars) {
-            Ok(r) => r,
+            Ok(v) => ctx.vars.insert(save.var.clone(), v),
             Err(e) => {
-                let mut f = Finding::new(
-                    Severity::Error,
-                    "request",
-                    format!("cannot build the {} request: {e}", call.method.name()),
-                );
-                f.rpc = Some(call.method.name().to_owned());
-                self.push(f);
-                return Flow::Stop;
+                ctx.push(Finding::new(Severity::Error, "suite", format!("cannot save {}: {e}", save.var)));
+                return Err(());
             }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
+    let request = match build_request(&call.method, &call.request, &ctx.vars) {
+        Ok(r) => r,
+        Err(e) => {
+            let mut f = Finding::new(
+                Severity::Error,
+                "request",
+                format!("cannot build the {} request: {e}", call.method.name()),
+            );
+            f.rpc = Some(call.method.name().to_owned());
+            ctx.push(f);
+            return Flow::Stop;
+        }
+    };
+    let times = match call.repeat {
+        Repeat::Times(n) => n.max(1),
+        Repeat::Idempotency => ctx.shared.config.idempotency_count.max(1),
+    };
+    let poll = call.poll.as_ref();
+    let deadline = poll.map(|p| Instant::now() + p.timeout);
+    let mut first: Option<Val> = None;
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        if attempt > 1
+            && let Some(reason) = ctx.shared.stopped()
+        {
+            let rpc = call.method.name();
+            let message = format!("stopped before call {attempt} of {rpc}: {reason}");
+            ctx.push(call_finding(Severity::Error, "interrupted", message, rpc, &request));
+            return Flow::Stop;
+        }
+        ctx.contention_expected =
+            [Code::ResourceExhausted, Code::Aborted].iter().any(|c| call.expect.codes.names(*c));
+        let (sent, answer) = ctx.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
+        ctx.contention_expected = false;
+        let root = match judge(ctx, call, &sent, answer) {
+            Judged::Response(r) => r.to_val(),
+            Judged::Accepted if attempt >= times => return Flow::Continue,
+            Judged::Accepted => continue,
+            Judged::Flow(flow) => return flow,
         };
-        let times = match call.repeat {
-            Repeat::Times(n) => n.max(1),
-            Repeat::Idempotency => self.shared.config.idempotency_count.max(1),
-        };
-        let poll = call.poll.as_ref();
-        let deadline = poll.map(|p| Instant::now() + p.timeout);
-        let mut first: Option<Val> = None;
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            if attempt > 1
-                && let Some(reason) = self.shared.stopped()
-            {
-                let rpc = call.method.name();
-                let message = format!("stopped before call {attempt} of {rpc}: {reason}");
-                self.push(call_finding(Severity::Error, "interrupted", message, rpc, &request));
-                return Flow::Stop;
+        if let (Some(p), Some(deadline)) = (poll, deadline) {
+            match poll_condition(ctx, call, p, deadline, &root, &sent) {
+                Some(Flow::Continue) => return finish_call(ctx, call, &root),
+                Some(flow) => return flow,
+                None => {
+                    tokio::time::sleep(p.interval).await;
+                    continue;
+                }
             }
-            self.contention_expected =
-                [Code::ResourceExhausted, Code::Aborted].iter().any(|c| call.expect.codes.names(*c));
-            let (sent, answer) = self.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
-            self.contention_expected = false;
-            let root = match self.judge(call, &sent, answer) {
-                Judged::Response(r) => r.to_val(),
-                Judged::Accepted if attempt >= times => return Flow::Continue,
-                Judged::Accepted => continue,
-                Judged::Flow(flow) => return flow,
+        }
+        match &first {
+            None => first = Some(root),
+            Some(first_root) if call.repeat_compare => {
+                if let Some((path, a, b)) = assert::difference(first_root, &root) {
+                    let at = if path.is_empty() { String::new() } else { format!(" at {path}") };
+                    let rpc = call.method.name();
+                    let message = format!(
+                        "{rpc} call {attempt} of {times} answered differently from the first{at}: {b} instead of {a}"
+                    );
+                    let mut f = call_finding(call.expect.otherwise, "not-idempotent", message, rpc, &sent);
+                    f.expected = Some(a.to_string());
+                    f.got = Some(b.to_string());
+                    ctx.push(f);
+                    if flow_after(call.expect.otherwise) == Flow::Stop {
+                        return Flow::Stop;
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+        if attempt >= times {
+            let saved = first.take().unwrap_or(Val::Null);
+            return finish_call(ctx, call, &saved);
+        }
+    }
+}
+
+/// Checks a poll's condition: `Some(Continue)` when it holds, `Some(other)` when the
+/// scenario must stop (timeout, bad assertion), `None` to poll again.
+pub(crate) fn poll_condition(
+    ctx: &mut ScenarioCtx,
+    call: &Call,
+    poll: &Poll,
+    deadline: Instant,
+    root: &Val,
+    sent: &DynamicMessage,
+) -> Option<Flow> {
+    match assert::check_all(&poll.until, root, &ctx.vars) {
+        Ok(()) => Some(Flow::Continue),
+        Err(e @ AssertError::Invalid(_)) => {
+            Some(assertion_failed(ctx, e, Severity::Error, Some(call.method.name()), Some(sent), None))
+        }
+        Err(AssertError::Failed(e)) if Instant::now() + poll.interval > deadline => {
+            let rpc = call.method.name();
+            let within = crate::client::human_duration(poll.timeout);
+            let message = format!("{rpc} never met the poll condition within {within}: {e}");
+            ctx.push(call_finding(call.expect.otherwise, "poll-timeout", message, rpc, sent));
+            Some(flow_after(call.expect.otherwise))
+        }
+        Err(AssertError::Failed(_)) => None,
+    }
+}
+
+pub(crate) fn finish_call(ctx: &mut ScenarioCtx, call: &Call, root: &Val) -> Flow {
+    match save(ctx, &call.save, root) {
+        Ok(()) => Flow::Continue,
+        Err(()) => Flow::Stop,
+    }
+}
+
+/// Judges an answer against the step's expectation.
+pub(crate) fn judge(ctx: &mut ScenarioCtx, call: &Call, sent: &DynamicMessage, answer: Answer) -> Judged {
+    let rpc = call.method.name();
+    let code = match &answer {
+        Ok(_) => Code::Ok,
+        Err(e) => e.code,
+    };
+    if let Err(e) = &answer {
+        if e.is_unreachable() {
+            ctx.push(unreachable_finding(e, sent));
+            return Judged::Flow(Flow::Stop);
+        }
+        if e.origin == ErrorOrigin::Decode {
+            let message = format!(
+                "{rpc} answered with a message that could not be decoded (malformed, or over --max-message-size): {}",
+                e.message
+            );
+            ctx.push(rpc_error_finding(e, sent, Severity::Fail, "bad-response", message, None));
+            return Judged::Flow(Flow::Stop);
+        }
+        if e.origin == ErrorOrigin::Deadline {
+            let waited = crate::client::human_duration(e.elapsed);
+            let message = format!("{rpc} did not answer within {waited} (--rpc-timeout); the plugin may be hung");
+            ctx.push(rpc_error_finding(e, sent, Severity::Fail, "timeout", message, None));
+            return Judged::Flow(Flow::Stop);
+        }
+    }
+    if let Ok(response) = &answer {
+        let mut worst = Severity::Pass;
+        for problem in response.messages().iter().flat_map(proto::impossible_values) {
+            // A size below zero is nonsense; an unknown enum number may come from a newer
+            // spec version, which a CO must tolerate.
+            let severity = match problem.kind {
+                proto::Impossible::Negative(_) => Severity::Fail,
+                proto::Impossible::UndefinedEnum { .. } => Severity::Warn,
             };
-            if let (Some(p), Some(deadline)) = (poll, deadline) {
-                match self.poll_condition(call, p, deadline, &root, &sent) {
-                    Some(Flow::Continue) => return self.finish_call(call, &root),
-                    Some(flow) => return flow,
-                    None => {
-                        tokio::time::sleep(p.interval).await;
-                        continue;
-                    }
-                }
-            }
-            match &first {
-                None => first = Some(root),
-                Some(first_root) if call.repeat_compare => {
-                    if let Some((path, a, b)) = assert::difference(first_root, &root) {
-                        let at = if path.is_empty() { String::new() } else { format!(" at {path}") };
-                        let rpc = call.method.name();
-                        let message = format!(
-                            "{rpc} call {attempt} of {times} answered differently from the first{at}: {b} instead of {a}"
-                        );
-                        let mut f = call_finding(call.expect.otherwise, "not-idempotent", message, rpc, &sent);
-                        f.expected = Some(a.to_string());
-                        f.got = Some(b.to_string());
-                        self.push(f);
-                        if flow_after(call.expect.otherwise) == Flow::Stop {
-                            return Flow::Stop;
-                        }
-                    }
-                }
-                Some(_) => {}
-            }
-            if attempt >= times {
-                let saved = first.take().unwrap_or(Val::Null);
-                return self.finish_call(call, &saved);
-            }
+            worst = worst.max(severity);
+            let message = format!("{rpc} answered {problem}");
+            ctx.push(call_finding(severity, "impossible-value", message, rpc, sent));
+        }
+        if worst >= Severity::Fail {
+            return Judged::Flow(Flow::Stop);
         }
     }
-
-    /// Checks a poll's condition: `Some(Continue)` when it holds, `Some(other)` when the
-    /// scenario must stop (timeout, bad assertion), `None` to poll again.
-    pub(crate) fn poll_condition(
-        &mut self,
-        call: &Call,
-        poll: &Poll,
-        deadline: Instant,
-        root: &Val,
-        sent: &DynamicMessage,
-    ) -> Option<Flow> {
-        match assert::check_all(&poll.until, root, &self.vars) {
-            Ok(()) => Some(Flow::Continue),
-            Err(e @ AssertError::Invalid(_)) => {
-                Some(self.assertion_failed(e, Severity::Error, Some(call.method.name()), Some(sent), None))
-            }
-            Err(AssertError::Failed(e)) if Instant::now() + poll.interval > deadline => {
-                let rpc = call.method.name();
-                let within = crate::client::human_duration(poll.timeout);
-                let message = format!("{rpc} never met the poll condition within {within}: {e}");
-                self.push(call_finding(call.expect.otherwise, "poll-timeout", message, rpc, sent));
-                Some(flow_after(call.expect.otherwise))
-            }
-            Err(AssertError::Failed(_)) => None,
+    if !call.expect.codes.accepts(code) {
+        if let Some(skip) = call.skip_on.as_ref().filter(|s| s.codes.contains(&code)) {
+            let why = skip.reason.clone().unwrap_or_else(|| "the plugin cannot do this".to_owned());
+            let message = answer.as_ref().err().map(|e| e.message.clone()).unwrap_or_default();
+            let detail = if message.is_empty() { String::new() } else { format!(": {message}") };
+            return Judged::Flow(Flow::Skip(format!(
+                "{why} ({rpc} answered {}{detail})",
+                crate::client::code_name(code)
+            )));
         }
-    }
-
-    pub(crate) fn finish_call(&mut self, call: &Call, root: &Val) -> Flow {
-        match self.save(&call.save, root) {
-            Ok(()) => Flow::Continue,
-            Err(()) => Flow::Stop,
+        if !call.expect.codes.names(code)
+            && let Some(reason) = ctx.advertised_but_unimplemented(rpc, code)
+        {
+            return Judged::Flow(Flow::Skip(reason));
         }
-    }
-
-    /// Judges an answer against the step's expectation.
-    pub(crate) fn judge(&mut self, call: &Call, sent: &DynamicMessage, answer: Answer) -> Judged {
-        let rpc = call.method.name();
-        let code = match &answer {
-            Ok(_) => Code::Ok,
-            Err(e) => e.code,
-        };
-        if let Err(e) = &answer {
-            if e.is_unreachable() {
-                self.push(unreachable_finding(e, sent));
-                return Judged::Flow(Flow::Stop);
-            }
-            if e.origin == ErrorOrigin::Decode {
-                let message = format!(
-                    "{rpc} answered with a message that could not be decoded (malformed, or over --max-message-size): {}",
-                    e.message
-                );
-                self.push(rpc_error_finding(e, sent, Severity::Fail, "bad-response", message, None));
-                return Judged::Flow(Flow::Stop);
-            }
-            if e.origin == ErrorOrigin::Deadline {
-                let waited = crate::client::human_duration(e.elapsed);
-                let message = format!("{rpc} did not answer within {waited} (--rpc-timeout); the plugin may be hung");
-                self.push(rpc_error_finding(e, sent, Severity::Fail, "timeout", message, None));
-                return Judged::Flow(Flow::Stop);
-            }
-        }
+        let expected = call.expect.codes.to_string();
+        let mut message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
         if let Ok(response) = &answer {
-            let mut worst = Severity::Pass;
-            for problem in response.messages().iter().flat_map(proto::impossible_values) {
-                // A size below zero is nonsense; an unknown enum number may come from a newer
-                // spec version, which a CO must tolerate.
-                let severity = match problem.kind {
-                    proto::Impossible::Negative(_) => Severity::Fail,
-                    proto::Impossible::UndefinedEnum { .. } => Severity::Warn,
-                };
-                worst = worst.max(severity);
-                let message = format!("{rpc} answered {problem}");
-                self.push(call_finding(severity, "impossible-value", message, rpc, sent));
-            }
-            if worst >= Severity::Fail {
-                return Judged::Flow(Flow::Stop);
-            }
+            message.push_str(&ok_summary(response));
         }
-        if !call.expect.codes.accepts(code) {
-            if let Some(skip) = call.skip_on.as_ref().filter(|s| s.codes.contains(&code)) {
-                let why = skip.reason.clone().unwrap_or_else(|| "the plugin cannot do this".to_owned());
-                let message = answer.as_ref().err().map(|e| e.message.clone()).unwrap_or_default();
-                let detail = if message.is_empty() { String::new() } else { format!(": {message}") };
-                return Judged::Flow(Flow::Skip(format!(
-                    "{why} ({rpc} answered {}{detail})",
-                    crate::client::code_name(code)
-                )));
+        let message = call.expect.explain(message);
+        let kind = call.expect.kind_or("unexpected-code");
+        let f = match &answer {
+            Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, kind, message, Some(expected)),
+            Ok(_) => {
+                let mut f = call_finding(call.expect.otherwise, kind, message, rpc, sent);
+                (f.expected, f.got) = (Some(expected), Some("OK".to_owned()));
+                f
             }
-            if !call.expect.codes.names(code)
-                && let Some(reason) = self.advertised_but_unimplemented(rpc, code)
-            {
-                return Judged::Flow(Flow::Skip(reason));
-            }
-            let expected = call.expect.codes.to_string();
-            let mut message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
-            if let Ok(response) = &answer {
-                message.push_str(&ok_summary(response));
-            }
-            let message = call.expect.explain(message);
-            let kind = call.expect.kind_or("unexpected-code");
-            let f = match &answer {
-                Err(e) => rpc_error_finding(e, sent, call.expect.otherwise, kind, message, Some(expected)),
-                Ok(_) => {
-                    let mut f = call_finding(call.expect.otherwise, kind, message, rpc, sent);
-                    (f.expected, f.got) = (Some(expected), Some("OK".to_owned()));
-                    f
-                }
-            };
-            self.push(f);
-            return Judged::Flow(flow_after(call.expect.otherwise));
-        }
-        let Ok(response) = answer else {
-            return Judged::Accepted;
         };
-        let root = response.to_val();
-        match assert::check_all(&call.expect.fields, &root, &self.vars) {
-            Ok(()) => Judged::Response(response),
-            Err(e) => {
-                let warn = matches!(e, AssertError::Failed(_)) && call.expect.otherwise == Severity::Warn;
-                let flow = self.assertion_failed(e, call.expect.otherwise, Some(rpc), Some(sent), Some(&call.expect));
-                if warn { Judged::Response(response) } else { Judged::Flow(flow) }
-            }
+        ctx.push(f);
+        return Judged::Flow(flow_after(call.expect.otherwise));
+    }
+    let Ok(response) = answer else {
+        return Judged::Accepted;
+    };
+    let root = response.to_val();
+    match assert::check_all(&call.expect.fields, &root, &ctx.vars) {
+        Ok(()) => Judged::Response(response),
+        Err(e) => {
+            let warn = matches!(e, AssertError::Failed(_)) && call.expect.otherwise == Severity::Warn;
+            let flow = assertion_failed(ctx, e, call.expect.otherwise, Some(rpc), Some(sent), Some(&call.expect));
+            if warn { Judged::Response(response) } else { Judged::Flow(flow) }
         }
     }
 }

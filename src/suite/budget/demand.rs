@@ -1,16 +1,17 @@
-//! What one scenario holds on the plugin at once, derived from its steps and named checks
-//! (publications per node, live volumes and their bytes, whether it runs alone, the pools it
-//! changes or holds exclusively), and how long it takes in RPCs: the demand that the
-//! scheduler in the parent module keeps within the limits.
+//! What one scenario holds on the plugin at once (publications per node, live volumes and
+//! their bytes, whether it runs alone, the pools it changes or holds exclusively), and how
+//! long it takes in RPCs: the demand that the scheduler in the parent module keeps within the
+//! limits. Derived from its steps and from what its named checks declare in their specs,
+//! never from a check's name.
 
 use crate::{
     fingerprint::Fingerprint,
-    suite::model::{Action, Call, Pool, Repeat, Scenario, Step},
+    suite::{
+        catalog::CheckUse,
+        model::{Action, Call, CheckStep, Pool, Repeat, Scenario, Step},
+    },
     yaml::Plain,
 };
-
-/// The most volumes the attach-limit check creates for a node limit it tests (its own cap).
-const ATTACH_LIMIT_MAX: i64 = 256;
 
 /// The run's sizes a scenario's demand depends on.
 #[derive(Debug, Clone, Copy)]
@@ -92,40 +93,17 @@ fn requested_bytes(call: &Call, sizing: &Sizing) -> Option<i64> {
     }))
 }
 
-/// A literal whole-number argument of a check step.
-fn int_literal(args: &[(String, crate::yaml::Node)], name: &str) -> Option<i64> {
-    args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
-        Some(Plain::Int(i)) => i64::try_from(i).ok(),
-        _ => None,
-    })
-}
-
-/// A literal string argument of a check step.
-fn str_literal<'a>(args: &'a [(String, crate::yaml::Node)], name: &str) -> Option<&'a str> {
-    args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
-        Some(Plain::Str(s)) => Some(s),
-        _ => None,
-    })
-}
-
 /// What `scenario` holds at most, derived from its steps (those whose `when:` holds) and
-/// named checks:
+/// what its named checks declare:
 /// - a CreateVolume call expected to succeed: one live volume; ControllerPublishVolume
 ///   (to `${node.id}`, node 0), NodeStageVolume and NodePublishVolume calls expected to
 ///   succeed: publications on their node, never more than the volumes the calls create;
-/// - `lifecycle`: one volume, published on each of its `nodes` (default 1);
-/// - `volume-pagination`: its `volumes` (default 5) and the one it adds;
-/// - `data`: the volumes its scenario creates (two for a snapshot or clone, four for a group
-///   snapshot), published as [`crate::suite::data::publications`] says (one on each node to move or
-///   share);
-/// - `existing-volume`: no volume of its own, one publication on node 0 at a time;
-/// - `name-conflict`: two volumes (a plugin that answers OK may return a second one);
-/// - `attach-limit`: node 0's `max_volumes_per_node` + 1 volumes, alone (it fills the node
-///   on purpose, so its publications are not budgeted);
+/// - a named check: the volumes, publications per node, expansion and running alone its
+///   spec's [`demand`](crate::suite::catalog::CheckSpec::demand) says, and the pools it holds;
 /// - a property whose cases create volumes: one (further cases run beside it only while the
 ///   budget has room, see [`Budget::try_extra`]);
 /// - the pools it changes: those any RPC it may call (a call step whatever it expects, a named
-///   check's or property's RPCs) changes, and the existing volumes for `existing-volume`.
+///   check's or property's RPCs) changes, and those its named checks hold.
 ///
 /// Bytes are the volumes times the test volume size (the expansion target when the
 /// scenario expands).
@@ -169,50 +147,18 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
                     _ => {}
                 }
             }
-            Action::Check(check) => match check.check.name {
-                "lifecycle" => {
-                    other_volumes += 1;
-                    let on = int_literal(&check.args, "nodes").unwrap_or(1).clamp(1, nodes as i64) as usize;
-                    checked.iter_mut().take(on).for_each(|n| *n += 1);
-                }
-                "volume-pagination" => {
-                    let count = int_literal(&check.args, "volumes").unwrap_or(5).clamp(3, 100);
-                    other_volumes += count as u32 + 1;
-                }
-                "data" => {
-                    let scenario = str_literal(&check.args, "scenario").unwrap_or_default();
-                    other_volumes += match scenario {
-                        // Two sources, and each member's restore.
-                        "group-snapshot" => 4,
-                        "snapshot" | "clone" => 2,
-                        _ => 1,
-                    };
-                    if scenario == "expand" {
-                        expands = true;
-                    }
-                    checked[0] += crate::suite::data::publications(scenario) as u32;
-                    if matches!(scenario, "move" | "shared") && nodes > 1 {
-                        checked[1] += 1;
+            Action::Check(check) => {
+                let d = (check.check.demand)(&check_use(check, fp, sizing));
+                other_volumes += d.volumes;
+                expands |= d.expands;
+                alone |= d.alone;
+                checked.iter_mut().zip(&d.publish).for_each(|(n, p)| *n += p);
+                for &pool in check.check.holds {
+                    if !changes.contains(&pool) {
+                        changes.push(pool);
                     }
                 }
-                // Its volume, and a second one if the plugin answers OK with another.
-                "name-conflict" => other_volumes += 2,
-                // The volumes are the operator's, published one at a time on node 0.
-                "existing-volume" => {
-                    checked[0] += 1;
-                    if !changes.contains(&Pool::ExistingVolumes) {
-                        changes.push(Pool::ExistingVolumes);
-                    }
-                }
-                "attach-limit" => {
-                    alone = true;
-                    let max = fp.nodes.first().map_or(0, |n| n.max_volumes_per_node);
-                    if (1..=ATTACH_LIMIT_MAX).contains(&max) {
-                        other_volumes += max as u32 + 1;
-                    }
-                }
-                _ => {}
-            },
+            }
             Action::Property(p) if p.property.rpcs.contains(&"CreateVolume") => other_volumes += 1,
             Action::Property(_) | Action::Assert(_) => {}
         }
@@ -233,6 +179,16 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
     Demand { publish, volumes, bytes, alone, plugin_sized, exclusive: scenario.exclusive.clone(), changes }
 }
 
+/// What a named check's spec is told of one use of it.
+fn check_use<'a>(check: &'a CheckStep, fp: &Fingerprint, sizing: &Sizing) -> CheckUse<'a> {
+    CheckUse {
+        args: &check.args,
+        nodes: fp.nodes.len().max(1),
+        max_volumes_per_node: fp.nodes.first().map_or(0, |n| n.max_volumes_per_node),
+        times: u64::from(sizing.idempotency_count.max(1)),
+    }
+}
+
 /// An estimate of how long `scenario` takes, in sequential RPCs: the runner starts the
 /// longest first so that the run's wall is not its last long scenario.
 pub fn cost(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> u64 {
@@ -247,18 +203,7 @@ pub fn cost(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> u64 {
                 };
                 repeat + if call.poll.is_some() { 5 } else { 0 }
             }
-            Action::Check(check) => match check.check.name {
-                "lifecycle" => {
-                    let nodes = int_literal(&check.args, "nodes").unwrap_or(1).max(1) as u64;
-                    4 + times * (2 + 6 * nodes)
-                }
-                "volume-pagination" => 2 * int_literal(&check.args, "volumes").unwrap_or(5).max(0) as u64 + 6,
-                // Create, publish, write, and the way back, once or twice.
-                "data" => 16,
-                "existing-volume" => 4 + times * 8,
-                "attach-limit" => 2 * fp.nodes.first().map_or(0, |n| n.max_volumes_per_node.clamp(0, ATTACH_LIMIT_MAX)) as u64 + 4,
-                _ => 3,
-            },
+            Action::Check(check) => (check.check.cost)(&check_use(check, fp, sizing)),
             Action::Property(p) => {
                 let cases = u64::from(sizing.property_cases);
                 cases * p.property.rpcs.len() as u64 / sizing.jobs.max(1) as u64 + 1

@@ -10,8 +10,7 @@ use regex::Regex;
 
 use super::super::{
     builtin_vars,
-    checks::{self, ArgKind, ArgSpec},
-    property,
+    catalog::{self, ArgKind, ArgSpec},
     request::{self, RequestTemplate},
     vars::{FieldPath, Seg, Template, Ty, did_you_mean},
 };
@@ -492,8 +491,8 @@ impl Loader<'_> {
     pub(super) fn check_step(&mut self, fields: &Fields<'_>, scope: &mut Scope) -> Option<CheckStep> {
         let name_node = fields.get("check")?;
         let name = self.string(name_node, "check")?;
-        let Some(def) = checks::find(&name) else {
-            let hint = did_you_mean(&name, checks::registry().iter().map(|c| c.name));
+        let Some(def) = self.catalog.check(&name) else {
+            let hint = did_you_mean(&name, self.catalog.check_names());
             self.err(name_node.pos, format!("unknown check {name:?}{hint} (`csi-conform list --checks` shows them)"));
             return None;
         };
@@ -507,8 +506,8 @@ impl Loader<'_> {
     pub(super) fn property_step(&mut self, fields: &Fields<'_>, scope: &Scope) -> Option<PropertyStep> {
         let name_node = fields.get("property")?;
         let name = self.string(name_node, "property")?;
-        let Some(def) = property::find(&name) else {
-            let hint = did_you_mean(&name, property::properties().iter().map(|p| p.name));
+        let Some(def) = self.catalog.property(&name) else {
+            let hint = did_you_mean(&name, self.catalog.property_names());
             self.err(
                 name_node.pos,
                 format!("unknown property {name:?}{hint} (`csi-conform list --checks` shows them)"),
@@ -561,7 +560,7 @@ impl Loader<'_> {
             let Some(spec) = specs.iter().find(|a| a.name == name) else { continue };
             self.check_vars(value, scope);
             if !value.scalar_text().is_some_and(|t| t.contains("${"))
-                && let Err(e) = checks::check_arg_literal(spec.kind, value)
+                && let Err(e) = catalog::check_arg_literal(spec.kind, value)
             {
                 self.err(value.pos, format!("argument `{name}` of {what}: {e}"));
             }

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use prost_reflect::DynamicMessage;
 
-use super::{
-    checks::CheckArgs,
-    request::message_from_val,
+use crate::suite::{
+    catalog::{ArgKind, ArgSpec, CheckArgs},
     ctx::{ScenarioCtx, call_finding},
+    request::message_from_val,
     vars::Val,
 };
 use crate::{
@@ -20,6 +20,15 @@ use crate::{
     proto::{self, v1},
     report::{Finding, Severity},
 };
+
+/// The arguments of a ValidateVolumeCapabilities request about an existing volume (the
+/// `vvc-reconcile` check, and the property steps that validate one).
+pub(crate) const VALIDATE_ARGS: [ArgSpec; 4] = [
+    ArgSpec { name: "volume_id", kind: ArgKind::Str, required: true },
+    ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
+    ArgSpec { name: "parameters", kind: ArgKind::Map, required: false },
+    ArgSpec { name: "mutable_parameters", kind: ArgKind::Map, required: false },
+];
 
 /// The RPC.
 pub(crate) const RPC: &str = "ValidateVolumeCapabilities";

@@ -26,12 +26,16 @@ use std::{
 use prost_reflect::{DynamicMessage, ReflectMessage};
 use tonic::Code;
 
-use super::{
+use super::CheckDef;
+use crate::suite::{
     assert,
-    checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
+    catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
+    ctx::{CheckOutcome, Response, ScenarioCtx, call_finding},
+    existing::ExistingVolume,
     inspect::{Inspector, MountTableError, PathKind, WriteProbe},
     model::SecretsMode,
-    ctx::{ScenarioCtx, call_finding},
+    pool::Pool,
+    settings::AccessType,
     vars::Val,
 };
 use crate::{
@@ -44,6 +48,41 @@ use crate::{
 };
 
 mod node;
+
+pub(in crate::suite) static CHECK: CheckDef = CheckDef {
+    spec: CheckSpec {
+        name: "lifecycle",
+        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the node's mounts (in its mount namespace) after each node step",
+        args: ARGS,
+        outputs: Vec::new,
+        rpcs: RPCS,
+        holds: &[],
+        demand,
+        cost: |u| 4 + u.times * (2 + 6 * u.int("nodes").unwrap_or(1).max(1) as u64),
+    },
+    run: |ctx, args| Box::pin(run(ctx, args)),
+};
+
+pub(in crate::suite) static EXISTING: CheckDef = CheckDef {
+    spec: CheckSpec {
+        name: "existing-volume",
+        description: "drives each existing volume (--existing-volume) through the node lifecycle as a CO does (controller publish, stage, publish, stats, and back) with its volume_context, verifying the host's mounts; never creates, changes or deletes a volume",
+        args: EXISTING_ARGS,
+        outputs: Vec::new,
+        rpcs: EXISTING_RPCS,
+        // The volumes are the operator's, published one at a time on node 0.
+        holds: &[Pool::ExistingVolumes],
+        demand: |_| CheckDemand { publish: vec![1], ..CheckDemand::default() },
+        cost: |u| 4 + u.times * 8,
+    },
+    run: |ctx, args| Box::pin(run_existing(ctx, args)),
+};
+
+/// One volume, published on each of its `nodes` (default 1).
+fn demand(u: &CheckUse<'_>) -> CheckDemand {
+    let on = u.int("nodes").unwrap_or(1).clamp(1, u.nodes as i64) as usize;
+    CheckDemand { volumes: 1, publish: vec![1; on], ..CheckDemand::default() }
+}
 
 /// Access modes by their spec names (the `mode` argument).
 const MODES: &[&str] = &[
@@ -229,7 +268,7 @@ impl Plan {
     fn from_args(ctx: &ScenarioCtx, args: &CheckArgs) -> Result<Plan, String> {
         let block = match str_arg(args, "access") {
             Some(a) => a == "block",
-            None => ctx.config().access_type == super::AccessType::Block,
+            None => ctx.config().access_type == AccessType::Block,
         };
         let mode_name = str_arg(args, "mode").unwrap_or_else(|| MODES[0].to_owned());
         let mode = v1::volume_capability::access_mode::Mode::from_str_name(&mode_name)
@@ -417,7 +456,7 @@ impl Plan {
     /// This plan on `volume`: its capability's fields replace the run's defaults and the
     /// arguments (a `mode` argument applies only when the volume names none). Err: why it
     /// does not apply.
-    fn for_existing(&self, ctx: &ScenarioCtx, volume: &super::ExistingVolume) -> Result<Plan, String> {
+    fn for_existing(&self, ctx: &ScenarioCtx, volume: &ExistingVolume) -> Result<Plan, String> {
         let cap = &volume.capability;
         let mut plan = self.clone();
         plan.existing = true;
@@ -810,8 +849,8 @@ impl Lifecycle<'_> {
         let secrets = self.plan.secrets.clone();
         let (sent, answer) = self.ctx.send(&method, request, node, &secrets, true).await;
         let answer = answer.map(|r| match r {
-            super::Response::Unary(m) => m,
-            super::Response::Stream(mut messages) => messages.pop().unwrap_or_else(|| DynamicMessage::new(method.output())),
+            Response::Unary(m) => m,
+            Response::Stream(mut messages) => messages.pop().unwrap_or_else(|| DynamicMessage::new(method.output())),
         });
         (sent, answer)
     }
@@ -830,12 +869,12 @@ impl Lifecycle<'_> {
             Err(e)
                 if self.plan.secrets == SecretsMode::None
                     && matches!(e.code, Code::Unauthenticated | Code::PermissionDenied)
-                    && self.ctx.config().secrets.contains_key(&super::secret_key(rpc)) =>
+                    && self.ctx.config().secrets.contains_key(&crate::secrets::secret_key(rpc)) =>
             {
                 Err(CheckOutcome::Skip(format!(
                     "the plugin needs the secrets file's {} for {rpc} ({} without it), so the lifecycle without \
                      secrets does not apply",
-                    super::secret_key(rpc),
+                    crate::secrets::secret_key(rpc),
                     e.code_name()
                 )))
             }

@@ -18,11 +18,13 @@ use std::{
 use prost_reflect::DynamicMessage;
 use tonic::Code;
 
-use super::{
-    checks::{ArgKind, ArgSpec, CheckArgs, CheckOutcome},
+use super::CheckDef;
+use crate::suite::{
+    catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
+    ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     inspect::Inspector,
     marker::{self, Marker, Placement},
-    ctx::ScenarioCtx,
+    settings::AccessType,
     vars::Val,
 };
 use crate::{
@@ -30,6 +32,38 @@ use crate::{
     proto::{self, v1},
     report::{Finding, Severity},
 };
+
+pub(super) static CHECK: CheckDef = CheckDef {
+    spec: CheckSpec {
+        name: "data",
+        description: "writes seeded markers into its own published volumes and verifies them by digest after republishing, moving between nodes, sharing, a read-only publish, a snapshot restore, a clone or an expansion",
+        args: ARGS,
+        outputs: Vec::new,
+        rpcs: RPCS,
+        holds: &[],
+        demand,
+        // Create, publish, write, and the way back, once or twice.
+        cost: |_| 16,
+    },
+    run: |ctx, args| Box::pin(run(ctx, args)),
+};
+
+/// The volumes its scenario creates (two for a snapshot or clone, four for a group snapshot),
+/// published as [`publications`] says (one on each node to move or share).
+fn demand(u: &CheckUse<'_>) -> CheckDemand {
+    let scenario = u.str("scenario").unwrap_or_default();
+    let volumes = match scenario {
+        // Two sources, and each member's restore.
+        "group-snapshot" => 4,
+        "snapshot" | "clone" => 2,
+        _ => 1,
+    };
+    let mut publish = vec![publications(scenario) as u32];
+    if matches!(scenario, "move" | "shared") && u.nodes > 1 {
+        publish.push(1);
+    }
+    CheckDemand { volumes, publish, expands: scenario == "expand", alone: false }
+}
 
 /// The scenarios of the `data` check.
 pub(crate) const SCENARIOS: &[&str] =
@@ -121,7 +155,7 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
     let scenario = word("scenario").unwrap_or_default();
     let block = match word("access") {
         Some(a) => a == "block",
-        None => ctx.config().access_type == super::AccessType::Block,
+        None => ctx.config().access_type == AccessType::Block,
     };
     let online = word("expansion").as_deref() != Some("offline");
     let nodes = if matches!(scenario.as_str(), "move" | "shared") { 2 } else { 1 };
@@ -158,7 +192,7 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
         "clone" => data.clone_volume().await,
         "expand" => data.expand(online).await,
         other => {
-            return super::checks::bad_arg(data.ctx, format!("check data: unknown scenario {other:?}"));
+            return bad_arg(data.ctx, format!("check data: unknown scenario {other:?}"));
         }
     };
     match done {
@@ -179,7 +213,7 @@ pub fn publications(scenario: &str) -> usize {
 /// Why the data check cannot work on node `index`'s files, if it cannot: they cannot be
 /// reached from this process, or its mount table is not consulted (so a write could land
 /// beside the volume instead of in it).
-fn unreachable_files(ctx: &ScenarioCtx, index: usize) -> Option<String> {
+pub(super) fn unreachable_files(ctx: &ScenarioCtx, index: usize) -> Option<String> {
     let inspector = ctx.inspector(index)?;
     let endpoint = ctx.node_connections().get(index).map(|c| c.endpoint().to_string()).unwrap_or_default();
     if inspector.local_path(&ctx.paths.dir).is_none() {
@@ -825,107 +859,6 @@ impl Data<'_> {
         let context = format!("{done}, the marker written before the expansion is not intact");
         self.verify(&published, &at, &a, &[], "data-lost", &context)?;
         self.remove(&published, &at)
-    }
-}
-
-/// The arguments of `marker`.
-pub(crate) const MARKER_ARGS: &[ArgSpec] = &[
-    ArgSpec { name: "action", kind: ArgKind::Choice(&["write", "verify", "remove"]), required: true },
-    ArgSpec { name: "volume_id", kind: ArgKind::Str, required: true },
-    ArgSpec { name: "path", kind: ArgKind::Str, required: true },
-    ArgSpec { name: "node", kind: ArgKind::Int, required: false },
-    ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
-    ArgSpec { name: "label", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "tail", kind: ArgKind::Int, required: false },
-];
-
-/// What `marker` saves: the marker's digest and, for a block volume, the offset of its
-/// second copy (pass it as `tail` to verify or remove it after the volume has grown).
-pub(crate) fn marker_outputs() -> Vec<(&'static str, super::vars::Ty)> {
-    vec![("digest", super::vars::Ty::Scalar), ("tail", super::vars::Ty::Scalar)]
-}
-
-/// Runs the `marker` check: one marker written into, verified in or removed from the
-/// volume `volume_id` published at `path` on node `node`. Only volumes this scenario created
-/// are ever written to.
-pub(crate) async fn marker_step(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let text = |name: &str| match args.get(name) {
-        Some(Val::Null) | None => None,
-        Some(v) => v.to_text(),
-    };
-    let (Some(action), Some(volume_id), Some(path)) = (text("action"), text("volume_id"), text("path")) else {
-        return super::checks::bad_arg(ctx, "check marker needs action, volume_id and path".into());
-    };
-    let number = |name: &str| text(name).map(|t| t.parse::<u64>().map_err(|_| format!("argument {name} must be a whole number, not {t:?}")));
-    let (node, tail) = match (number("node").transpose(), number("tail").transpose()) {
-        (Ok(node), Ok(tail)) => (node.unwrap_or(0) as usize, tail),
-        (Err(e), _) | (_, Err(e)) => return super::checks::bad_arg(ctx, format!("check marker: {e}")),
-    };
-    let block = match text("access") {
-        Some(a) => a == "block",
-        None => ctx.config().access_type == super::AccessType::Block,
-    };
-    let created = ctx.tracker.teardown_order().iter().any(|t| {
-        matches!(&t.resource, super::Resource::Volume { volume_id: id } if *id == volume_id)
-    });
-    if !created {
-        return super::checks::bad_arg(
-            ctx,
-            format!("check marker writes only into volumes the scenario created, and {volume_id:?} is not one of them"),
-        );
-    }
-    if ctx.inspector(node).is_none() {
-        return super::checks::bad_arg(ctx, format!("check marker: the run has no node endpoint {node}"));
-    }
-    if let Some(reason) = unreachable_files(ctx, node) {
-        return CheckOutcome::Skip(reason);
-    }
-    let target = PathBuf::from(&path);
-    let Some(local) = ctx.inspector(node).and_then(|i| i.local_path(&target)) else {
-        return CheckOutcome::Skip(unreachable_files(ctx, node).unwrap_or_default());
-    };
-    let label = text("label").unwrap_or_else(|| "A".to_owned());
-    let marker = Marker::new(ctx.config().seed, ctx.name(), &label);
-    let placement = match (block, tail) {
-        (false, _) => Some(Placement::File),
-        (true, Some(tail)) => Some(Placement::Block { tail }),
-        (true, None) => match marker::block_size(&local) {
-            Ok(size) if size >= 2 * marker::MARKER_LEN as u64 => Some(Placement::Block { tail: size - marker::MARKER_LEN as u64 }),
-            _ => None,
-        },
-    };
-    let at = format!("{path} on node endpoint {node}");
-    let result = match (action.as_str(), placement) {
-        ("write", placement) => marker::write(&local, block, &marker, placement.as_ref()).map(Some).map_err(|e| {
-            ("data-write", format!("writing marker {label} into volume {volume_id} at {at} failed: {e}"))
-        }),
-        ("verify", Some(placement)) => match marker::verify(&local, &placement, &marker, &[]) {
-            Ok(None) => Ok(Some(placement)),
-            Ok(Some((place, m))) => {
-                Err(("data-lost", format!("volume {volume_id} at {at}: {}", m.describe(&place, &marker))))
-            }
-            Err(e) => Err(("data-read", format!("reading marker {label} from volume {volume_id} at {at} failed: {e}"))),
-        },
-        (_, Some(placement)) => marker::remove(&local, &placement)
-            .map(|()| Some(placement))
-            .map_err(|e| ("data-cleanup", format!("removing marker {label} from {at} failed: {e}"))),
-        (_, None) => Err(("data-lost", format!("volume {volume_id} at {at} is too small to hold marker {label}"))),
-    };
-    match result {
-        Ok(placement) => {
-            let tail = match placement {
-                Some(Placement::Block { tail }) => Val::Int(i128::from(tail)),
-                _ => Val::Null,
-            };
-            CheckOutcome::Done(BTreeMap::from([
-                ("digest".to_owned(), Val::Str(marker.digest())),
-                ("tail".to_owned(), tail),
-            ]))
-        }
-        Err((kind, message)) => {
-            ctx.fail(kind, message);
-            CheckOutcome::Stop
-        }
     }
 }
 

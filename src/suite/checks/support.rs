@@ -1,0 +1,86 @@
+//! What several named checks share: reading their arguments, a call that must answer OK, and
+//! a volume of their own created with the run's size and parameters.
+
+use prost_reflect::DynamicMessage;
+
+use crate::{
+    proto::{self, v1},
+    suite::{
+        catalog::CheckArgs,
+        ctx::{CheckOutcome, ScenarioCtx},
+        request::message_from_val,
+        vars::{FieldPath, Seg, Val},
+    },
+};
+
+pub(super) fn int_arg(args: &CheckArgs, name: &str) -> Result<Option<i64>, String> {
+    match args.get(name) {
+        None | Some(Val::Null) => Ok(None),
+        Some(Val::Int(i)) => i64::try_from(*i).map(Some).map_err(|_| format!("argument {name} is out of range")),
+        Some(Val::Str(s)) => {
+            s.trim().parse().map(Some).map_err(|_| format!("argument {name} must be a whole number, not {s:?}"))
+        }
+        Some(other) => Err(format!("argument {name} must be a whole number, not {}", other.describe())),
+    }
+}
+
+pub(super) fn text_arg(args: &CheckArgs, name: &str) -> Option<String> {
+    args.get(name).and_then(Val::to_text)
+}
+
+pub(super) fn path_of(text: &str) -> Vec<Seg> {
+    FieldPath::parse(text).map(|p| p.0).unwrap_or_default()
+}
+
+/// Calls `rpc` and returns the response, or records the failure.
+pub(super) async fn call_ok(
+    ctx: &mut ScenarioCtx,
+    rpc: &str,
+    request: DynamicMessage,
+    node: Option<usize>,
+) -> Result<DynamicMessage, CheckOutcome> {
+    match ctx.call(rpc, request.clone(), node).await {
+        Ok(r) => Ok(r),
+        Err(e) => Err(ctx.call_failed(&e, &request, "OK")),
+    }
+}
+
+pub(super) fn capability_arg(ctx: &ScenarioCtx, args: &CheckArgs) -> Result<DynamicMessage, String> {
+    let value = match args.get("capability") {
+        None | Some(Val::Null) => ctx.vars.get("capability").cloned().unwrap_or(Val::Null),
+        Some(v) => v.clone(),
+    };
+    let desc = proto::message("VolumeCapability").expect("VolumeCapability is in the pool");
+    message_from_val(&desc, &value).map_err(|e| format!("argument capability: {e}"))
+}
+
+pub(super) fn create_request(ctx: &ScenarioCtx, name: String, capability: &DynamicMessage) -> DynamicMessage {
+    let config = ctx.config();
+    let mut request = proto::to_dynamic(&v1::CreateVolumeRequest {
+        name,
+        capacity_range: Some(v1::CapacityRange { required_bytes: config.volume_size, limit_bytes: 0 }),
+        parameters: config.parameters.clone().into_iter().collect(),
+        ..Default::default()
+    });
+    request.set_field_by_name(
+        "volume_capabilities",
+        prost_reflect::Value::List(vec![prost_reflect::Value::Message(capability.clone())]),
+    );
+    request
+}
+
+pub(super) async fn create_volume(
+    ctx: &mut ScenarioCtx,
+    suffix: &str,
+    capability: &DynamicMessage,
+) -> Result<String, CheckOutcome> {
+    let name = format!("{}-{suffix}", ctx.name());
+    let response = call_ok(ctx, "CreateVolume", create_request(ctx, name, capability), None).await?;
+    match Val::from_message(&response).get(&path_of("volume.volume_id")) {
+        Ok(Val::Str(id)) if !id.is_empty() => Ok(id),
+        _ => {
+            ctx.fail("assertion", "CreateVolume answered OK without a volume id");
+            Err(CheckOutcome::Stop)
+        }
+    }
+}
