@@ -51,13 +51,13 @@ var m=/filter=(\\w+)/.exec(location.hash);if(m){var btn=bar.querySelector('butto
 })();";
 
 /// One failed, errored or warned finding of the run, with its scenario: what the first
-/// section of the page lists, in this order (grouped by the scenario's first requirement,
+/// section of the page lists, in this order (grouped by the first requirement it breaks,
 /// groups in order of first appearance, report order within a group).
 pub fn problems(report: &RunReport) -> Vec<(&ScenarioResult, &Finding)> {
-    let mut groups: Vec<(Option<&str>, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
+    let mut groups: Vec<(Option<String>, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
         for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
-            let key = s.requirements.first().map(|r| r.id.as_str());
+            let key = f.blames(s).into_iter().next().map(|r| r.id);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, items)) => items.push((s, f)),
                 None => groups.push((key, vec![(s, f)])),
@@ -176,14 +176,15 @@ fn problems_section(out: &mut String, report: &RunReport) {
          <button type=\"button\" data-show=\"warnings\">warnings</button>\
          <input id=\"search\" type=\"search\" placeholder=\"search\" aria-label=\"search the failures and warnings\"/></p>\n",
     );
-    let mut current: Option<Option<&str>> = None;
+    let mut current: Option<Option<String>> = None;
     for (s, f) in items {
-        let key = s.requirements.first().map(|r| r.id.as_str());
-        if current != Some(key) {
+        let blamed = f.blames(s);
+        let key = blamed.first().map(|r| r.id.clone());
+        if current.as_ref() != Some(&key) {
             if current.is_some() {
                 out.push_str("</div>\n");
             }
-            match s.requirements.first() {
+            match blamed.first() {
                 Some(r) => {
                     let _ = writeln!(
                         out,
@@ -253,19 +254,23 @@ fn requirement_link(r: &RequirementRef) -> String {
 /// worst outcome among the scenarios naming it).
 fn coverage_section(out: &mut String, report: &RunReport) {
     use std::collections::BTreeMap;
-    let mut worst: BTreeMap<&str, Severity> = BTreeMap::new();
+    let mut worst: BTreeMap<String, Severity> = BTreeMap::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
-        for r in &s.requirements {
-            let e = worst.entry(r.id.as_str()).or_insert(s.outcome);
+        // What the scenario names, and what its findings break besides (a response rule's).
+        let blamed = s.blamed();
+        for id in s.requirements.iter().chain(&blamed).map(|r| r.id.as_str()) {
+            // A requirement takes the outcome of the findings that break it, not the scenario's.
+            let outcome = s.outcome_of(id);
+            let e = worst.entry(id.to_owned()).or_insert(outcome);
             // A checked outcome beats a skip; among checked ones the worst wins.
-            if *e == Severity::Skip || (s.outcome != Severity::Skip && s.outcome > *e) {
-                *e = s.outcome;
+            if *e == Severity::Skip || (outcome != Severity::Skip && outcome > *e) {
+                *e = outcome;
             }
         }
     }
     out.push_str("<h2>Requirement coverage of this run</h2>\n<p class=\"legend\">CSI v1.12 requirements \
-        named by the scenarios of this run, by RPC, and how they came out (a requirement takes the worst \
-        outcome of the scenarios naming it; skipped: none of them ran). <code>csi-conform list --spec</code> \
+        named by the scenarios of this run (or broken by an answer), by RPC, and how they came out (a \
+        requirement takes the worst outcome of the findings that break it; skipped: none of its scenarios ran). <code>csi-conform list --spec</code> \
         shows the whole inventory.</p>\n<table><tr><th>RPC / topic</th><th>requirements</th>");
     for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Skip] {
         let _ = write!(out, "<th class=\"{sev}\">{sev}</th>");

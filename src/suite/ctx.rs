@@ -156,6 +156,8 @@ pub struct ScenarioCtx {
     /// The step being run (for findings).
     pub(crate) step: Option<usize>,
     pub(crate) step_name: Option<String>,
+    /// The running step's own requirement ids (`spec:` on the step).
+    pub(crate) step_spec: Vec<String>,
     /// The budget lease this context works under (its scenario's, or a property case's).
     pub(crate) holder: u64,
     /// The last call retried for contention that still failed: its RPC and the note its
@@ -186,6 +188,7 @@ impl ScenarioCtx {
             scenario_id: scenario.id.clone(),
             step: None,
             step_name: None,
+            step_spec: Vec::new(),
             holder,
             contention: None,
             contention_expected: false,
@@ -209,6 +212,7 @@ impl ScenarioCtx {
             scenario_id: self.scenario_id.clone(),
             step: self.step,
             step_name: self.step_name.clone(),
+            step_spec: self.step_spec.clone(),
             holder: self.holder,
             contention: None,
             contention_expected: false,
@@ -277,6 +281,9 @@ impl ScenarioCtx {
     /// Records a finding at the current step.
     pub fn push(&mut self, mut finding: Finding) {
         finding.step = finding.step.or(self.step);
+        if finding.requirements.is_empty() && finding.step == self.step {
+            finding.requirements = self.step_spec.clone();
+        }
         if let Some((rpc, note)) = &self.contention
             && finding.rpc.as_deref() == Some(rpc)
         {

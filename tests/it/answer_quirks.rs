@@ -148,3 +148,61 @@ async fn the_compliant_plugin_breaks_no_rule() {
     let found = rule_findings(&report);
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// A default run with `quirk`, unjournaled, for what its reports blame.
+async fn blamed_run(quirk: Quirk) -> RunReport {
+    let work = tempfile::tempdir().unwrap();
+    journaled_run(Some(quirk), &work).await.0
+}
+
+/// Every report names, for every failing scenario, exactly the requirements `want`: the
+/// console's "By requirement" list, the JUnit properties, the GitHub annotations and the
+/// HTML page's groups.
+fn blames_only(report: &RunReport, want: &[&str]) {
+    let failing: Vec<_> =
+        report.suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.outcome >= Severity::Warn).collect();
+    assert!(!failing.is_empty(), "the quirk is caught");
+    for s in &failing {
+        let ids: Vec<String> = s.blamed().into_iter().map(|r| r.id).collect();
+        assert_eq!(ids, want, "{} blames {ids:?}: {:#?}", s.id, s.findings);
+    }
+    let console = csi_conform::report::summary(report, false);
+    let by_requirement = &console[console.find("By requirement").expect("a By requirement list")..];
+    let listed: Vec<&str> = by_requirement.lines().filter(|l| l.starts_with("  ") && !l.starts_with("    ")).collect();
+    assert_eq!(listed.len(), want.len(), "{by_requirement}");
+    for (line, id) in listed.iter().zip(want) {
+        assert!(line.trim_start().starts_with(id), "{line}");
+    }
+    let junit = csi_conform::report::to_junit_xml(report);
+    let html = csi_conform::report::html::to_html(report);
+    let annotations = csi_conform::report::annotations::annotations(report).join("\n");
+    for text in [&junit, &html, &annotations] {
+        for other in ["NodeStageVolume.capability.honoured", "NodePublishVolume.capability.honoured", "ControllerPublishVolume.readonly"] {
+            if !want.contains(&other) {
+                assert!(!text.contains(&format!("requirement.{other}")) && !text.contains(&format!("breaks {other}")), "{other} blamed");
+            }
+        }
+    }
+}
+
+/// drop-mount-flags is ValidateVolumeCapabilities' lie: the lifecycle scenarios that stop at
+/// it (and name the node RPCs they go on to check) blame the confirmation only. Before
+/// findings carried their own ids, NodeStageVolume/NodePublishVolume capability.honoured were
+/// listed as failed for calls never made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_lie_blames_validate_volume_capabilities_only() {
+    let report = blamed_run(Quirk::DropMountFlags).await;
+    blames_only(&report, &["ValidateVolumeCapabilities.confirmed.capabilities"]);
+}
+
+/// ignore-readonly is a node bug: the read-only lifecycles (which also name
+/// ControllerPublishVolume.readonly) blame NodePublishVolume.readonly only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_ignores_readonly_is_blamed_alone() {
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        eprintln!("SKIPPED: ignore-readonly shows in the mount table only; no CAP_SYS_ADMIN to mount");
+        return;
+    }
+    let report = blamed_run(Quirk::IgnoreReadonly).await;
+    blames_only(&report, &["NodePublishVolume.readonly"]);
+}

@@ -282,10 +282,8 @@ impl Lifecycle<'_> {
         }
         let read_only = self.plan.read_only();
         if read_only && !top.read_only {
-            return Err(self.fail(
-                "path-state",
-                format!("{shown} was published read-only, but the mount table shows it mounted read-write"),
-            ));
+            let message = format!("{shown} was published read-only, but the mount table shows it mounted read-write");
+            return Err(self.fail_breaking("path-state", message, READ_ONLY));
         }
         let missing: Vec<&str> = self.plan.vfs_options().into_iter().filter(|o| !top.has_option(o)).collect();
         if !missing.is_empty() {
@@ -318,8 +316,13 @@ impl Lifecycle<'_> {
             (false, WriteProbe::Failed(e)) => Some(format!("{shown} is published read-write, yet a write failed: {e}")),
         };
         match problem {
+            // A read-only publication that writes is the node's fault, never the controller's.
+            Some(message) if read_only => Err(self.fail_breaking("path-state", message, READ_ONLY)),
             Some(message) => Err(self.fail("path-state", message)),
             None => Ok(()),
         }
     }
 }
+
+/// What a read-only publication that is writable breaks: NodePublishVolume mounts it.
+const READ_ONLY: &[&str] = &["NodePublishVolume.readonly"];
