@@ -10,6 +10,7 @@ use std::{collections::BTreeMap, collections::BTreeSet, fmt, str::FromStr};
 use serde::Serialize;
 
 use crate::{
+    version::{Assumed, SpecVersion},
     client::{Connection, Endpoint, RpcError},
     proto::v1::{
         self, controller_service_capability, group_controller_service_capability,
@@ -41,6 +42,9 @@ pub struct Fingerprint {
     pub group_controller: Option<GroupControllerInfo>,
     /// One entry per node endpoint that serves the Node service.
     pub nodes: Vec<NodeInfo>,
+    /// The CSI spec version the plugin is judged by, and why (inferred from what it
+    /// advertises, or stated with `--spec-version`).
+    pub spec: Assumed,
     /// Things worth an operator's attention that are not failures by themselves
     /// (unknown capability values, endpoints that do not serve the Node service, ...).
     pub notes: Vec<String>,
@@ -186,6 +190,10 @@ impl Capability {
             "ControllerGetVolume" => Capability::Controller(C::GetVolume),
             "ControllerModifyVolume" => Capability::Controller(C::ModifyVolume),
             "GetSnapshot" => Capability::Controller(C::GetSnapshot),
+            "ControllerGetVolumeHealth" => Capability::Controller(C::GetVolumeHealth),
+            "ControllerListVolumeHealth" => Capability::Controller(C::ListVolumeHealth),
+            "NodeGetVolumeHealth" => Capability::Node(NodeCapability::GetVolumeHealth),
+            "NodeGetStorageHealth" => Capability::Node(NodeCapability::GetStorageHealth),
             "ControllerGetCapabilities" | "ValidateVolumeCapabilities" => {
                 Capability::Plugin(PluginService::ControllerService)
             }
@@ -408,14 +416,36 @@ impl Fingerprint {
             tracing::warn!("fingerprint: {violation}");
             notes.push(format!("answer rule broken: {violation}"));
         }
-        Ok(Fingerprint {
+        let mut fingerprint = Fingerprint {
             plugin,
             capabilities,
             controller: controller_info,
             group_controller,
             nodes: node_infos,
             notes,
-        })
+            spec: Assumed::infer(&[]),
+        };
+        fingerprint.spec = Assumed::infer(&fingerprint.version_evidence());
+        Ok(fingerprint)
+    }
+
+    /// What the plugin advertises that only one spec version defines, as (`scope`, `NAME`),
+    /// from every endpoint (a node capability counts when any node advertises it).
+    fn version_evidence(&self) -> Vec<(&'static str, &'static str)> {
+        let mut all: Vec<Capability> = self.advertised();
+        all.extend(self.nodes.iter().flat_map(|n| n.capabilities.iter().map(|c| Capability::Node(*c))));
+        let mut out: Vec<(&'static str, &'static str)> = all.into_iter().map(|c| (c.scope(), c.name())).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Judge the plugin by `version`, as the operator states (`--spec-version`); `None`
+    /// keeps the inferred one.
+    pub fn state_spec_version(&mut self, version: Option<SpecVersion>) {
+        if let Some(v) = version {
+            self.spec = Assumed::stated(v, &self.version_evidence());
+        }
     }
 
     /// Whether the plugin advertises `capability`. Node capabilities must be advertised by
@@ -517,6 +547,7 @@ impl Fingerprint {
                 rows.push((format!("{prefix} topology"), segs.join(", ")));
             }
         }
+        rows.push(("spec version".into(), format!("CSI v{} ({})", self.spec.version, self.spec.reason)));
         for note in &self.notes {
             rows.push(("note".into(), note.clone()));
         }
@@ -559,7 +590,7 @@ where
                 Ok(t) if t.name() != "UNKNOWN" => {
                     set.insert(t);
                 }
-                _ => notes.push(format!("the plugin advertises {what} {v}, which CSI v1.12 does not define")),
+                _ => notes.push(format!("the plugin advertises {what} {v}, which neither CSI v1.12 nor v1.13 defines")),
             },
         }
     }
@@ -661,8 +692,8 @@ mod tests {
         assert_eq!(
             notes,
             [
-                "the plugin advertises controller capability 0, which CSI v1.12 does not define",
-                "the plugin advertises controller capability 99, which CSI v1.12 does not define",
+                "the plugin advertises controller capability 0, which neither CSI v1.12 nor v1.13 defines",
+                "the plugin advertises controller capability 99, which neither CSI v1.12 nor v1.13 defines",
                 "the plugin advertises an empty controller capability",
             ]
         );
@@ -690,7 +721,7 @@ mod tests {
     fn every_serving_capability_names_a_real_rpc_and_mandatory_rpcs_have_none() {
         let methods: Vec<String> = crate::proto::all_methods().map(|m| m.name().to_owned()).collect();
         let served: Vec<&String> = methods.iter().filter(|m| Capability::serving(m).is_some()).collect();
-        assert_eq!(served.len(), 25, "a name in `serving` is not an RPC: {served:?}");
+        assert_eq!(served.len(), 29, "a name in `serving` is not an RPC: {served:?}");
         for rpc in ["Probe", "GetPluginInfo", "NodePublishVolume", "NodeGetInfo", "NodeGetCapabilities", "NotAnRpc"] {
             assert_eq!(Capability::serving(rpc), None, "{rpc}");
         }

@@ -22,4 +22,5 @@ pub mod secrets;
 pub mod spec;
 pub mod suite;
 pub mod units;
+pub mod version;
 pub mod yaml;

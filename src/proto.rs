@@ -267,7 +267,7 @@ impl std::fmt::Display for ImpossibleValue {
             Impossible::Negative(n) => write!(f, "{} = {n}, which cannot be negative", self.path),
             Impossible::UndefinedEnum { number, enum_name } => write!(
                 f,
-                "{} = {number}, which {enum_name} does not define in CSI v1.12 (garbage, or a newer spec version)",
+                "{} = {number}, which {enum_name} does not define in CSI v1.12 or v1.13 (garbage, or a newer spec version)",
                 self.path
             ),
         }
@@ -576,7 +576,7 @@ mod tests {
         let found: Vec<String> = impossible_values(&to_dynamic(&caps)).iter().map(ToString::to_string).collect();
         assert_eq!(
             found,
-            ["capabilities[1].rpc.type = 99, which csi.v1.ControllerServiceCapability.RPC.Type does not define in CSI v1.12 (garbage, or a newer spec version)"]
+            ["capabilities[1].rpc.type = 99, which csi.v1.ControllerServiceCapability.RPC.Type does not define in CSI v1.12 or v1.13 (garbage, or a newer spec version)"]
         );
         assert!(impossible_values(&to_dynamic(&v1::CreateVolumeResponse::default())).is_empty());
     }

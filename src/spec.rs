@@ -1,4 +1,5 @@
-//! The requirement inventory of CSI v1.12 (`suites/spec/v1.12.yaml`, built in): its strict
+//! The requirement inventories of CSI v1.12 (`suites/spec/v1.12.yaml`) and of what v1.13
+//! changes (`suites/spec/v1.13.yaml`: `removes` and new requirements), built in: their strict
 //! loader (every problem as `file:line:col`), lookups by requirement id, and the coverage
 //! matrix that joins it with the requirement ids scenarios name in their `spec:` lists.
 //!
@@ -21,6 +22,12 @@ pub const INVENTORY: &str = include_str!("../suites/spec/v1.12.yaml");
 
 /// How the built-in inventory is named in errors.
 pub const ORIGIN: &str = "suites/spec/v1.12.yaml";
+
+/// The v1.13 changes (removed v1.12 ids and new requirements), embedded at build time.
+pub const INVENTORY_1_13: &str = include_str!("../suites/spec/v1.13.yaml");
+
+/// How the v1.13 inventory is named in errors.
+pub const ORIGIN_1_13: &str = "suites/spec/v1.13.yaml";
 
 /// The level of a requirement (RFC 2119 words; MUST covers MUST NOT, SHALL and REQUIRED).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -92,6 +99,8 @@ pub struct Inventory {
     pub anchors: BTreeSet<String>,
     /// The requirements, in file order.
     pub requirements: Vec<Requirement>,
+    /// Ids of the previous version's requirements this version drops (`removes`).
+    pub removes: Vec<String>,
     index: BTreeMap<String, usize>,
 }
 
@@ -152,7 +161,7 @@ const CODES: &[&str] = &[
     "UNAUTHENTICATED",
 ];
 
-const TOP_KEYS: &[&str] = &["version", "base", "headings", "requirements"];
+const TOP_KEYS: &[&str] = &["version", "base", "headings", "requirements", "removes"];
 const ENTRY_KEYS: &[&str] = &["id", "rpc", "anchor", "level", "summary", "code", "untestable", "gap"];
 
 struct Loader<'a> {
@@ -275,10 +284,17 @@ pub fn load_str(origin: &str, text: &str) -> Result<Inventory, InventoryErrors> 
             _ => l.err(list.pos, format!("requirements must be a list, not {}", list.describe())),
         }
     }
+    let mut removes = Vec::new();
+    if let Some(r) = get(top, "removes") {
+        match r.as_seq() {
+            Some(items) => removes = items.iter().filter_map(|i| l.string(i, "a removed requirement id")).collect(),
+            None => l.err(r.pos, format!("removes must be a list, not {}", r.describe())),
+        }
+    }
     if !l.errors.is_empty() {
         return Err(InventoryErrors(l.errors));
     }
-    Ok(Inventory { version: version.unwrap_or_default(), base: base.unwrap_or_default(), anchors, requirements, index })
+    Ok(Inventory { version: version.unwrap_or_default(), base: base.unwrap_or_default(), anchors, requirements, removes, index })
 }
 
 fn entry(l: &mut Loader<'_>, node: &Node, anchors: &BTreeSet<String>, base: &str) -> Option<Requirement> {
@@ -356,6 +372,43 @@ pub fn builtin() -> &'static Inventory {
         Ok(inv) => inv,
         Err(e) => panic!("the built-in requirement inventory is broken:\n{e}"),
     })
+}
+
+fn additions_1_13() -> &'static Inventory {
+    static INV: OnceLock<Inventory> = OnceLock::new();
+    INV.get_or_init(|| match load_str(ORIGIN_1_13, INVENTORY_1_13) {
+        Ok(inv) => inv,
+        Err(e) => panic!("the built-in v1.13 requirement inventory is broken:\n{e}"),
+    })
+}
+
+/// The whole inventory of one spec version: v1.12's, or v1.12's without what v1.13 removes
+/// plus what it adds.
+pub fn for_version(version: crate::version::SpecVersion) -> &'static Inventory {
+    static V13: OnceLock<Inventory> = OnceLock::new();
+    match version {
+        crate::version::SpecVersion::V1_12 => builtin(),
+        crate::version::SpecVersion::V1_13 => V13.get_or_init(|| {
+            let (old, new) = (builtin(), additions_1_13());
+            let mut requirements: Vec<Requirement> =
+                old.requirements.iter().filter(|r| !new.removes.contains(&r.id)).cloned().collect();
+            requirements.extend(new.requirements.iter().cloned());
+            let index = requirements.iter().enumerate().map(|(i, r)| (r.id.clone(), i)).collect();
+            Inventory {
+                version: new.version.clone(),
+                base: new.base.clone(),
+                anchors: old.anchors.union(&new.anchors).cloned().collect(),
+                requirements,
+                removes: new.removes.clone(),
+                index,
+            }
+        }),
+    }
+}
+
+/// A requirement of either version, by id (what a scenario's `spec:` may name).
+pub fn lookup(id: &str) -> Option<&'static Requirement> {
+    builtin().get(id).or_else(|| additions_1_13().get(id))
 }
 
 impl Inventory {
@@ -474,6 +527,8 @@ pub fn coverage<'a, 's>(
                     }
                     by_req.entry(r.id.as_str()).or_default().push(scenario.to_owned());
                 }
+                // A requirement of the other version is no unknown id.
+                None if lookup(id).is_some() => {}
                 None => unknown.push((scenario.to_owned(), id.clone())),
             }
         }

@@ -118,6 +118,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
 
+    /// Which CSI version judges the plugin.
+    #[command(flatten)]
+    pub spec: SpecVersionArg,
+
     /// Which suites.
     #[command(flatten)]
     pub suites: SuiteArgs,
@@ -389,7 +393,7 @@ pub struct ListArgs {
     #[arg(long)]
     pub checks: bool,
 
-    /// Show the coverage of CSI v1.12's requirements on a plugin: per RPC, requirements
+    /// Show the coverage of CSI's requirements (v1.12, or --spec-version) on a plugin: per RPC, requirements
     /// total / covered by a scenario / untestable / gaps, and overall (exit 1 when a
     /// requirement is neither covered nor explained).
     #[arg(long, conflicts_with_all = ["checks", "parity"])]
@@ -398,6 +402,11 @@ pub struct ListArgs {
     /// With --spec: also list every requirement, its spec link and the scenarios naming it.
     #[arg(long, requires = "spec")]
     pub requirements: bool,
+
+    /// With --spec: the CSI version's requirements, 1.12 (default) or 1.13 (v1.12's without
+    /// VOLUME_CONDITION, plus volume and storage health and snapshot topology).
+    #[arg(long, value_name = "VERSION", requires = "spec")]
+    pub spec_version: Option<crate::version::SpecVersion>,
 
     /// With --spec: table (default) or json.
     #[arg(long, value_enum, default_value_t = Format::Table, requires = "spec")]
@@ -470,6 +479,17 @@ pub struct ConnectArgs {
     pub max_message_size: usize,
 }
 
+/// `--spec-version` of `run` and `fingerprint`.
+#[derive(Debug, Clone, Args)]
+pub struct SpecVersionArg {
+    /// The CSI spec version to judge the plugin by, 1.12 or 1.13. Without it, inferred from
+    /// what the plugin advertises (GET_VOLUME_HEALTH and the other v1.13 capabilities: 1.13;
+    /// VOLUME_CONDITION alone: 1.12); the report says which and why. With no endpoint, the
+    /// bundled reference plugin speaks this version too.
+    #[arg(long, value_name = "VERSION")]
+    pub spec_version: Option<crate::version::SpecVersion>,
+}
+
 /// A duration above zero (`--rpc-timeout 0` would fail every call).
 /// A byte count above zero.
 fn parse_positive_bytes(text: &str) -> Result<i64, String> {
@@ -523,6 +543,10 @@ pub struct FingerprintArgs {
     /// The plugin.
     #[command(flatten)]
     pub connect: ConnectArgs,
+
+    /// Which CSI version judges the plugin.
+    #[command(flatten)]
+    pub spec: SpecVersionArg,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]

@@ -7,11 +7,17 @@ pub(super) const NO_ENDPOINT: &str =
     "no plugin endpoint: give --endpoint (or --controller-endpoint / --node-endpoint, or CSI_ENDPOINT)";
 
 /// Connects every role and fingerprints the plugin.
-pub(super) async fn connect_and_fingerprint(targets: &Targets, options: &ClientOptions) -> Result<(Connections, Fingerprint), CliError> {
+/// `spec_version` is `--spec-version`: the version to judge by, inferred when `None`.
+pub(super) async fn connect_and_fingerprint(
+    targets: &Targets,
+    options: &ClientOptions,
+    spec_version: Option<crate::version::SpecVersion>,
+) -> Result<(Connections, Fingerprint), CliError> {
     let connections = targets.connect(options).await.map_err(CliError::usage)?;
-    let fingerprint = Fingerprint::collect(connections.controller.as_ref(), &connections.nodes)
+    let mut fingerprint = Fingerprint::collect(connections.controller.as_ref(), &connections.nodes)
         .await
         .map_err(CliError::usage)?;
+    fingerprint.state_spec_version(spec_version);
     Ok((connections, fingerprint))
 }
 
@@ -20,7 +26,7 @@ pub(super) async fn fingerprint(args: FingerprintArgs) -> Result<u8, CliError> {
     if targets.is_empty() {
         return Err(CliError::usage(NO_ENDPOINT));
     }
-    let (_, fingerprint) = connect_and_fingerprint(&targets, &args.connect.client_options()).await?;
+    let (_, fingerprint) = connect_and_fingerprint(&targets, &args.connect.client_options(), args.spec.spec_version).await?;
     match args.format {
         Format::Table => print!("{}", fingerprint.to_table()),
         Format::Json => println!(
@@ -79,7 +85,8 @@ pub(super) fn list(args: ListArgs) -> Result<u8, CliError> {
         let rules = crate::rules::covering().iter().map(|(rule, ids)| (rule.as_str(), ids.as_slice()));
         let pairs: Vec<(&str, &[String])> =
             suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).chain(rules).collect();
-        let coverage = crate::spec::coverage(crate::spec::builtin(), pairs);
+        let inventory = crate::spec::for_version(args.spec_version.unwrap_or(crate::version::SpecVersion::V1_12));
+        let coverage = crate::spec::coverage(inventory, pairs);
         match args.format {
             Format::Json => println!(
                 "{}",

@@ -87,7 +87,8 @@ pub enum Command {
     /// Undo what earlier runs left on the plugin, as listed in their journal (and nothing
     /// else); safe to repeat. Exit 0 when everything is undone, 1 when something is left.
     Cleanup(CleanupArgs),
-    /// Serve the bundled reference plugin: every CSI v1.12 RPC, as the spec says.
+    /// Serve the bundled reference plugin: every CSI v1.13 RPC (v1.12 with --spec-version 1.12),
+    /// as the spec says.
     ReferencePlugin(crate::reference::Args),
 }
 

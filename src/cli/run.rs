@@ -173,7 +173,10 @@ pub(super) const REFERENCE_NODES: usize = 2;
 /// Starts the bundled reference plugin as an orchestrator would see a small cluster: one
 /// controller (which is also node 1) and a second node plugin, sharing a temporary state
 /// directory. Returns the plugins and the endpoints by role.
-pub(super) async fn start_reference() -> Result<(LocalReference, Targets), CliError> {
+/// `spec_version` is the version it speaks (`--spec-version`; v1.13 when `None`).
+pub(super) async fn start_reference(
+    spec_version: Option<crate::version::SpecVersion>,
+) -> Result<(LocalReference, Targets), CliError> {
     let dir = crate::reference::scratch_dir()
         .map_err(|e| CliError::usage(format!("cannot make a directory for the reference plugin: {e}")))?;
     let state_dir = dir.path().join("state");
@@ -186,6 +189,7 @@ pub(super) async fn start_reference() -> Result<(LocalReference, Targets), CliEr
             node_id: format!("csi-conform-node-{n}"),
             mode: if n == 1 { crate::reference::Mode::All } else { crate::reference::Mode::NodeOnly },
             state_dir: Some(state_dir.clone()),
+            spec_version: spec_version.unwrap_or_default(),
             ..crate::reference::Config::default()
         };
         match crate::reference::spawn(config, &endpoint.to_string()).await {
@@ -251,7 +255,7 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
     let mut targets = args.connect.targets();
     let mut local = None;
     if targets.is_empty() {
-        let (reference, started) = start_reference().await?;
+        let (reference, started) = start_reference(args.spec.spec_version).await?;
         let nodes: Vec<String> = started.nodes.iter().map(ToString::to_string).collect();
         eprintln!("no --endpoint: testing the bundled reference plugin (controller and {} nodes: {})", nodes.len(), nodes.join(", "));
         targets = started;
@@ -280,7 +284,7 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
 
     let signals = Signals::catch()?;
     let options = args.connect.client_options();
-    let (connections, fingerprint) = connect_and_fingerprint(&targets, &options).await?;
+    let (connections, fingerprint) = connect_and_fingerprint(&targets, &options, args.spec.spec_version).await?;
     if !leftovers.is_empty() {
         let cleaned = crate::cleanup::undo(&args.journal, &leftovers, &connections, &config.secrets).await;
         eprint!("{}", scrubber.scrub(&cleaned.to_string()));

@@ -10,8 +10,10 @@ use crate::proto::v1::{
     group_controller_service_capability::rpc::Type as GroupRpc,
     node_service_capability::rpc::Type as NodeRpc,
     plugin_capability::service::Type as PluginService,
+    self as v1,
 };
 use crate::secrets::Secrets;
+use crate::version::SpecVersion;
 
 use super::Error;
 use super::quirks::Quirk;
@@ -100,6 +102,18 @@ pub struct Args {
     /// CAP_SYS_ADMIN.
     #[arg(long)]
     pub private_mounts: bool,
+
+    /// The CSI spec version to speak: `1.13` (the default: volume and storage health, snapshot
+    /// topology, no VOLUME_CONDITION) or `1.12` (VOLUME_CONDITION, as before v1.13).
+    #[arg(long, value_name = "V", default_value = "1.13")]
+    pub spec_version: SpecVersion,
+
+    /// What NodeGetStorageHealth reports (v1.13), `STATUS:Reason` (STORAGE_DEGRADED or
+    /// STORAGE_UNREACHABLE and a CamelCase reason), e.g. `STORAGE_DEGRADED:PoolNearlyFull`.
+    /// Repeatable; none: the storage is healthy. A volume reports adverse health when created
+    /// with the parameter `csi-conform.dev/health: STATUS:Reason[,STATUS:Reason...]`.
+    #[arg(long, value_name = "STATUS:REASON")]
+    pub storage_health: Vec<String>,
 }
 
 /// The default plugin name.
@@ -156,15 +170,16 @@ pub struct Disabled {
     pub group: BTreeSet<i32>,
 }
 
-const PLUGIN_SERVICES: [PluginService; 4] = [
+const PLUGIN_SERVICES: [PluginService; 5] = [
     PluginService::ControllerService,
     PluginService::VolumeAccessibilityConstraints,
     PluginService::GroupControllerService,
     PluginService::SnapshotMetadataService,
+    PluginService::SnapshotAccessibilityConstraints,
 ];
 
-/// Every controller RPC capability, in enum order.
-pub const CONTROLLER_RPCS: [ControllerRpc; 15] = [
+/// Every controller RPC capability of either spec version, in enum order.
+pub const CONTROLLER_RPCS: [ControllerRpc; 17] = [
     ControllerRpc::CreateDeleteVolume,
     ControllerRpc::PublishUnpublishVolume,
     ControllerRpc::ListVolumes,
@@ -180,17 +195,41 @@ pub const CONTROLLER_RPCS: [ControllerRpc; 15] = [
     ControllerRpc::SingleNodeMultiWriter,
     ControllerRpc::ModifyVolume,
     ControllerRpc::GetSnapshot,
+    ControllerRpc::GetVolumeHealth,
+    ControllerRpc::ListVolumeHealth,
 ];
 
-/// Every node RPC capability, in enum order.
-pub const NODE_RPCS: [NodeRpc; 6] = [
+/// Every node RPC capability of either spec version, in enum order.
+pub const NODE_RPCS: [NodeRpc; 8] = [
     NodeRpc::StageUnstageVolume,
     NodeRpc::GetVolumeStats,
     NodeRpc::ExpandVolume,
     NodeRpc::VolumeCondition,
     NodeRpc::SingleNodeMultiWriter,
     NodeRpc::VolumeMountGroup,
+    NodeRpc::GetVolumeHealth,
+    NodeRpc::GetStorageHealth,
 ];
+
+/// The health condition NodeGetStorageHealth reports: (StorageHealthErrorType, reason).
+pub type StorageCondition = (v1::StorageHealthErrorType, String);
+
+/// Parses `STATUS:Reason` for `--storage-health`.
+pub fn storage_condition(text: &str) -> Result<StorageCondition, Error> {
+    let bad = || {
+        Error::Config(format!(
+            "--storage-health {text:?}: expected STATUS:Reason, STATUS one of STORAGE_DEGRADED, STORAGE_UNREACHABLE, and a non-empty Reason"
+        ))
+    };
+    let (status, reason) = text.split_once(':').ok_or_else(bad)?;
+    let status = v1::StorageHealthErrorType::from_str_name(status.trim()).filter(|s| *s as i32 != 0).ok_or_else(bad)?;
+    let reason = reason.trim();
+    // The reason is REQUIRED; the quirk `health-missing-reason` is how to leave it out.
+    if reason.is_empty() {
+        return Err(bad());
+    }
+    Ok((status, reason.to_owned()))
+}
 
 const GROUP_RPCS: [GroupRpc; 1] = [GroupRpc::CreateDeleteGetVolumeGroupSnapshot];
 
@@ -304,6 +343,10 @@ pub struct Config {
     pub real_mounts: bool,
     /// Deliberate misbehaviours (empty for the compliant plugin).
     pub quirks: BTreeSet<Quirk>,
+    /// The CSI spec version it speaks.
+    pub spec_version: SpecVersion,
+    /// What NodeGetStorageHealth reports (empty: healthy).
+    pub storage_health: Vec<StorageCondition>,
 }
 
 impl Default for Config {
@@ -330,6 +373,8 @@ impl Default for Config {
                 .collect(),
             real_mounts: true,
             quirks: BTreeSet::new(),
+            spec_version: SpecVersion::V1_13,
+            storage_health: Vec::new(),
         }
     }
 }
@@ -371,6 +416,8 @@ impl Config {
             capacity: args.capacity,
             max_volume_size: args.max_volume_size,
             quirks: args.quirks.iter().copied().collect(),
+            spec_version: args.spec_version,
+            storage_health: args.storage_health.iter().map(|t| storage_condition(t)).collect::<Result<_, _>>()?,
             ..Config::default()
         };
         config.validate()?;
@@ -434,9 +481,15 @@ pub struct Capabilities {
 impl Capabilities {
     fn new(config: &Config) -> Capabilities {
         let d = &config.disabled;
+        let version = config.spec_version;
+        let defined = |scope: &str, name: &str| version.defines(scope, name);
+        let lies = |q: Quirk| config.quirks.contains(&q);
         let plugin = PLUGIN_SERVICES
             .into_iter()
             .filter(|t| !d.plugin.contains(&(*t as i32)))
+            .filter(|t| defined("plugin", t.as_str_name()))
+            // It sets snapshot topology all the same (see the quirk).
+            .filter(|t| !(lies(Quirk::SnapshotTopologyWithoutCapability) && *t == PluginService::SnapshotAccessibilityConstraints))
             // GetPluginCapabilities is the grand sum of the deployment, the same on every
             // instance (spec.md, GetPluginCapabilities): a node that shares its state with a
             // controller (a state directory) reports the controller's services too; only a
@@ -446,19 +499,33 @@ impl Capabilities {
                     || config.state_dir.is_some()
                     || *t == PluginService::VolumeAccessibilityConstraints
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Snapshot topology is the volumes' topology: none without it.
+        let topology = plugin.contains(&PluginService::VolumeAccessibilityConstraints);
+        let plugin: Vec<PluginService> =
+            plugin.into_iter().filter(|t| topology || *t != PluginService::SnapshotAccessibilityConstraints).collect();
         let controller: Vec<ControllerRpc> = CONTROLLER_RPCS
             .into_iter()
             .filter(|t| !d.controller.contains(&(*t as i32)))
+            .filter(|t| defined("controller", t.as_str_name()))
+            .filter(|t| !(lies(Quirk::ListHealthWithoutGet) && *t == ControllerRpc::GetVolumeHealth))
             .collect();
-        let node: Vec<NodeRpc> = NODE_RPCS.into_iter().filter(|t| !d.node.contains(&(*t as i32))).collect();
+        let node: Vec<NodeRpc> = NODE_RPCS
+            .into_iter()
+            .filter(|t| !d.node.contains(&(*t as i32)))
+            .filter(|t| defined("node", t.as_str_name()))
+            .collect();
         // Capabilities that need another (spec.md, ControllerGetCapabilities and
         // GetPluginCapabilities): LIST_VOLUMES_PUBLISHED_NODES needs PUBLISH_UNPUBLISH_VOLUME,
         // ONLINE expansion needs an EXPAND_VOLUME. Disabling the one withdraws the other.
+        // LIST_VOLUME_HEALTH needs GET_VOLUME_HEALTH (v1.13), unless the quirk lies.
         let publishes = controller.contains(&ControllerRpc::PublishUnpublishVolume);
+        let gets_health =
+            controller.contains(&ControllerRpc::GetVolumeHealth) || lies(Quirk::ListHealthWithoutGet);
         let controller: Vec<ControllerRpc> = controller
             .into_iter()
             .filter(|t| publishes || *t != ControllerRpc::ListVolumesPublishedNodes)
+            .filter(|t| gets_health || *t != ControllerRpc::ListVolumeHealth)
             .collect();
         let expands = controller.contains(&ControllerRpc::ExpandVolume) || node.contains(&NodeRpc::ExpandVolume);
         Capabilities {
@@ -528,9 +595,19 @@ mod tests {
     #[test]
     fn modes_shape_the_plugin_capabilities() {
         let all = Config::default().capabilities();
-        assert_eq!(all.plugin.len(), 4);
-        assert_eq!(all.controller.len(), 15);
-        assert_eq!(all.node.len(), 6);
+        assert_eq!(all.plugin.len(), 5);
+        assert_eq!(all.controller.len(), 16, "v1.13: no VOLUME_CONDITION, two health RPCs");
+        assert_eq!(all.node.len(), 7);
+        assert!(!all.has_node(NodeRpc::VolumeCondition) && all.has_node(NodeRpc::GetStorageHealth));
+        let v12 = Config { spec_version: SpecVersion::V1_12, ..Config::default() }.capabilities();
+        assert_eq!((v12.plugin.len(), v12.controller.len(), v12.node.len()), (4, 15, 6), "v1.12 as before");
+        assert!(v12.has_controller(ControllerRpc::VolumeCondition) && !v12.has_controller(ControllerRpc::GetVolumeHealth));
+        let liar = Config { quirks: [Quirk::ListHealthWithoutGet].into(), ..Config::default() }.capabilities();
+        assert!(liar.has_controller(ControllerRpc::ListVolumeHealth) && !liar.has_controller(ControllerRpc::GetVolumeHealth));
+        let mut disabled = Disabled::default();
+        disabled.add("controller:GET_VOLUME_HEALTH").unwrap();
+        let honest = Config { disabled, ..Config::default() }.capabilities();
+        assert!(!honest.has_controller(ControllerRpc::ListVolumeHealth), "LIST_VOLUME_HEALTH needs GET_VOLUME_HEALTH");
         let node_only = Config {
             mode: Mode::NodeOnly,
             ..Config::default()

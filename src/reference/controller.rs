@@ -69,7 +69,7 @@ impl Plugin {
     /// Where a new volume is accessible: the first preferred topology we serve (that is also
     /// requisite, when requisite is given), else the first requisite one we serve, else this
     /// node. RESOURCE_EXHAUSTED when no requisite topology is served.
-    fn choose_topology(
+    pub(crate) fn choose_topology(
         &self,
         state: &State,
         req: Option<&v1::TopologyRequirement>,
@@ -266,7 +266,15 @@ impl Plugin {
                     "{capacity} bytes requested, {available} bytes left in the pool"
                 )));
             }
-            let topology = self.choose_topology(state, topology)?;
+            // Restored without a requirement: where the snapshot said (v1.13 snapshot topology).
+            let snapshot_topology = match &source {
+                Some(Source::Snapshot(id)) => state.snapshots.get(id).map(|s| s.topology.clone()).filter(|t| !t.is_empty()),
+                _ => None,
+            };
+            let topology = match (topology, snapshot_topology) {
+                (None, Some(t)) if self.caps.topology() => t,
+                (t, _) => self.choose_topology(state, t)?,
+            };
             let id = format!("vol-{:06}", state.next_seq());
             let has_mount = caps.iter().any(|c| !c.is_block());
             let has_block = caps.iter().any(Capability::is_block);
@@ -894,5 +902,19 @@ impl Controller for Service {
             Plugin::controller_modify_volume,
         )
         .await
+    }
+
+    async fn controller_list_volume_health(
+        &self,
+        request: Request<v1::ControllerListVolumeHealthRequest>,
+    ) -> Result<Response<v1::ControllerListVolumeHealthResponse>, Status> {
+        self.call("ControllerListVolumeHealth", request, Plugin::controller_list_volume_health).await
+    }
+
+    async fn controller_get_volume_health(
+        &self,
+        request: Request<v1::ControllerGetVolumeHealthRequest>,
+    ) -> Result<Response<v1::ControllerGetVolumeHealthResponse>, Status> {
+        self.call("ControllerGetVolumeHealth", request, Plugin::controller_get_volume_health).await
     }
 }

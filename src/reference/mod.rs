@@ -1,5 +1,5 @@
-//! The reference plugin: an in-memory (optionally directory-backed) CSI v1.12 plugin that
-//! implements every RPC as the specification describes, so each harness check can be proven
+//! The reference plugin: an in-memory (optionally directory-backed) CSI v1.13 plugin (v1.12
+//! with `--spec-version 1.12`) that implements every RPC as the specification describes, so each harness check can be proven
 //! against it. This module owns its configuration, serving (unix or TCP), the per-RPC
 //! plumbing (latency, UNIMPLEMENTED for disabled capabilities, secrets, logging) and errors.
 //!
@@ -26,6 +26,7 @@ mod checks;
 mod config;
 mod controller;
 mod group;
+mod health;
 mod identity;
 mod lies;
 mod node;
@@ -51,6 +52,7 @@ pub use config::{
     Args, Capabilities, Config, DEFAULT_MUTABLE_KEYS, DEFAULT_NAME, DEFAULT_NODE_ID, Disabled,
     GIB, Mode, TIB, TOPOLOGY_KEY,
 };
+pub use health::HEALTH_PARAMETER;
 pub use quirks::{EMPTY_SOURCE_MESSAGE, Quirk, UNCONFIRMED_MESSAGE, UnknownQuirk};
 
 use crate::proto::v1::{
@@ -200,6 +202,10 @@ impl Plugin {
             "ControllerExpandVolume" => controller(ControllerRpc::ExpandVolume),
             "ControllerGetVolume" => controller(ControllerRpc::GetVolume),
             "ControllerModifyVolume" => controller(ControllerRpc::ModifyVolume),
+            "ControllerGetVolumeHealth" => controller(ControllerRpc::GetVolumeHealth),
+            "ControllerListVolumeHealth" => controller(ControllerRpc::ListVolumeHealth),
+            "NodeGetVolumeHealth" => node(NodeRpc::GetVolumeHealth),
+            "NodeGetStorageHealth" => node(NodeRpc::GetStorageHealth),
             "NodeStageVolume" | "NodeUnstageVolume" => node(NodeRpc::StageUnstageVolume),
             "NodeExpandVolume" => node(NodeRpc::ExpandVolume),
             "NodeGetVolumeStats" => {
@@ -329,6 +335,8 @@ rpc_request_with! {
     ControllerExpandVolumeRequest => volume_id, secrets;
     ControllerGetVolumeRequest => volume_id, none;
     ControllerModifyVolumeRequest => volume_id, secrets;
+    ControllerGetVolumeHealthRequest => volume_id, secrets;
+    NodeGetVolumeHealthRequest => volume_id, none;
     CreateVolumeGroupSnapshotRequest => name, secrets;
     DeleteVolumeGroupSnapshotRequest => group_snapshot_id, secrets;
     GetVolumeGroupSnapshotRequest => group_snapshot_id, secrets;
@@ -340,6 +348,17 @@ rpc_request_with! {
     NodeUnpublishVolumeRequest => volume_id, none;
     NodeGetVolumeStatsRequest => volume_id, none;
     NodeExpandVolumeRequest => volume_id, secrets;
+}
+
+impl RpcRequest for v1::ControllerListVolumeHealthRequest {
+    fn secrets(&self) -> Option<&HashMap<String, String>> {
+        Some(&self.secrets)
+    }
+}
+impl RpcRequest for v1::NodeGetStorageHealthRequest {
+    fn secrets(&self) -> Option<&HashMap<String, String>> {
+        Some(&self.secrets)
+    }
 }
 
 /// The gRPC face of a [`Plugin`]; implements every service trait.

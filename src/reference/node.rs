@@ -776,6 +776,20 @@ impl Node for Service {
     ) -> Result<Response<v1::NodeGetInfoResponse>, Status> {
         self.told("NodeGetInfo", self.call("NodeGetInfo", request, Plugin::node_get_info).await)
     }
+
+    async fn node_get_volume_health(
+        &self,
+        request: Request<v1::NodeGetVolumeHealthRequest>,
+    ) -> Result<Response<v1::NodeGetVolumeHealthResponse>, Status> {
+        self.call("NodeGetVolumeHealth", request, Plugin::node_get_volume_health).await
+    }
+
+    async fn node_get_storage_health(
+        &self,
+        request: Request<v1::NodeGetStorageHealthRequest>,
+    ) -> Result<Response<v1::NodeGetStorageHealthResponse>, Status> {
+        self.call("NodeGetStorageHealth", request, Plugin::node_get_storage_health).await
+    }
 }
 
 /// What an undoing RPC (NodeUnstage, NodeUnpublish) finds at its path: the record, when it is

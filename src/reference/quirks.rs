@@ -73,6 +73,16 @@ pub enum Quirk {
     CreatedMountFlagsOnly,
     /// CreateVolume with an existing volume's name compares everything but the capabilities.
     SameNameAnyCapability,
+    /// v1.13: every adverse health entry (volume or storage) is reported twice.
+    DuplicateHealthEntry,
+    /// v1.13: adverse health entries (volume or storage) carry no reason.
+    HealthMissingReason,
+    /// v1.13: LIST_VOLUME_HEALTH is advertised without GET_VOLUME_HEALTH (whose RPC is then
+    /// UNIMPLEMENTED).
+    ListHealthWithoutGet,
+    /// v1.13: snapshots carry accessible_topology though SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is
+    /// not advertised.
+    SnapshotTopologyWithoutCapability,
     /// CreateVolume answers OK with an empty volume_id (the volume exists under its real id).
     CreateEmptyId,
     /// A set but empty volume_content_source makes a volume whose answer has no id (csi-test mock).
@@ -105,7 +115,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 31] = [
+    pub const ALL: [Quirk; 35] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -126,6 +136,10 @@ impl Quirk {
         Quirk::LoseDataOnUnstage,
         Quirk::CreatedMountFlagsOnly,
         Quirk::SameNameAnyCapability,
+        Quirk::DuplicateHealthEntry,
+        Quirk::HealthMissingReason,
+        Quirk::ListHealthWithoutGet,
+        Quirk::SnapshotTopologyWithoutCapability,
         Quirk::CreateEmptyId,
         Quirk::MockEmptySource,
         Quirk::SnapshotNoCreationTime,
@@ -162,6 +176,10 @@ impl Quirk {
             Quirk::LoseDataOnUnstage => "lose-data-on-unstage",
             Quirk::CreatedMountFlagsOnly => "created-mount-flags-only",
             Quirk::SameNameAnyCapability => "same-name-any-capability",
+            Quirk::DuplicateHealthEntry => "duplicate-health-entry",
+            Quirk::HealthMissingReason => "health-missing-reason",
+            Quirk::ListHealthWithoutGet => "list-health-without-get",
+            Quirk::SnapshotTopologyWithoutCapability => "snapshot-topology-without-capability",
             Quirk::CreateEmptyId => "create-empty-id",
             Quirk::MockEmptySource => "mock-empty-source",
             Quirk::SnapshotNoCreationTime => "snapshot-no-creation-time",
@@ -238,6 +256,18 @@ impl Quirk {
             }
             Quirk::SameNameAnyCapability => {
                 "CreateVolume with an existing volume's name and other capabilities answers OK with that volume, which ValidateVolumeCapabilities does not confirm for them (ember-csi, whose idempotency compares the size only)"
+            }
+            Quirk::DuplicateHealthEntry => {
+                "v1.13: every adverse volume and storage health entry is reported twice (plugins that append a condition on every poll instead of keeping one)"
+            }
+            Quirk::HealthMissingReason => {
+                "v1.13: adverse volume and storage health entries leave the REQUIRED reason empty (plugins that only fill the human message)"
+            }
+            Quirk::ListHealthWithoutGet => {
+                "v1.13: LIST_VOLUME_HEALTH is advertised without GET_VOLUME_HEALTH, and ControllerGetVolumeHealth is UNIMPLEMENTED (plugins that only implemented the bulk RPC)"
+            }
+            Quirk::SnapshotTopologyWithoutCapability => {
+                "v1.13: snapshots carry accessible_topology although SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is not advertised (plugins that copy the volume's topology into every snapshot)"
             }
             Quirk::CreateEmptyId => {
                 "CreateVolume makes the volume but answers OK with an empty volume_id, so no CSI call can delete it (plugins that lose the id between backend and answer)"

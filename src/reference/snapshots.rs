@@ -11,7 +11,8 @@ use crate::proto::v1;
 use super::Plugin;
 use super::checks;
 use super::controller::{page_start, paginate};
-use super::state::{SnapshotRecord, State, Timestamp, to_map};
+use super::state::{SnapshotRecord, State, Timestamp, from_map, to_map};
+use crate::proto::v1::plugin_capability::service::Type as PluginService;
 
 /// The paging-token kind of ListSnapshots.
 const SNAPSHOTS: &str = "snapshots";
@@ -20,6 +21,13 @@ impl Plugin {
     /// Whether a snapshot has finished its (simulated) post-cut processing.
     pub(crate) fn snapshot_ready(&self, s: &SnapshotRecord) -> bool {
         s.created.elapsed() >= self.config.snapshot_ready_after
+    }
+
+    /// Whether snapshots carry accessible_topology: with SNAPSHOT_ACCESSIBILITY_CONSTRAINTS,
+    /// or without it under the quirk `snapshot-topology-without-capability`.
+    fn snapshot_topology_reported(&self) -> bool {
+        self.caps.has_plugin(PluginService::SnapshotAccessibilityConstraints)
+            || self.quirk(super::Quirk::SnapshotTopologyWithoutCapability)
     }
 
     /// The wire form of a snapshot.
@@ -31,6 +39,11 @@ impl Plugin {
             creation_time: Some(s.created.to_proto()),
             ready_to_use: self.snapshot_ready(s),
             group_snapshot_id: s.group_id.clone().unwrap_or_default(),
+            accessible_topology: if self.snapshot_topology_reported() {
+                s.topology.iter().map(|t| v1::Topology { segments: from_map(t) }).collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -49,6 +62,7 @@ impl Plugin {
             Status::not_found(format!("source volume {volume_id} does not exist"))
         })?;
         let (size, has_mount, has_block) = (volume.capacity, volume.has_mount, volume.has_block);
+        let topology = volume.topology.clone();
         let seq = state.next_seq();
         let id = format!("snap-{seq:06}");
         let store = self.data.snapshot(&id);
@@ -67,6 +81,7 @@ impl Plugin {
             parameters,
             has_mount,
             has_block,
+            topology,
         };
         state.snapshots.insert(id, record.clone());
         Ok(record)
@@ -78,6 +93,17 @@ impl Plugin {
     ) -> Result<v1::CreateSnapshotResponse, Status> {
         checks::name(&req.name, "name")?;
         checks::required(&req.source_volume_id, "source_volume_id")?;
+        // v1.13: accessibility_requirements only for plugins with the capability; an empty
+        // requirement is read as unset, as in CreateVolume.
+        let requirement = req
+            .accessibility_requirements
+            .as_ref()
+            .filter(|t| !t.requisite.is_empty() || !t.preferred.is_empty());
+        if requirement.is_some() && !self.caps.has_plugin(PluginService::SnapshotAccessibilityConstraints) {
+            return Err(Status::invalid_argument(
+                "accessibility_requirements need SNAPSHOT_ACCESSIBILITY_CONSTRAINTS, which is not advertised",
+            ));
+        }
         self.store.transact(|state| {
             if let Some(existing) = state
                 .snapshots
@@ -94,6 +120,9 @@ impl Plugin {
                     snapshot: Some(self.snapshot_proto(existing)),
                 });
             }
+            // A copy can live on any node this plugin serves: where it is asked to (checked
+            // before anything is copied).
+            let placed = requirement.map(|r| self.choose_topology(state, Some(r))).transpose()?;
             let record = self.cut_snapshot(
                 state,
                 &req.source_volume_id,
@@ -102,6 +131,14 @@ impl Plugin {
                 to_map(&req.parameters),
                 Timestamp::now(),
             )?;
+            let record = match placed {
+                Some(topology) => {
+                    let placed = SnapshotRecord { topology, ..record };
+                    state.snapshots.insert(placed.id.clone(), placed.clone());
+                    placed
+                }
+                None => record,
+            };
             Ok(v1::CreateSnapshotResponse {
                 snapshot: Some(self.snapshot_proto(&record)),
             })

@@ -278,6 +278,9 @@ pub struct SnapshotRecord {
     pub has_mount: bool,
     /// Whether the source had a block file (copied).
     pub has_block: bool,
+    /// Where volumes restored from it are accessible (v1.13 snapshot topology).
+    #[serde(default)]
+    pub topology: Vec<StringMap>,
 }
 
 /// A volume group snapshot.

@@ -196,6 +196,7 @@ mod tests {
             .into(),
             interrupted: None,
             mounts: Vec::new(),
+            spec: None,
         }
     }
 

@@ -194,7 +194,7 @@ fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color:
 /// The failed, errored and warned scenarios again, grouped by the CSI requirement their
 /// findings break (see [`super::model::Finding::blames`]; a scenario breaking several appears
 /// under each): which rule of the spec broke, and where it is written.
-fn by_requirement(out: &mut String, scenarios: &[&ScenarioResult], color: bool) {
+fn by_requirement(out: &mut String, report: &RunReport, scenarios: &[&ScenarioResult], color: bool) {
     let mut groups: Vec<(super::model::RequirementRef, Vec<&ScenarioResult>)> = Vec::new();
     for s in scenarios.iter().filter(|s| s.expectation.is_none() && s.outcome >= Severity::Warn) {
         // The requirements its findings break, not every one the scenario names.
@@ -208,7 +208,10 @@ fn by_requirement(out: &mut String, scenarios: &[&ScenarioResult], color: bool) 
     if groups.is_empty() {
         return;
     }
-    let _ = writeln!(out, "\n{}", paint("By requirement (CSI v1.12):", Style::Bold, color));
+    // Reports of runs before v1.13 support were all judged by v1.12.
+    let version = report.spec.as_ref().map_or("1.12", |s| s.version.as_str());
+    let heading = format!("By requirement (CSI v{}):", text::one_line(version));
+    let _ = writeln!(out, "\n{}", paint(&heading, Style::Bold, color));
     for (r, members) in groups {
         let _ = writeln!(out, "  {} [{}] {}", text::one_line(&r.id), text::one_line(&r.level), text::one_line(&r.link));
         for s in members {
@@ -259,6 +262,9 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
         let _ = write!(out, " at {}", text::one_line(&report.endpoints.join(", ")));
     }
     out.push('\n');
+    if let Some(spec) = &report.spec {
+        let _ = writeln!(out, "Judged by {}", text::one_line(&spec.to_string()));
+    }
     let c = report.counts();
     let _ = writeln!(
         out,
@@ -291,7 +297,7 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
             entry(&mut out, report, scenario, color, base);
         }
     }
-    by_requirement(&mut out, &scenarios, color);
+    by_requirement(&mut out, report, &scenarios, color);
     out.push('\n');
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "{} {}", paint("Interrupted:", Style::BoldRed, color), text::one_line(why));

@@ -94,6 +94,9 @@ pub fn to_html(report: &RunReport) -> String {
         report.seed,
         if report.strict { " &#183; strict" } else { "" }
     );
+    if let Some(spec) = &report.spec {
+        let _ = writeln!(out, "<p>Judged by {}</p>", escape(&spec.to_string()));
+    }
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "<p class=\"error\">Interrupted: {}</p>", escape(why));
     }
@@ -268,10 +271,14 @@ fn coverage_section(out: &mut String, report: &RunReport) {
             }
         }
     }
-    out.push_str("<h2>Requirement coverage of this run</h2>\n<p class=\"legend\">CSI v1.12 requirements \
-        named by the scenarios of this run (or broken by an answer), by RPC, and how they came out (a \
-        requirement takes the worst outcome of the findings that break it; skipped: none of its scenarios ran). <code>csi-conform list --spec</code> \
-        shows the whole inventory.</p>\n<table><tr><th>RPC / topic</th><th>requirements</th>");
+    let version = report.spec.as_ref().map_or("1.12", |s| s.version.as_str());
+    out.push_str(&format!(
+        "<h2>Requirement coverage of this run</h2>\n<p class=\"legend\">CSI v{} requirements \
+        named by the scenarios of this run (or broken by an answer), by RPC, and how they came out (a requirement takes the worst \
+        outcome of the findings that break it; skipped: none of its scenarios ran). <code>csi-conform list --spec</code> \
+        shows the whole inventory.</p>\n<table><tr><th>RPC / topic</th><th>requirements</th>",
+        escape(version)
+    ));
     for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Skip] {
         let _ = write!(out, "<th class=\"{sev}\">{sev}</th>");
     }

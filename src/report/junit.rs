@@ -316,6 +316,10 @@ fn suite_properties(report: &RunReport, suite: &SuiteResult) -> Vec<(String, Str
     props.extend(report.endpoints.iter().enumerate().map(|(i, e)| (format!("endpoint.{i}"), e.clone())));
     props.extend(report.capabilities.iter().map(|c| (format!("capability.{c}"), "true".to_owned())));
     props.extend(report.mounts.iter().map(|m| (format!("mounts.{}", m.node), m.to_string())));
+    if let Some(spec) = &report.spec {
+        props.push(("spec-version".to_owned(), spec.version.clone()));
+        props.push(("spec-version-reason".to_owned(), spec.reason.clone()));
+    }
     props.extend([
         ("seed".to_owned(), report.seed.to_string()),
         ("strict".to_owned(), report.strict.to_string()),

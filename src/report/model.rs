@@ -339,6 +339,27 @@ pub struct RunReport {
     /// Where each node endpoint's mounts were verified (or why they were not), node 0 first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountSite>,
+    /// The CSI spec version the verdicts were judged by, and why (absent in reports of
+    /// earlier csi-conform versions, which judged by v1.12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SpecJudged>,
+}
+
+/// The CSI spec version a run judged the plugin by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecJudged {
+    /// `1.12` or `1.13`.
+    pub version: String,
+    /// Whether the operator stated it (`--spec-version`) rather than csi-conform inferring it.
+    pub stated: bool,
+    /// Why, in one sentence.
+    pub reason: String,
+}
+
+impl fmt::Display for SpecJudged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CSI v{} ({})", self.version, self.reason)
+    }
 }
 
 /// Where the mounts of one node endpoint were verified: the mount namespace of the process

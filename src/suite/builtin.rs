@@ -33,6 +33,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("capabilities.yaml", include_str!("../../suites/capabilities.yaml")),
     ("properties.yaml", include_str!("../../suites/properties.yaml")),
     ("requirements.yaml", include_str!("../../suites/requirements.yaml")),
+    ("health.yaml", include_str!("../../suites/health.yaml")),
 ];
 
 /// Loads every built-in suite. They are checked by a unit test, so this cannot fail in a

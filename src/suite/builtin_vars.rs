@@ -51,6 +51,7 @@ pub fn types() -> BTreeMap<String, Ty> {
         ("nodes".to_owned(), Ty::List(Box::new(node))),
         ("paths".to_owned(), paths),
         ("idempotency_count".to_owned(), scalar()),
+        ("spec_version".to_owned(), scalar()),
     ])
 }
 
@@ -154,6 +155,7 @@ pub fn values(config: &RunConfig, fingerprint: &Fingerprint, name: &str, paths: 
         ])),
     );
     vars.insert("idempotency_count", Val::Int(config.idempotency_count.into()));
+    vars.insert("spec_version", Val::Str(fingerprint.spec.version.as_str().to_owned()));
     vars
 }
 

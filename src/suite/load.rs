@@ -487,7 +487,7 @@ impl Loader<'_> {
         let inventory = crate::spec::builtin();
         let mut ids = Vec::new();
         for (id, pos) in self.strings(node, "a requirement id in spec") {
-            if inventory.get(&id).is_none() {
+            if crate::spec::lookup(&id).is_none() {
                 self.err(pos, inventory.unknown_id_text(&id));
             } else if ids.contains(&id) {
                 self.err(pos, format!("requirement {id} is named twice in spec"));

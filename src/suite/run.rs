@@ -235,6 +235,11 @@ pub async fn run_until(
         rpc_latency: latency(plugin),
         interrupted,
         mounts: shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|i| i.site().clone()).collect(),
+        spec: Some(crate::report::SpecJudged {
+            version: fp.spec.version.as_str().to_owned(),
+            stated: fp.spec.stated,
+            reason: fp.spec.reason.clone(),
+        }),
     }
 }
 
@@ -267,9 +272,8 @@ fn latency(plugin: &Plugin) -> BTreeMap<String, RpcLatency> {
 
 /// The report's view of the requirements a scenario names.
 pub fn requirement_refs(ids: &[String]) -> Vec<crate::report::RequirementRef> {
-    let inventory = crate::spec::builtin();
     ids.iter()
-        .filter_map(|id| inventory.get(id))
+        .filter_map(|id| crate::spec::lookup(id))
         .map(|r| crate::report::RequirementRef {
             id: r.id.clone(),
             level: r.level.as_str().to_owned(),

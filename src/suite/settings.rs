@@ -334,6 +334,7 @@ pub(crate) mod tests_support {
             capabilities: PluginCapabilities::default(),
             controller: None,
             group_controller: None,
+            spec: crate::version::Assumed::infer(&[]),
             nodes: (0..nodes)
                 .map(|i| NodeInfo {
                     endpoint: endpoint.clone(),

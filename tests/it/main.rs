@@ -29,4 +29,5 @@ mod run;
 mod spec;
 mod suite_load;
 mod suite_run;
+mod v113;
 mod support;

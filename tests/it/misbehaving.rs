@@ -219,7 +219,7 @@ async fn malformed_enormous_and_impossible_answers_are_findings_not_crashes() {
         findings(undefined),
         [(
             "impossible-value".to_owned(),
-            "ControllerGetCapabilities answered capabilities[1].rpc.type = 99, which csi.v1.ControllerServiceCapability.RPC.Type does not define in CSI v1.12 (garbage, or a newer spec version)".to_owned()
+            "ControllerGetCapabilities answered capabilities[1].rpc.type = 99, which csi.v1.ControllerServiceCapability.RPC.Type does not define in CSI v1.12 or v1.13 (garbage, or a newer spec version)".to_owned()
         )]
     );
 }

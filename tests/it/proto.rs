@@ -1,7 +1,9 @@
-//! Wire compatibility of `proto/csi.proto` with the public CSI v1.12 definition: exact encoded
-//! bytes for representative messages, and the whole descriptor (every field number and type,
-//! every enum value, every RPC, and the `csi_secret` / `alpha_*` markers) checked against tables
-//! written down from the upstream v1.12.0 definition.
+//! Wire compatibility of `proto/csi.proto` with the public CSI v1.12 and v1.13 definitions:
+//! exact encoded bytes for representative messages, and the whole descriptor (every field
+//! number and type, every enum value, every RPC, and the `csi_secret` / `alpha_*` markers)
+//! checked against tables written down from the upstream v1.12.0 definition plus the v1.13.0
+//! additions (`shared/spec/csi-v1.13-changes.md`). v1.13's removals stay: it reserved their
+//! numbers, so the superset reads v1.12 plugins' `volume_condition` too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -284,6 +286,7 @@ fn snapshot_bytes() {
         }),
         ready_to_use: true,
         group_snapshot_id: "group-1".into(),
+        accessible_topology: Vec::new(),
     };
     let expected = cat(&[
         // 1 size_bytes = 4096
@@ -302,6 +305,29 @@ fn snapshot_bytes() {
         &[0x32, 0x07],
         b"group-1",
     ]);
+    assert_wire(&snapshot, &expected);
+}
+
+#[test]
+fn v1_13_health_and_snapshot_topology_bytes() {
+    use v1::volume_health::VolumeHealthEntry;
+    let response = v1::NodeGetVolumeHealthResponse {
+        volume_health: Some(v1::VolumeHealth {
+            volume_id: "v".into(),
+            health_statuses: vec![VolumeHealthEntry {
+                status: v1::VolumeHealthErrorType::Degraded as i32,
+                reason: "R".into(),
+                message: String::new(),
+            }],
+        }),
+    };
+    // 1 volume_health (10 bytes): 1 volume_id "v", 2 entry (5 bytes): 1 status = 1, 2 reason "R"
+    let expected = cat(&[&[0x0a, 0x0a, 0x0a, 0x01], b"v", &[0x12, 0x05, 0x08, 0x01, 0x12, 0x01], b"R"]);
+    assert_wire(&response, &expected);
+
+    let snapshot = v1::Snapshot { snapshot_id: "s".into(), accessible_topology: vec![zone_a()], ..Default::default() };
+    // 2 snapshot_id "s", 7 accessible_topology (a Topology, 11 bytes)
+    let expected = cat(&[&[0x12, 0x01], b"s", &[0x3a, 0x0b], ZONE_A]);
     assert_wire(&snapshot, &expected);
 }
 
@@ -647,6 +673,7 @@ const MESSAGES: &[(&str, &[Field])] = &[
             ("name", 2, "string"),
             ("secrets", 3, MAP),
             ("parameters", 4, MAP),
+            ("accessibility_requirements", 5, "TopologyRequirement"),
         ],
     ),
     ("CreateSnapshotResponse", &[("snapshot", 1, "Snapshot")]),
@@ -659,6 +686,7 @@ const MESSAGES: &[(&str, &[Field])] = &[
             ("creation_time", 4, "google.protobuf.Timestamp"),
             ("ready_to_use", 5, "bool"),
             ("group_snapshot_id", 6, "string"),
+            ("accessible_topology", 7, "[Topology]"),
         ],
     ),
     ("DeleteSnapshotRequest", &[("snapshot_id", 1, "string"), ("secrets", 2, MAP)]),
@@ -754,6 +782,41 @@ const MESSAGES: &[(&str, &[Field])] = &[
     ("NodeServiceCapability", &[("rpc", 1, "NodeServiceCapability.RPC")]),
     ("NodeServiceCapability.RPC", &[("type", 1, "enum NodeServiceCapability.RPC.Type")]),
     ("NodeGetInfoRequest", &[]),
+    // v1.13: volume and storage health.
+    (
+        "VolumeHealth",
+        &[("volume_id", 1, "string"), ("health_statuses", 2, "[VolumeHealth.VolumeHealthEntry]")],
+    ),
+    (
+        "VolumeHealth.VolumeHealthEntry",
+        &[("status", 1, "enum VolumeHealthErrorType"), ("reason", 2, "string"), ("message", 3, "string")],
+    ),
+    (
+        "ControllerListVolumeHealthRequest",
+        &[("max_entries", 1, "int32"), ("starting_token", 2, "string"), ("secrets", 3, MAP)],
+    ),
+    ("ControllerListVolumeHealthResponse", &[("entries", 1, "[VolumeHealth]"), ("next_token", 2, "string")]),
+    ("ControllerGetVolumeHealthRequest", &[("volume_id", 1, "string"), ("secrets", 2, MAP)]),
+    ("ControllerGetVolumeHealthResponse", &[("volume_health", 1, "VolumeHealth")]),
+    (
+        "NodeGetVolumeHealthRequest",
+        &[("volume_id", 1, "string"), ("volume_publish_path", 2, "string"), ("staging_target_path", 3, "string")],
+    ),
+    ("NodeGetVolumeHealthResponse", &[("volume_health", 1, "VolumeHealth")]),
+    ("NodeGetStorageHealthRequest", &[("secrets", 1, MAP)]),
+    (
+        "NodeGetStorageHealthResponse",
+        &[("backend_health", 1, "[NodeGetStorageHealthResponse.StorageBackendHealth]")],
+    ),
+    (
+        "NodeGetStorageHealthResponse.StorageBackendHealth",
+        &[
+            ("status", 1, "enum StorageHealthErrorType"),
+            ("reason", 2, "string"),
+            ("message", 3, "string"),
+            ("volume_capability", 4, "VolumeCapability"),
+        ],
+    ),
     (
         "NodeGetInfoResponse",
         &[
@@ -873,6 +936,7 @@ const ENUMS: &[(&str, &[(&str, i32)])] = &[
             ("VOLUME_ACCESSIBILITY_CONSTRAINTS", 2),
             ("GROUP_CONTROLLER_SERVICE", 3),
             ("SNAPSHOT_METADATA_SERVICE", 4),
+            ("SNAPSHOT_ACCESSIBILITY_CONSTRAINTS", 5),
         ],
     ),
     ("PluginCapability.VolumeExpansion.Type", &[("UNKNOWN", 0), ("ONLINE", 1), ("OFFLINE", 2)]),
@@ -908,6 +972,8 @@ const ENUMS: &[(&str, &[(&str, i32)])] = &[
             ("SINGLE_NODE_MULTI_WRITER", 13),
             ("MODIFY_VOLUME", 14),
             ("GET_SNAPSHOT", 15),
+            ("GET_VOLUME_HEALTH", 16),
+            ("LIST_VOLUME_HEALTH", 17),
         ],
     ),
     ("VolumeUsage.Unit", &[("UNKNOWN", 0), ("BYTES", 1), ("INODES", 2)]),
@@ -921,7 +987,17 @@ const ENUMS: &[(&str, &[(&str, i32)])] = &[
             ("VOLUME_CONDITION", 4),
             ("SINGLE_NODE_MULTI_WRITER", 5),
             ("VOLUME_MOUNT_GROUP", 6),
+            ("GET_VOLUME_HEALTH", 7),
+            ("GET_STORAGE_HEALTH", 8),
         ],
+    ),
+    (
+        "VolumeHealthErrorType",
+        &[("UNKNOWN_VOLUME_HEALTH_TYPE", 0), ("DEGRADED", 1), ("INACCESSIBLE", 2), ("DATA_LOSS", 3)],
+    ),
+    (
+        "StorageHealthErrorType",
+        &[("UNKNOWN_STORAGE_HEALTH_ERROR_TYPE", 0), ("STORAGE_DEGRADED", 1), ("STORAGE_UNREACHABLE", 2)],
     ),
     (
         "GroupControllerServiceCapability.RPC.Type",
@@ -952,6 +1028,8 @@ const SERVICES: &[(&str, &[&str])] = &[
             "ControllerExpandVolume",
             "ControllerGetVolume",
             "ControllerModifyVolume",
+            "ControllerListVolumeHealth",
+            "ControllerGetVolumeHealth",
         ],
     ),
     (
@@ -975,6 +1053,8 @@ const SERVICES: &[(&str, &[&str])] = &[
             "NodeExpandVolume",
             "NodeGetCapabilities",
             "NodeGetInfo",
+            "NodeGetVolumeHealth",
+            "NodeGetStorageHealth",
         ],
     ),
 ];
@@ -1003,6 +1083,9 @@ const SECRET_FIELDS: &[&str] = &[
     "GetVolumeGroupSnapshotRequest.secrets",
     "GetMetadataAllocatedRequest.secrets",
     "GetMetadataDeltaRequest.secrets",
+    "ControllerListVolumeHealthRequest.secrets",
+    "ControllerGetVolumeHealthRequest.secrets",
+    "NodeGetStorageHealthRequest.secrets",
 ];
 
 /// Fields marked `[(alpha_field) = true]` upstream in v1.12. (The `mutable_parameters` fields
@@ -1012,6 +1095,8 @@ const ALPHA_FIELDS: &[&str] = &[
     "GetCapacityResponse.minimum_volume_size",
     "NodeGetVolumeStatsResponse.volume_condition",
     "NodeExpandVolumeRequest.secrets",
+    "CreateSnapshotRequest.accessibility_requirements",
+    "Snapshot.accessible_topology",
 ];
 
 /// Messages marked `option (alpha_message) = true` upstream in v1.12.
@@ -1021,6 +1106,15 @@ const ALPHA_MESSAGES: &[&str] = &[
     "GetSnapshotRequest",
     "GetSnapshotResponse",
     "VolumeCondition",
+    "VolumeHealth",
+    "ControllerListVolumeHealthRequest",
+    "ControllerListVolumeHealthResponse",
+    "ControllerGetVolumeHealthRequest",
+    "ControllerGetVolumeHealthResponse",
+    "NodeGetVolumeHealthRequest",
+    "NodeGetVolumeHealthResponse",
+    "NodeGetStorageHealthRequest",
+    "NodeGetStorageHealthResponse",
 ];
 
 /// Enum values marked `[(alpha_enum_value) = true]` upstream in v1.12.
@@ -1034,10 +1128,22 @@ const ALPHA_ENUM_VALUES: &[&str] = &[
     "ControllerServiceCapability.RPC.Type.GET_SNAPSHOT",
     "NodeServiceCapability.RPC.Type.VOLUME_CONDITION",
     "NodeServiceCapability.RPC.Type.SINGLE_NODE_MULTI_WRITER",
+    "PluginCapability.Service.Type.SNAPSHOT_ACCESSIBILITY_CONSTRAINTS",
+    "ControllerServiceCapability.RPC.Type.GET_VOLUME_HEALTH",
+    "ControllerServiceCapability.RPC.Type.LIST_VOLUME_HEALTH",
+    "NodeServiceCapability.RPC.Type.GET_VOLUME_HEALTH",
+    "NodeServiceCapability.RPC.Type.GET_STORAGE_HEALTH",
 ];
 
 /// RPCs marked `option (alpha_method) = true` upstream in v1.12.
-const ALPHA_METHODS: &[&str] = &["GetSnapshot", "ControllerGetVolume"];
+const ALPHA_METHODS: &[&str] = &[
+    "GetSnapshot",
+    "ControllerGetVolume",
+    "ControllerListVolumeHealth",
+    "ControllerGetVolumeHealth",
+    "NodeGetVolumeHealth",
+    "NodeGetStorageHealth",
+];
 
 /// Services marked `option (alpha_service) = true` upstream in v1.12.
 const ALPHA_SERVICES: &[&str] = &["SnapshotMetadata"];

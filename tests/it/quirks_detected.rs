@@ -167,6 +167,15 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         Quirk::SameNameAnyCapability => {
             on(&["extras.create-volume.same-name-other-capabilities"], "incompatible-volume", Severity::Fail)
         }
+        // The two health-entry quirks bend adverse entries only; their runs report a degraded
+        // storage backend (`quirk_run`), so NodeGetStorageHealth has one to bend. The volume
+        // side is in tests/it/v113.rs, with a degraded volume.
+        Quirk::DuplicateHealthEntry => on(&["health.node.storage"], "duplicate-health-entry", Severity::Fail),
+        Quirk::HealthMissingReason => on(&["health.node.storage"], "health-required", Severity::Fail),
+        Quirk::ListHealthWithoutGet => on(&["health.controller.list.needs-get"], "capability-dependency", Severity::Fail),
+        Quirk::SnapshotTopologyWithoutCapability => {
+            on(&["snapshots.topology.unset-without-capability"], "assertion", Severity::Fail)
+        }
         // The answer quirks break a response rule wherever the lie is told: see answer_quirks.
         _ => crate::answer_quirks::CASES
             .iter()
@@ -231,9 +240,16 @@ fn run_config(work: &tempfile::TempDir) -> RunConfig {
 /// A default run of the built-in suites against a reference plugin with `quirk`; with
 /// `secrets`, the plugin requires the secrets and the run has the secrets file.
 async fn quirk_run(quirk: Option<Quirk>, secrets: bool, tune: impl FnOnce(&mut RunConfig)) -> RunReport {
+    // The health-entry quirks bend adverse entries: give them a degraded backend to report.
+    let bends_health = matches!(quirk, Some(Quirk::DuplicateHealthEntry | Quirk::HealthMissingReason));
     let plugin = TestPlugin::start(Config {
         quirks: quirk.into_iter().collect(),
         secrets: secrets.then(required_secrets),
+        storage_health: if bends_health {
+            vec![(proto::v1::StorageHealthErrorType::StorageDegraded, "PoolNearlyFull".to_owned())]
+        } else {
+            Vec::new()
+        },
         ..Config::default()
     })
     .await;
@@ -576,6 +592,34 @@ async fn the_compliant_plugin_with_required_secrets_stays_clean() {
     assert_found_exactly(&report, &expected(None));
     let scenario = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "extras.secrets.create-volume-without-secrets");
     assert_eq!(scenario.map(|s| s.outcome), Some(Severity::Pass), "the plugin refuses CreateVolume without its secrets");
+}
+
+#[tokio::test]
+async fn list_health_without_get_fails_the_capability_dependency_naming_it() {
+    let report = caught(Quirk::ListHealthWithoutGet).await;
+    let f = the_finding(&report, "health.controller.list.needs-get");
+    assert!(f.message.contains("GET_VOLUME_HEALTH"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn snapshot_topology_without_the_capability_fails_once() {
+    let report = caught(Quirk::SnapshotTopologyWithoutCapability).await;
+    let f = the_finding(&report, "snapshots.topology.unset-without-capability");
+    assert!(f.message.contains("accessible_topology"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn a_duplicate_storage_health_entry_fails_naming_the_repeated_reason() {
+    let report = caught(Quirk::DuplicateHealthEntry).await;
+    let f = the_finding(&report, "health.node.storage");
+    assert!(f.message.contains("backend_health[1] repeats") && f.message.contains("PoolNearlyFull"), "{}", f.message);
+}
+
+#[tokio::test]
+async fn a_storage_health_entry_without_a_reason_fails() {
+    let report = caught(Quirk::HealthMissingReason).await;
+    let f = the_finding(&report, "health.node.storage");
+    assert!(f.message.contains("backend_health[0].reason is empty"), "{}", f.message);
 }
 
 #[test]

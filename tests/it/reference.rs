@@ -61,6 +61,7 @@ async fn identity_reports_name_version_capabilities_and_readiness() {
         S::VolumeAccessibilityConstraints,
         S::GroupControllerService,
         S::SnapshotMetadataService,
+        S::SnapshotAccessibilityConstraints,
     ] {
         assert!(services.contains(&(s as i32)), "{s:?} missing");
     }
@@ -72,12 +73,13 @@ async fn identity_reports_name_version_capabilities_and_readiness() {
         .controller()
         .controller_get_capabilities(v1::ControllerGetCapabilitiesRequest {})
         .await);
-    assert_eq!(ctl.capabilities.len(), 15);
+    // CSI v1.13: GET_VOLUME_HEALTH and LIST_VOLUME_HEALTH, no VOLUME_CONDITION.
+    assert_eq!(ctl.capabilities.len(), 16);
     let node = ok(p
         .node()
         .node_get_capabilities(v1::NodeGetCapabilitiesRequest {})
         .await);
-    assert_eq!(node.capabilities.len(), 6);
+    assert_eq!(node.capabilities.len(), 7, "v1.13: GET_VOLUME_HEALTH and GET_STORAGE_HEALTH, no VOLUME_CONDITION");
     let group = ok(p
         .group()
         .group_controller_get_capabilities(v1::GroupControllerGetCapabilitiesRequest {})
@@ -776,8 +778,10 @@ async fn validate_volume_capabilities_confirms_exactly_what_is_supported() {
 
 #[tokio::test]
 async fn get_modify_and_expand_volumes() {
+    // v1.12, whose ControllerGetVolume reports a volume condition.
     let p = TestPlugin::start(Config {
         max_volume_size: 8 << 30,
+        spec_version: csi_conform::version::SpecVersion::V1_12,
         ..Config::default()
     })
     .await;
@@ -978,10 +982,7 @@ async fn list_volumes_pages_survive_deletions_and_reject_foreign_tokens() {
         status.published_node_ids,
         vec![reference::DEFAULT_NODE_ID.to_owned()]
     );
-    assert_eq!(
-        status.volume_condition.as_ref().map(|c| c.abnormal),
-        Some(false)
-    );
+    assert_eq!(status.volume_condition, None, "CSI v1.13 has no VolumeCondition");
 
     let page1 = ok(ctl
         .list_volumes(v1::ListVolumesRequest {
@@ -1592,7 +1593,8 @@ fn node_publish_req(
 
 #[tokio::test]
 async fn node_stage_and_publish_follow_the_spec_tables() {
-    let p = TestPlugin::start(Config::default()).await;
+    // v1.12, whose NodeGetVolumeStats reports a volume condition.
+    let p = TestPlugin::start(Config { spec_version: csi_conform::version::SpecVersion::V1_12, ..Config::default() }).await;
     let mut ctl = p.controller();
     let mut node = p.node();
     let v = create(&mut ctl, "v", vec![snw()]).await.volume_id;
@@ -2429,8 +2431,8 @@ async fn disabled_capabilities_answer_unimplemented_and_disappear() {
         .await);
     assert_eq!(
         caps.capabilities.len(),
-        3,
-        "CONTROLLER_SERVICE, VOLUME_ACCESSIBILITY_CONSTRAINTS, ONLINE: {caps:?}"
+        4,
+        "CONTROLLER_SERVICE, VOLUME_ACCESSIBILITY_CONSTRAINTS, SNAPSHOT_ACCESSIBILITY_CONSTRAINTS, ONLINE: {caps:?}"
     );
 }
 

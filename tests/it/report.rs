@@ -204,6 +204,7 @@ fn sample_report(strict: bool) -> RunReport {
         )]),
         interrupted: None,
         mounts: Vec::new(),
+        spec: None,
     }
 }
 

@@ -103,7 +103,7 @@ fn step_and_assertion_shapes_are_checked() {
     assert_eq!(
         errors(&one_scenario("      - when: controller:LIST\n        call: Probe\n")),
         [
-            "t.yaml:7:15: unknown controller capability \"LIST\"; expected one of CREATE_DELETE_VOLUME, PUBLISH_UNPUBLISH_VOLUME, LIST_VOLUMES, GET_CAPACITY, CREATE_DELETE_SNAPSHOT, LIST_SNAPSHOTS, CLONE_VOLUME, PUBLISH_READONLY, EXPAND_VOLUME, LIST_VOLUMES_PUBLISHED_NODES, VOLUME_CONDITION, GET_VOLUME, SINGLE_NODE_MULTI_WRITER, MODIFY_VOLUME, GET_SNAPSHOT"
+            "t.yaml:7:15: unknown controller capability \"LIST\"; expected one of CREATE_DELETE_VOLUME, PUBLISH_UNPUBLISH_VOLUME, LIST_VOLUMES, GET_CAPACITY, CREATE_DELETE_SNAPSHOT, LIST_SNAPSHOTS, CLONE_VOLUME, PUBLISH_READONLY, EXPAND_VOLUME, LIST_VOLUMES_PUBLISHED_NODES, VOLUME_CONDITION, GET_VOLUME, SINGLE_NODE_MULTI_WRITER, MODIFY_VOLUME, GET_SNAPSHOT, GET_VOLUME_HEALTH, LIST_VOLUME_HEALTH"
         ]
     );
     assert_eq!(
@@ -258,6 +258,14 @@ fn a_scenario_uses_its_paths_when_it_names_them_or_may_call_a_node_rpc_with_a_pa
     taking.sort();
     assert_eq!(
         taking,
-        ["NodeExpandVolume", "NodeGetVolumeStats", "NodePublishVolume", "NodeStageVolume", "NodeUnpublishVolume", "NodeUnstageVolume"]
+        [
+            "NodeExpandVolume",
+            "NodeGetVolumeHealth",
+            "NodeGetVolumeStats",
+            "NodePublishVolume",
+            "NodeStageVolume",
+            "NodeUnpublishVolume",
+            "NodeUnstageVolume"
+        ]
     );
 }

@@ -58,14 +58,14 @@ fn list_outputs(entry: &str) -> Vec<(&'static str, Ty)> {
 
 /// How to page through one List RPC.
 pub(super) struct Lister {
-    rpc: &'static str,
-    request: &'static str,
+    pub(super) rpc: &'static str,
+    pub(super) request: &'static str,
     /// The path of an entry's id.
-    id: &'static str,
+    pub(super) id: &'static str,
     /// What an entry is, for messages.
-    noun: &'static str,
+    pub(super) noun: &'static str,
     /// Filters copied from the check's arguments into the request.
-    filters: &'static [&'static str],
+    pub(super) filters: &'static [&'static str],
 }
 
 pub(super) const LIST_VOLUMES: Lister =

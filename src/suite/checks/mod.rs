@@ -18,6 +18,7 @@ use crate::suite::{
 };
 
 mod attach_limit;
+mod health;
 pub(crate) mod confirm;
 pub(crate) mod data;
 pub(crate) mod lifecycle;
@@ -42,7 +43,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 11] = [
+static REGISTRY: [&CheckDef; 13] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -54,6 +55,8 @@ static REGISTRY: [&CheckDef; 11] = [
     &marker::CHECK,
     &name_conflict::CHECK,
     &vvc_reconcile::CHECK,
+    &health::HEALTH_ENTRIES,
+    &health::HEALTH_MIGRATION,
 ];
 
 /// A check by name.

@@ -583,6 +583,20 @@ impl v1::controller_server::Controller for Fake {
     ) -> Result<Response<v1::ControllerModifyVolumeResponse>, Status> {
         Err(unimplemented("controller_modify_volume"))
     }
+
+    async fn controller_list_volume_health(
+        &self,
+        _: Request<v1::ControllerListVolumeHealthRequest>,
+    ) -> Result<Response<v1::ControllerListVolumeHealthResponse>, Status> {
+        Err(unimplemented("controller_list_volume_health"))
+    }
+
+    async fn controller_get_volume_health(
+        &self,
+        _: Request<v1::ControllerGetVolumeHealthRequest>,
+    ) -> Result<Response<v1::ControllerGetVolumeHealthResponse>, Status> {
+        Err(unimplemented("controller_get_volume_health"))
+    }
 }
 
 /// Which record of node attachments (stagings or publications) an RPC changes.
@@ -675,6 +689,20 @@ impl v1::node_server::Node for Fake {
             .map(|c| v1::NodeServiceCapability { r#type: Some(Type::Rpc(Rpc { r#type: *c as i32 })) })
             .collect();
         Ok(Response::new(v1::NodeGetCapabilitiesResponse { capabilities }))
+    }
+
+    async fn node_get_volume_health(
+        &self,
+        _: Request<v1::NodeGetVolumeHealthRequest>,
+    ) -> Result<Response<v1::NodeGetVolumeHealthResponse>, Status> {
+        Err(unimplemented("node_get_volume_health"))
+    }
+
+    async fn node_get_storage_health(
+        &self,
+        _: Request<v1::NodeGetStorageHealthRequest>,
+    ) -> Result<Response<v1::NodeGetStorageHealthResponse>, Status> {
+        Err(unimplemented("node_get_storage_health"))
     }
 
     async fn node_get_info(
