@@ -109,8 +109,6 @@ pub enum Check {
     },
     /// An error answer has a message.
     ErrorMessage,
-    /// An UNIMPLEMENTED answer has a message.
-    ErrorMessageUnimplemented,
     /// An error answer has no status details.
     ErrorDetails,
 }
@@ -294,10 +292,8 @@ pub const RULES: &[Rule] = &[
         "No stream message carries more ranges than max_results", Check::MetadataMaxResults { rpc: "GetMetadataDelta" }),
     // Error answers.
     rule("answer.error.message", "ErrorScheme.message.human-readable", Must,
-        "An error answer carries a human-readable message", Check::ErrorMessage),
-    rule("answer.error.message-unimplemented", "ErrorScheme.message.human-readable", Should,
-        "An UNIMPLEMENTED answer carries a message too (gRPC frameworks send none for a service the plugin does not register; the code alone tells a CO what to do)",
-        Check::ErrorMessageUnimplemented),
+        "An error answer (but UNIMPLEMENTED, whose code says it all and which gRPC frameworks send bare for a service the plugin does not register) carries a human-readable message",
+        Check::ErrorMessage),
     rule("answer.error.details-empty", "ErrorScheme.details.empty", Must,
         "An error answer leaves the status details empty", Check::ErrorDetails),
 ];

@@ -114,9 +114,8 @@ fn usage_with_an_unknown_unit_or_above_total() {
 fn errors_need_a_message_and_no_details() {
     assert!(check_error("CreateVolume", "NOT_FOUND", "no such volume", &[]).is_empty());
     assert_eq!(ids(&check_error("CreateVolume", "NOT_FOUND", " ", &[1])), ["answer.error.message", "answer.error.details-empty"]);
-    let unimplemented = check_error("GetSnapshot", "UNIMPLEMENTED", "", &[]);
-    assert_eq!(ids(&unimplemented), ["answer.error.message-unimplemented"]);
-    assert_eq!(unimplemented[0].rule.level, Level::Should);
+    // A bare UNIMPLEMENTED is what gRPC frameworks send for a service not registered.
+    assert!(check_error("GetSnapshot", "UNIMPLEMENTED", "", &[]).is_empty());
 }
 
 #[test]
