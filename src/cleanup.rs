@@ -29,6 +29,9 @@ pub struct Outcome {
     pub undone: Vec<String>,
     /// One line per resource that could not be undone, with why; they stay in the journal.
     pub failed: Vec<String>,
+    /// One line per response rule an answer broke on the way (the answers of `cleanup` are
+    /// checked like a run's).
+    pub rules_broken: Vec<String>,
 }
 
 impl Outcome {
@@ -40,6 +43,9 @@ impl Outcome {
 
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in &self.rules_broken {
+            writeln!(f, "cleanup: answer rule broken: {line}")?;
+        }
         if self.undone.is_empty() && self.failed.is_empty() {
             return writeln!(f, "cleanup: nothing to do");
         }
@@ -95,9 +101,10 @@ async fn undo_records(
     let mut order: Vec<(usize, &(String, Outstanding))> = records.iter().enumerate().collect();
     order.sort_by_key(|(i, (_, r))| (r.undo_rank(), std::cmp::Reverse(*i)));
     let mut outcome = Outcome::default();
+    let rules = crate::rules::RuleLog::new();
     for (_, (id, item)) in order {
         let conn = match connection_for(item.endpoint()) {
-            Ok(conn) => conn,
+            Ok(conn) => conn.with_rules(&rules),
             Err(why) => {
                 outcome.failed.push(format!("{item}: {why}"));
                 continue;
@@ -107,6 +114,7 @@ async fn undo_records(
             Outstanding::Resource(r) => undo_resource(&conn, &r.resource, r.undo_secrets_key.as_deref(), secrets).await,
             Outstanding::Call(c) => undo_call(&conn, c, secrets).await,
         };
+        outcome.rules_broken.extend(rules.take().into_iter().map(|v| format!("{item}: {v}")));
         match result {
             Ok(how) => outcome.undone.push(format!("{item}: {how}")),
             Err(why) => {

@@ -293,6 +293,12 @@ impl Fingerprint {
         controller: Option<&Connection>,
         nodes: &[Connection],
     ) -> Result<Fingerprint, FingerprintError> {
+        // Its answers are checked against the response rules like any other; what they break
+        // ends up in the notes (the scenarios that ask again report it as findings).
+        let rules = crate::rules::RuleLog::new();
+        let controller_checked = controller.map(|c| c.with_rules(&rules));
+        let nodes_checked: Vec<Connection> = nodes.iter().map(|c| c.with_rules(&rules)).collect();
+        let (controller, nodes) = (controller_checked.as_ref(), nodes_checked.as_slice());
         let first = controller.or(nodes.first()).ok_or(FingerprintError::NoEndpoint)?;
         let rpc_err = |conn: &Connection| {
             let endpoint = conn.endpoint().clone();
@@ -406,6 +412,10 @@ impl Fingerprint {
             }
         }
 
+        for violation in rules.take() {
+            tracing::warn!("fingerprint: {violation}");
+            notes.push(format!("answer rule broken: {violation}"));
+        }
         let mut fingerprint = Fingerprint {
             plugin,
             capabilities,

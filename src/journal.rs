@@ -155,6 +155,16 @@ pub enum Entry {
         /// The id of the `created` entry.
         id: String,
     },
+    /// A creating call was answered OK without a usable id: what it made is left behind by
+    /// the plugin, out of reach of any CSI call, and `cleanup` does not try it again.
+    LostByPlugin {
+        /// The id of the call's `sending` entry, settled by this one.
+        id: String,
+        /// The call.
+        call: CallRecord,
+        /// What the plugin answered.
+        why: String,
+    },
 }
 
 /// Why the journal could not be written or read.
@@ -255,6 +265,14 @@ impl Journal {
         Ok(id)
     }
 
+    /// Records that the call of `sending` entry `id` made something the plugin holds out of
+    /// reach (answered OK without a usable id): settled, never undone.
+    pub fn lost_by_plugin(&self, id: &str, call: &CallRecord, why: &str) -> Result<(), JournalError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = Entry::LostByPlugin { id: id.to_owned(), call: call.clone(), why: why.to_owned() };
+        write_entry(&self.path, &mut state.0, &entry)
+    }
+
     /// Records that the resource with `id` is gone.
     pub fn done(&self, id: &str) -> Result<(), JournalError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -310,7 +328,7 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Outstanding)>, JournalErr
                 index.insert(id.clone(), n);
                 open.insert(n, (id, Outstanding::Resource(record)));
             }
-            Ok(Entry::Done { id }) => settle(&id, &mut open, &mut index),
+            Ok(Entry::Done { id } | Entry::LostByPlugin { id, .. }) => settle(&id, &mut open, &mut index),
             Err(_) if n + 1 == last => {}
             Err(e) => {
                 return Err(JournalError::Corrupt {
@@ -433,20 +451,27 @@ impl JournalObserver {
     }
 }
 
-impl crate::suite::ResourceObserver for JournalObserver {
-    fn sending(&self, call: &crate::suite::Sending) {
+impl JournalObserver {
+    /// How `call` is journaled: sensitive fields cleared.
+    fn call_record(&self, call: &crate::suite::Sending) -> CallRecord {
         let node = crate::proto::method(&call.rpc)
             .filter(|m| m.parent_service().name() == "Node")
             .map(|_| call.node);
         let request = crate::proto::to_json_value(&crate::proto::without_sensitive(&call.request));
-        let record = CallRecord {
+        CallRecord {
             endpoint: self.endpoint_of(node),
             scenario: call.scenario.clone(),
             secrets_key: call.secrets_key.clone(),
             rpc: call.rpc.clone(),
             node: call.node,
             request,
-        };
+        }
+    }
+}
+
+impl crate::suite::ResourceObserver for JournalObserver {
+    fn sending(&self, call: &crate::suite::Sending) {
+        let record = self.call_record(call);
         match self.journal.sending(&record) {
             Ok(id) => {
                 self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert((call.scenario.clone(), call.seq), id);
@@ -461,6 +486,15 @@ impl crate::suite::ResourceObserver for JournalObserver {
             && let Err(e) = self.journal.done(&id)
         {
             tracing::error!("{e}: the answer to a {} call is not journaled", call.rpc);
+        }
+    }
+
+    fn lost(&self, call: &crate::suite::Sending, why: &str) {
+        let id = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&(call.scenario.clone(), call.seq));
+        if let Some(id) = id
+            && let Err(e) = self.journal.lost_by_plugin(&id, &self.call_record(call), why)
+        {
+            tracing::error!("{e}: what the plugin left behind for a {} call is not journaled", call.rpc);
         }
     }
 

@@ -15,6 +15,7 @@ pub mod mounts;
 pub mod parity;
 pub mod proto;
 pub mod reference;
+pub mod rules;
 pub mod report;
 pub mod scrub;
 pub mod secrets;

@@ -81,8 +81,10 @@ pub(super) fn list(args: ListArgs) -> Result<u8, CliError> {
     }
     let suites = args.suites.load()?;
     if args.spec {
+        // Scenarios, then the response rules that every answer is checked against.
+        let rules = crate::rules::covering().iter().map(|(rule, ids)| (rule.as_str(), ids.as_slice()));
         let pairs: Vec<(&str, &[String])> =
-            suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).collect();
+            suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).chain(rules).collect();
         let inventory = crate::spec::for_version(args.spec_version.unwrap_or(crate::version::SpecVersion::V1_12));
         let coverage = crate::spec::coverage(inventory, pairs);
         match args.format {

@@ -4,6 +4,10 @@
 //!
 //! One [`Connection`] per endpoint is made and reused for the whole run: a tonic channel is
 //! cheap to clone and multiplexes concurrent calls over one HTTP/2 connection.
+//!
+//! Every answer, OK or not, is checked against the spec's response rules ([`crate::rules`])
+//! here, whoever made the call: the violations go to the [`RuleLog`] of the caller
+//! ([`Connection::with_rules`]), or to the log when a caller keeps none.
 
 mod codec;
 mod endpoint;
@@ -28,6 +32,8 @@ pub use endpoint::{Endpoint, EndpointError};
 pub use error::{
     ConnectError, ErrorOrigin, RpcError, code_name, direction, human_duration, parse_code,
 };
+
+use crate::rules::RuleLog;
 
 use crate::proto::v1::{
     self, controller_client::ControllerClient, group_controller_client::GroupControllerClient,
@@ -103,6 +109,8 @@ pub struct Connection {
     channel: Channel,
     options: ClientOptions,
     stats: Arc<CallStats>,
+    /// Where the response rules' violations of this handle's calls go.
+    rules: Option<RuleLog>,
 }
 
 impl Connection {
@@ -146,9 +154,24 @@ impl Connection {
             channel,
             options,
             stats: Arc::default(),
+            rules: None,
         };
         connection.wait_until_ready(started, deadline).await?;
         Ok(connection)
+    }
+
+    /// The same connection, with the response rules' violations of its calls going to `log`
+    /// (a caller's own, so that each finding lands with the caller that made the call).
+    pub fn with_rules(&self, log: &RuleLog) -> Connection {
+        Connection { rules: Some(log.clone()), ..self.clone() }
+    }
+
+    /// Records the violations of a successful answer (one message, or a stream's messages).
+    fn check_answer(&self, rpc: &str, request: &DynamicMessage, messages: &[DynamicMessage]) {
+        match &self.rules {
+            Some(log) => log.answer(rpc, request, messages),
+            None => log_unowned(crate::rules::check_answer(rpc, request, messages)),
+        }
     }
 
     /// The endpoint this connection talks to.
@@ -211,10 +234,17 @@ impl Connection {
     /// ```
     pub async fn call<Req, Resp, F, Fut>(&self, rpc: &str, request: Req, send: F) -> Result<Resp, RpcError>
     where
+        Req: prost::Message + prost::Name,
+        Resp: prost::Message + prost::Name,
         F: FnOnce(tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
-        self.call_within(rpc, request, self.options.rpc_timeout, send).await
+        let sent = crate::proto::to_dynamic(&request);
+        let answer = self.call_within(rpc, request, self.options.rpc_timeout, send).await;
+        if let Ok(response) = &answer {
+            self.check_answer(rpc, &sent, &[crate::proto::to_dynamic(response)]);
+        }
+        answer
     }
 
     async fn call_within<Req, Resp, F, Fut>(
@@ -243,7 +273,21 @@ impl Connection {
             {
                 Err(RpcError::deadline(rpc, timeout))
             }
-            Ok(Err(status)) => Err(RpcError::from_status(rpc, &status, elapsed)),
+            Ok(Err(status)) => {
+                let error = RpcError::from_status(rpc, &status, elapsed);
+                if error.origin == ErrorOrigin::Plugin {
+                    match &self.rules {
+                        Some(log) => log.error(rpc, error.code_name(), status.message(), status.details()),
+                        None => log_unowned(crate::rules::check_error(
+                            rpc,
+                            error.code_name(),
+                            status.message(),
+                            status.details(),
+                        )),
+                    }
+                }
+                Err(error)
+            }
             Err(_) => Err(RpcError::deadline(rpc, timeout)),
         };
         self.stats.record(rpc, elapsed, result.is_ok());
@@ -267,13 +311,16 @@ impl Connection {
         let codec = DynamicCodec::new(method.output());
         let mut grpc = tonic::client::Grpc::new(self.channel.clone())
             .max_decoding_message_size(self.options.max_message_size);
-        self.call(method.name(), request, |r| async move {
-            grpc.ready().await.map_err(|e| {
-                tonic::Status::from_error(Box::new(e))
-            })?;
-            grpc.unary(r, path, codec).await
-        })
-        .await
+        let answer = self
+            .call_within(method.name(), request.clone(), self.options.rpc_timeout, |r| async move {
+                grpc.ready().await.map_err(|e| tonic::Status::from_error(Box::new(e)))?;
+                grpc.unary(r, path, codec).await
+            })
+            .await;
+        if let Ok(response) = &answer {
+            self.check_answer(method.name(), &request, std::slice::from_ref(response));
+        }
+        answer
     }
 
     /// Calls a server-streaming CSI RPC (the SnapshotMetadata service) and collects every
@@ -287,7 +334,8 @@ impl Connection {
         let codec = DynamicCodec::new(method.output());
         let mut grpc = tonic::client::Grpc::new(self.channel.clone())
             .max_decoding_message_size(self.options.max_message_size);
-        self.call(method.name(), request, |r| async move {
+        let sent = request.clone();
+        let answer = self.call_within(method.name(), request, self.options.rpc_timeout, |r| async move {
             grpc.ready().await.map_err(|e| tonic::Status::from_error(Box::new(e)))?;
             let response = grpc.server_streaming(r, path, codec).await?;
             let (metadata, mut stream, extensions) = response.into_parts();
@@ -297,7 +345,11 @@ impl Connection {
             }
             Ok(tonic::Response::from_parts(metadata, messages, extensions))
         })
-        .await
+        .await;
+        if let Ok(messages) = &answer {
+            self.check_answer(method.name(), &sent, messages);
+        }
+        answer
     }
 
     /// One Probe within `timeout`: whether the plugin answers and says it is ready (`ready`
@@ -425,6 +477,13 @@ impl Phase {
                 human_duration(options.rpc_timeout)
             ),
         }
+    }
+}
+
+/// Violations of a call whose caller keeps no [`RuleLog`]: logged, so none goes unseen.
+fn log_unowned(found: Vec<crate::rules::Violation>) {
+    for v in found {
+        tracing::warn!("{v}");
     }
 }
 

@@ -262,6 +262,19 @@ pub fn volume_fs_type(volume: &VolumeRecord) -> Option<&str> {
     )
 }
 
+/// `text` cut to the spec's general 128-byte string limit (with an ellipsis when cut).
+pub fn within_string_limit(text: String) -> String {
+    const LIMIT: usize = crate::rules::STRING_LIMIT;
+    if text.len() <= LIMIT {
+        return text;
+    }
+    let mut cut = LIMIT - '…'.len_utf8();
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
+}
+
 /// The status for a capability the volume does not support, per RPC. The spec's
 /// NodeStageVolume and NodePublishVolume tables name FAILED_PRECONDITION ("Exceeds
 /// capabilities"); ControllerPublishVolume has no row, and we answer the same way.

@@ -453,10 +453,11 @@ impl Plugin {
             .volumes
             .get(&req.volume_id)
             .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        // The message is a string field like any other: 128 bytes at most (Size Limits).
         let unconfirmed = |message: String| {
             Ok(v1::ValidateVolumeCapabilitiesResponse {
                 confirmed: None,
-                message,
+                message: checks::within_string_limit(message),
             })
         };
         if req.volume_context.is_empty() {
@@ -490,7 +491,7 @@ impl Plugin {
                 .or_else(|| self.quirk_mount_flags_problem(volume, cap));
             if let Some(why) = problem {
                 return unconfirmed(format!(
-                    "volume_capabilities[{i}] ({}) is not supported: {why}",
+                    "volume_capabilities[{i}] ({}): {why}",
                     cap.access_name()
                 ));
             }
@@ -771,8 +772,12 @@ impl Controller for Service {
         &self,
         request: Request<v1::CreateVolumeRequest>,
     ) -> Result<Response<v1::CreateVolumeResponse>, Status> {
-        self.call("CreateVolume", request, Plugin::create_volume)
-            .await
+        let empty_source = request.get_ref().volume_content_source.as_ref().is_some_and(|s| s.r#type.is_none());
+        let mut answer = self.told("CreateVolume", self.call("CreateVolume", request, Plugin::create_volume).await)?;
+        if empty_source {
+            self.0.lie_about_empty_source(answer.get_mut());
+        }
+        Ok(answer)
     }
 
     async fn delete_volume(
@@ -787,12 +792,8 @@ impl Controller for Service {
         &self,
         request: Request<v1::ControllerPublishVolumeRequest>,
     ) -> Result<Response<v1::ControllerPublishVolumeResponse>, Status> {
-        self.call(
-            "ControllerPublishVolume",
-            request,
-            Plugin::controller_publish_volume,
-        )
-        .await
+        let answer = self.call("ControllerPublishVolume", request, Plugin::controller_publish_volume).await;
+        self.told("ControllerPublishVolume", answer)
     }
 
     async fn controller_unpublish_volume(
@@ -823,8 +824,10 @@ impl Controller for Service {
         &self,
         request: Request<v1::ListVolumesRequest>,
     ) -> Result<Response<v1::ListVolumesResponse>, Status> {
-        self.call("ListVolumes", request, Plugin::list_volumes)
-            .await
+        let start = request.get_ref().starting_token.clone();
+        let mut answer = self.call("ListVolumes", request, Plugin::list_volumes).await?;
+        self.0.lie_about_next_token(&start, &mut answer.get_mut().next_token);
+        Ok(answer)
     }
 
     async fn get_capacity(
@@ -851,8 +854,7 @@ impl Controller for Service {
         &self,
         request: Request<v1::CreateSnapshotRequest>,
     ) -> Result<Response<v1::CreateSnapshotResponse>, Status> {
-        self.call("CreateSnapshot", request, Plugin::create_snapshot)
-            .await
+        self.told("CreateSnapshot", self.call("CreateSnapshot", request, Plugin::create_snapshot).await)
     }
 
     async fn delete_snapshot(
@@ -895,12 +897,8 @@ impl Controller for Service {
         &self,
         request: Request<v1::ControllerGetVolumeRequest>,
     ) -> Result<Response<v1::ControllerGetVolumeResponse>, Status> {
-        self.call(
-            "ControllerGetVolume",
-            request,
-            Plugin::controller_get_volume,
-        )
-        .await
+        let answer = self.call("ControllerGetVolume", request, Plugin::controller_get_volume).await;
+        self.told("ControllerGetVolume", answer)
     }
 
     async fn controller_modify_volume(

@@ -73,8 +73,7 @@ impl Identity for Service {
         &self,
         request: Request<v1::GetPluginInfoRequest>,
     ) -> Result<Response<v1::GetPluginInfoResponse>, Status> {
-        self.call("GetPluginInfo", request, Plugin::get_plugin_info)
-            .await
+        self.told("GetPluginInfo", self.call("GetPluginInfo", request, Plugin::get_plugin_info).await)
     }
 
     async fn get_plugin_capabilities(

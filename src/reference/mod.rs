@@ -28,6 +28,7 @@ mod controller;
 mod group;
 mod health;
 mod identity;
+mod lies;
 mod node;
 mod quirks;
 mod snapshot_metadata;
@@ -393,6 +394,7 @@ impl Service {
                 .await
                 .unwrap_or_else(|e| Err(Status::internal(format!("{rpc} failed: {e}")))),
         };
+        let result = result.map_err(|status| self.0.told_error(status));
         match &result {
             Ok(_) => tracing::info!(rpc, subject = %subject, code = "OK", "rpc"),
             Err(s) => tracing::info!(

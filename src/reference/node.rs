@@ -746,8 +746,8 @@ impl Node for Service {
         &self,
         request: Request<v1::NodeGetVolumeStatsRequest>,
     ) -> Result<Response<v1::NodeGetVolumeStatsResponse>, Status> {
-        self.call("NodeGetVolumeStats", request, Plugin::node_get_volume_stats)
-            .await
+        let answer = self.call("NodeGetVolumeStats", request, Plugin::node_get_volume_stats).await;
+        self.told("NodeGetVolumeStats", answer)
     }
 
     async fn node_expand_volume(
@@ -774,8 +774,7 @@ impl Node for Service {
         &self,
         request: Request<v1::NodeGetInfoRequest>,
     ) -> Result<Response<v1::NodeGetInfoResponse>, Status> {
-        self.call("NodeGetInfo", request, Plugin::node_get_info)
-            .await
+        self.told("NodeGetInfo", self.call("NodeGetInfo", request, Plugin::node_get_info).await)
     }
 
     async fn node_get_volume_health(

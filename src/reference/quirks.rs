@@ -89,6 +89,28 @@ pub enum Quirk {
     /// Volume, snapshot and group snapshot ids not in the plugin's own format are refused
     /// with INVALID_ARGUMENT before they are looked up.
     StrictIds,
+    /// CreateVolume answers OK with an empty volume_id (the volume exists under its real id).
+    CreateEmptyId,
+    /// A set but empty volume_content_source makes a volume whose answer has no id (csi-test mock).
+    MockEmptySource,
+    /// CreateSnapshot's snapshot has no creation_time.
+    SnapshotNoCreationTime,
+    /// GetPluginInfo's vendor_version is empty.
+    EmptyVendorVersion,
+    /// NodeGetVolumeStats reports usage with unit UNKNOWN.
+    StatsUnknownUnit,
+    /// volume_context carries a 200-byte value.
+    LongContextValue,
+    /// publish_context is over 4 KiB.
+    BigPublishContext,
+    /// NodeGetInfo's topology keys contain a space.
+    BadTopologyKey,
+    /// ListVolumes answers every page after the first with the same next_token.
+    RepeatNextToken,
+    /// Error answers carry no message.
+    EmptyErrorMessage,
+    /// Error answers carry status details.
+    ErrorDetails,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -99,7 +121,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 26] = [
+    pub const ALL: [Quirk; 37] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -126,6 +148,17 @@ impl Quirk {
         Quirk::ListHealthWithoutGet,
         Quirk::SnapshotTopologyWithoutCapability,
         Quirk::StrictIds,
+        Quirk::CreateEmptyId,
+        Quirk::MockEmptySource,
+        Quirk::SnapshotNoCreationTime,
+        Quirk::EmptyVendorVersion,
+        Quirk::StatsUnknownUnit,
+        Quirk::LongContextValue,
+        Quirk::BigPublishContext,
+        Quirk::BadTopologyKey,
+        Quirk::RepeatNextToken,
+        Quirk::EmptyErrorMessage,
+        Quirk::ErrorDetails,
     ];
 
     /// The name `--quirk` takes.
@@ -157,6 +190,17 @@ impl Quirk {
             Quirk::ListHealthWithoutGet => "list-health-without-get",
             Quirk::SnapshotTopologyWithoutCapability => "snapshot-topology-without-capability",
             Quirk::StrictIds => "strict-ids",
+            Quirk::CreateEmptyId => "create-empty-id",
+            Quirk::MockEmptySource => "mock-empty-source",
+            Quirk::SnapshotNoCreationTime => "snapshot-no-creation-time",
+            Quirk::EmptyVendorVersion => "empty-vendor-version",
+            Quirk::StatsUnknownUnit => "stats-unknown-unit",
+            Quirk::LongContextValue => "long-context-value",
+            Quirk::BigPublishContext => "context-over-4kib",
+            Quirk::BadTopologyKey => "bad-topology-key",
+            Quirk::RepeatNextToken => "repeat-next-token",
+            Quirk::EmptyErrorMessage => "empty-error-message",
+            Quirk::ErrorDetails => "error-details",
         }
     }
 
@@ -241,7 +285,42 @@ impl Quirk {
             Quirk::SnapshotTopologyWithoutCapability => {
                 "v1.13: snapshots carry accessible_topology although SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is not advertised (plugins that copy the volume's topology into every snapshot)"
             }
+            Quirk::CreateEmptyId => {
+                "CreateVolume makes the volume but answers OK with an empty volume_id, so no CSI call can delete it (plugins that lose the id between backend and answer)"
+            }
+            Quirk::MockEmptySource => {
+                "CreateVolume with a set but empty volume_content_source stores a volume and answers OK with an empty volume_id (the csi-test mock driver)"
+            }
+            Quirk::SnapshotNoCreationTime => "CreateSnapshot answers without the snapshot's creation_time (ListSnapshots and GetSnapshot still have it)",
+            Quirk::EmptyVendorVersion => "GetPluginInfo answers with an empty vendor_version",
+            Quirk::StatsUnknownUnit => "NodeGetVolumeStats reports its usage with unit UNKNOWN",
+            Quirk::LongContextValue => {
+                "CreateVolume and ControllerGetVolume add a 200-byte value to the volume_context (plugins that put whole configurations there)"
+            }
+            Quirk::BigPublishContext => "ControllerPublishVolume adds a value of 5,000 bytes to publish_context, over the 4 KiB map limit",
+            Quirk::BadTopologyKey => "NodeGetInfo reports topology keys with a space in them",
+            Quirk::RepeatNextToken => "ListVolumes answers every page after the first with the same next_token, so paging never ends",
+            Quirk::EmptyErrorMessage => "every error answer has an empty status message",
+            Quirk::ErrorDetails => "every error answer carries status details",
         }
+    }
+
+    /// The response rule (of [`crate::rules`]) an answer quirk breaks; `None` for quirks
+    /// that misbehave in what they do rather than in what they answer.
+    pub fn answer_rule(self) -> Option<&'static str> {
+        Some(match self {
+            Quirk::CreateEmptyId | Quirk::MockEmptySource => "answer.create-volume.volume-id",
+            Quirk::SnapshotNoCreationTime => "answer.create-snapshot.creation-time",
+            Quirk::EmptyVendorVersion => "answer.plugin-info.vendor-version",
+            Quirk::StatsUnknownUnit => "answer.stats.unit-known",
+            Quirk::LongContextValue => "answer.maps.value-within-128-bytes",
+            Quirk::BigPublishContext => "answer.maps.within-4kib",
+            Quirk::BadTopologyKey => "answer.topology.key-format",
+            Quirk::RepeatNextToken => "answer.list-volumes.token-not-repeated",
+            Quirk::EmptyErrorMessage => "answer.error.message",
+            Quirk::ErrorDetails => "answer.error.details-empty",
+            _ => return None,
+        })
     }
 
     /// What `--list-quirks` prints: each name and description on one line, aligned.
@@ -249,7 +328,17 @@ impl Quirk {
         let width = Quirk::ALL.iter().map(|q| q.name().len()).max().unwrap_or(0);
         Quirk::ALL
             .iter()
-            .map(|q| format!("{:width$}  {}\n", q.name(), q.description()))
+            .map(|q| match q.answer_rule().and_then(crate::rules::by_id) {
+                Some(rule) => format!(
+                    "{:width$}  {} [breaks {}, {} {}]\n",
+                    q.name(),
+                    q.description(),
+                    rule.id,
+                    rule.requirement,
+                    rule.level.as_str()
+                ),
+                None => format!("{:width$}  {}\n", q.name(), q.description()),
+            })
             .collect()
     }
 }

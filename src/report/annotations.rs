@@ -29,13 +29,16 @@ fn property(text: &str) -> String {
 pub fn annotations(report: &RunReport) -> Vec<String> {
     let mut lines = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
-        let requirements: Vec<&str> = s.requirements.iter().map(|r| r.id.as_str()).collect();
+        // What its findings break, else what it names.
+        let blamed = s.blamed();
+        let named = if blamed.is_empty() { &s.requirements } else { &blamed };
+        let requirements: Vec<&str> = named.iter().map(|r| r.id.as_str()).collect();
         let title = if requirements.is_empty() {
             text::one_line(&s.id)
         } else {
             format!("{} breaks {}", text::one_line(&s.id), requirements.join(" "))
         };
-        let links: Vec<&str> = s.requirements.iter().map(|r| r.link.as_str()).collect();
+        let links: Vec<&str> = named.iter().map(|r| r.link.as_str()).collect();
         let tail = {
             let mut t = String::new();
             if !links.is_empty() {

@@ -224,13 +224,15 @@ fn root_causes(out: &mut String, report: &RunReport, color: bool) {
     }
 }
 
-/// The failed and errored scenarios again, grouped by the CSI requirement each names (a
-/// scenario naming several appears under each): which rule of the spec broke, and where it
-/// is written. Warnings are not listed here: a warning breaks no rule at its level.
+/// The failed and errored scenarios again, grouped by the CSI requirement their findings
+/// break (see [`super::model::Finding::blames`]; a scenario breaking several appears under
+/// each): which rule of the spec broke, and where it is written. Warnings are not listed
+/// here: a warning breaks no rule at its level.
 fn by_requirement(out: &mut String, report: &RunReport, scenarios: &[&ScenarioResult], color: bool) {
-    let mut groups: Vec<(&super::model::RequirementRef, Vec<&ScenarioResult>)> = Vec::new();
+    let mut groups: Vec<(super::model::RequirementRef, Vec<&ScenarioResult>)> = Vec::new();
     for s in scenarios.iter().filter(|s| s.expectation.is_none() && s.outcome >= Severity::Fail) {
-        for r in &s.requirements {
+        // The requirements its findings break, not every one the scenario names.
+        for r in s.blamed() {
             match groups.iter_mut().find(|(g, _)| g.id == r.id) {
                 Some((_, members)) => members.push(s),
                 None => groups.push((r, vec![s])),

@@ -65,21 +65,21 @@ document.getElementById('search').addEventListener('input',function(e){q=e.targe
 var m=/filter=(\\w+)/.exec(location.hash);if(m){var btn=bar.querySelector('button[data-show='+m[1]+']');if(btn){btn.click();}}\
 })();";
 
-/// The group a listed finding belongs to: a failing one by its scenario's first requirement,
-/// a warning by its level (a warning breaks no rule at the level of the requirement its
+/// The group a listed finding belongs to: a failing one by the first requirement it breaks
+/// (see [`Finding::blames`]), a warning by its level (a warning breaks no rule at the level of the requirement its
 /// scenario checks, so it is never listed under a bare MUST heading).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Group<'a> {
-    /// Failures and errors of scenarios naming this requirement first.
-    Requirement(&'a RequirementRef),
-    /// Failures and errors of scenarios naming no requirement.
+pub enum Group {
+    /// Failures and errors whose finding breaks this requirement first.
+    Requirement(RequirementRef),
+    /// Failures and errors that name no requirement (nor does their scenario).
     NoRequirement,
     /// Warnings at this level (`SHOULD`, `MAY`, `tolerated deviation from MUST`, ...).
     Warnings(&'static str),
 }
 
-fn group_of<'a>(s: &'a ScenarioResult, f: &Finding) -> Group<'a> {
-    match (f.severity, s.requirements.first()) {
+fn group_of(s: &ScenarioResult, f: &Finding) -> Group {
+    match (f.severity, f.blames(s).into_iter().next()) {
         (Severity::Warn, _) => Group::Warnings(text::warning_level(s)),
         (_, Some(r)) => Group::Requirement(r),
         (_, None) => Group::NoRequirement,
@@ -90,8 +90,8 @@ fn group_of<'a>(s: &'a ScenarioResult, f: &Finding) -> Group<'a> {
 /// failures-and-warnings section lists, in this order: failures grouped by requirement (groups
 /// in order of first appearance, those naming none last), then warnings grouped by level;
 /// report order within a group.
-pub fn problems(report: &RunReport) -> Vec<(Group<'_>, &ScenarioResult, &Finding)> {
-    let mut groups: Vec<(Group<'_>, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
+pub fn problems(report: &RunReport) -> Vec<(Group, &ScenarioResult, &Finding)> {
+    let mut groups: Vec<(Group, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
         for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
             let key = group_of(s, f);
@@ -136,13 +136,18 @@ pub fn requirement_coverage(report: &RunReport) -> (usize, usize) {
 
 /// Each requirement named by the run's scenarios, with the worst outcome among those naming it
 /// (a checked outcome beats a skip).
-fn worst_by_requirement(report: &RunReport) -> std::collections::BTreeMap<&str, Severity> {
+fn worst_by_requirement(report: &RunReport) -> std::collections::BTreeMap<String, Severity> {
     let mut worst = std::collections::BTreeMap::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
-        for r in &s.requirements {
-            let e = worst.entry(r.id.as_str()).or_insert(s.outcome);
-            if *e == Severity::Skip || (s.outcome != Severity::Skip && s.outcome > *e) {
-                *e = s.outcome;
+        // What the scenario names, and what its findings break besides (a response rule's).
+        let blamed = s.blamed();
+        for id in s.requirements.iter().chain(&blamed).map(|r| r.id.as_str()) {
+            // A requirement takes the outcome of the findings that break it, not the scenario's.
+            let outcome = s.outcome_of(id);
+            let e = worst.entry(id.to_owned()).or_insert(outcome);
+            // A checked outcome beats a skip; among checked ones the worst wins.
+            if *e == Severity::Skip || (outcome != Severity::Skip && outcome > *e) {
+                *e = outcome;
             }
         }
     }
@@ -314,7 +319,7 @@ fn problems_section(out: &mut String, report: &RunReport) {
          <button type=\"button\" data-show=\"warnings\">warnings</button>\
          <input id=\"search\" type=\"search\" placeholder=\"search\" aria-label=\"search the failures and warnings\"/></p>\n",
     );
-    let mut current: Option<Group<'_>> = None;
+    let mut current: Option<Group> = None;
     for (group, s, f) in items {
         if current.as_ref() != Some(&group) {
             if current.is_some() {
@@ -398,8 +403,8 @@ fn coverage_section(out: &mut String, report: &RunReport) {
     let version = report.spec.as_ref().map_or("1.12", |s| s.version.as_str());
     out.push_str(&format!(
         "<h2>Requirement coverage of this run</h2>\n<p class=\"legend\">CSI v{} requirements \
-        named by the scenarios of this run, by RPC, and how they came out (a requirement takes the worst \
-        outcome of the scenarios naming it; skipped: none of them ran). <code>csi-conform list --spec</code> \
+        named by the scenarios of this run (or broken by an answer), by RPC, and how they came out (a requirement takes the worst \
+        outcome of the findings that break it; skipped: none of its scenarios ran). <code>csi-conform list --spec</code> \
         shows the whole inventory.</p>\n<table><tr><th>RPC / topic</th><th>requirements</th>",
         escape(version)
     ));

@@ -201,7 +201,9 @@ fn finding_details(scenario: &ScenarioResult, finding: &Finding) -> String {
 /// The scenario's title and spec section, heading a failure body.
 fn context(scenario: &ScenarioResult) -> String {
     let mut out = format!("scenario: {}", text::one_line(&scenario.title));
-    for r in &scenario.requirements {
+    // What its findings break (a response rule's requirement, a step's own), else what it names.
+    let blamed = scenario.blamed();
+    for r in if blamed.is_empty() { &scenario.requirements } else { &blamed } {
         let _ = write!(out, "\nrequirement: {} [{}] {} ({})", r.id, r.level, text::one_line(&r.summary), r.link);
     }
     out
@@ -286,9 +288,12 @@ impl<'a> Case<'a> {
 
         let warned = !strict && scenario.findings.iter().any(|f| f.severity == Severity::Warn);
         if warned || !matches!(case.verdict, Verdict::Passed | Verdict::Skipped(_)) || !case.properties.is_empty() {
-            // Failed, warned and expected-failure cases name the requirements they check:
+            // Failed, warned and expected-failure cases name the requirements their findings
+            // break (else those they check):
             // `requirement.<id>` = the spec link (names stay unique).
-            for (i, r) in scenario.requirements.iter().enumerate() {
+            let blamed = scenario.blamed();
+            let named = if blamed.is_empty() { &scenario.requirements } else { &blamed };
+            for (i, r) in named.iter().enumerate() {
                 case.properties.insert(i, (format!("requirement.{}", r.id), r.link.clone()));
             }
         }

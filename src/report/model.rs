@@ -73,6 +73,10 @@ pub struct Finding {
     /// The plugin's own status message, if it answered with an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_message: Option<String>,
+    /// The ids of the requirements this finding breaks (of `suites/spec/v1.12.yaml`): a
+    /// response rule's, a step's own `spec:`, or else empty (the scenario's ids then stand).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<String>,
 }
 
 impl Finding {
@@ -88,6 +92,7 @@ impl Finding {
             expected: None,
             got: None,
             plugin_message: None,
+            requirements: Vec::new(),
         }
     }
 }
@@ -158,7 +163,63 @@ pub struct ScenarioResult {
     pub rpcs: u64,
 }
 
+impl RequirementRef {
+    /// The report's view of the built-in requirement `id` (level, summary and link empty
+    /// when the inventory lacks it).
+    pub fn of(id: &str) -> RequirementRef {
+        match crate::spec::builtin().get(id) {
+            Some(r) => RequirementRef {
+                id: r.id.clone(),
+                level: r.level.as_str().to_owned(),
+                summary: r.summary.clone(),
+                link: r.link().to_owned(),
+            },
+            None => RequirementRef { id: id.to_owned(), level: String::new(), summary: String::new(), link: String::new() },
+        }
+    }
+}
+
+impl Finding {
+    /// The requirements this finding breaks: its own ids (a response rule's, a step's
+    /// `spec:`), or, when it names none, those of its scenario.
+    pub fn blames(&self, scenario: &ScenarioResult) -> Vec<RequirementRef> {
+        if self.requirements.is_empty() {
+            return scenario.requirements.clone();
+        }
+        let of = |id: &String| scenario.requirements.iter().find(|r| r.id == *id).cloned();
+        self.requirements.iter().map(|id| of(id).unwrap_or_else(|| RequirementRef::of(id))).collect()
+    }
+}
+
 impl ScenarioResult {
+    /// The requirements its failures and warnings break (see [`Finding::blames`]), each
+    /// once, in order of first appearance; empty when nothing failed or warned.
+    pub fn blamed(&self) -> Vec<RequirementRef> {
+        let mut out: Vec<RequirementRef> = Vec::new();
+        for f in self.findings.iter().filter(|f| f.severity >= Severity::Warn) {
+            for r in f.blames(self) {
+                if !out.iter().any(|o| o.id == r.id) {
+                    out.push(r);
+                }
+            }
+        }
+        out
+    }
+
+    /// How requirement `id` came out in this scenario: the worst finding that breaks it; a
+    /// pass when none does (a skip when the scenario was skipped).
+    pub fn outcome_of(&self, id: &str) -> Severity {
+        if self.outcome == Severity::Skip {
+            return Severity::Skip;
+        }
+        self.findings
+            .iter()
+            .filter(|f| f.severity >= Severity::Warn && f.blames(self).iter().any(|r| r.id == id))
+            .map(|f| f.severity)
+            .max()
+            .unwrap_or(Severity::Pass)
+    }
+
     /// Recomputes `outcome` from the findings (a skip stays a skip).
     pub fn settle(&mut self) {
         if self.outcome == Severity::Skip && self.findings.iter().all(|f| f.severity <= Severity::Skip) {

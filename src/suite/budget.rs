@@ -197,6 +197,8 @@ struct Held {
     bytes: i64,
     /// Every lease: its id → (what it holds per group, the demand, whether it is a job).
     leases: BTreeMap<u64, (Vec<u32>, Demand, bool)>,
+    /// Leases waiting in a contention retry: they release nothing until it ends.
+    waiting: BTreeMap<u64, u32>,
     next_id: u64,
 }
 
@@ -219,7 +221,7 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Who holds it (see [`Budget::others_hold`]).
+    /// Who holds it (see [`Budget::others_can_release`]).
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -396,9 +398,27 @@ impl Budget {
         self.fits(&held, &demand, false).then(|| self.reserve(&mut held, demand, false))
     }
 
-    /// Whether anything but lease `me` holds resources on the plugin now.
-    pub fn others_hold(&self, me: u64) -> bool {
-        self.held().leases.iter().any(|(id, (_, demand, _))| *id != me && demand.holds())
+    /// Whether a lease other than `me` holds resources and can let them go: one that is not
+    /// itself waiting for a release. When every holder waits, none will release (what the
+    /// plugin lost, or what no call can delete, is not this run's to release).
+    pub fn others_can_release(&self, me: u64) -> bool {
+        let held = self.held();
+        held.leases
+            .iter()
+            .any(|(id, (_, demand, _))| *id != me && demand.holds() && !held.waiting.contains_key(id))
+    }
+
+    fn waiting(&self, me: u64, on: bool) {
+        let mut held = self.held();
+        let n = held.waiting.entry(me).or_insert(0);
+        if on {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.waiting.remove(&me);
+            }
+        }
     }
 
     /// Calls `call` and, while it answers with contention (see [`is_contention`]) and other
@@ -436,12 +456,14 @@ impl Budget {
                 retries += 1;
                 continue;
             }
-            if !self.others_hold(me) {
+            if !self.others_can_release(me) {
                 return (answer, retried);
             }
             retries += 1;
             tracing::info!(retries, "contention: waiting for this run to release something before calling again");
+            self.waiting(me, true);
             let _ = tokio::time::timeout(backoff.min(left), released).await;
+            self.waiting(me, false);
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     }
@@ -462,7 +484,7 @@ impl Retried {
     /// The note a finding about the call carries.
     pub fn note(&self) -> String {
         format!(
-            "retried {} time(s) over {} while other scenarios of this run held resources on the plugin (--contention-timeout)",
+            "retried {} time(s) over {} while other scenarios of this run held resources on the plugin they could still release (at most --contention-timeout)",
             self.times,
             crate::client::human_duration(self.over)
         )
@@ -695,9 +717,9 @@ mod tests {
         let a = budget.try_extra(Demand::volume(1)).expect("room for one");
         let b = budget.try_extra(Demand::volume(1)).expect("room for two");
         assert!(budget.try_extra(Demand::volume(1)).is_none());
-        assert!(budget.others_hold(a.id()));
+        assert!(budget.others_can_release(a.id()));
         drop(b);
-        assert!(!budget.others_hold(a.id()));
+        assert!(!budget.others_can_release(a.id()));
         assert!(budget.try_extra(Demand::volume(1)).is_some());
     }
 
@@ -811,5 +833,31 @@ mod tests {
             .await;
         assert_eq!(answer.unwrap_err().code, Code::Unknown);
         assert_eq!((calls.load(Ordering::SeqCst), retried), (1, None));
+    }
+
+    /// Two scenarios each holding a volume and each answered RESOURCE_EXHAUSTED (a plugin
+    /// whose pool is full of what it lost): neither can release while it waits, so neither
+    /// waits out the contention timeout. Broken once by counting waiting holders as able to
+    /// release: the test then ran into its 5 s bound.
+    #[tokio::test]
+    async fn holders_that_all_wait_for_each_other_stop_waiting() {
+        let budget = Budget::new(limits(&[], None, None, 8), Duration::from_secs(120));
+        let a = budget.try_extra(Demand::volume(1)).unwrap();
+        let b = budget.try_extra(Demand::volume(1)).unwrap();
+        let full = || async { Err::<(), _>(exhausted("CreateVolume", "pool is full", Code::ResourceExhausted)) };
+        // Each scenario ends (and lets its volume go) once its call gave up.
+        let scenario = |lease: Lease| {
+            let budget = &budget;
+            async move {
+                let answer = budget.retry_contention(Some(lease.id()), full).await;
+                drop(lease);
+                answer
+            }
+        };
+        let both = async { tokio::join!(scenario(a), scenario(b)) };
+        let ((first, _), (second, _)) =
+            tokio::time::timeout(Duration::from_secs(5), both).await.expect("no wait for a release that cannot come");
+        assert_eq!(first.unwrap_err().code, Code::ResourceExhausted);
+        assert_eq!(second.unwrap_err().code, Code::ResourceExhausted);
     }
 }

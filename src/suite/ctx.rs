@@ -29,6 +29,7 @@ use super::{
 };
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
+    rules::{Level, RuleLog, Violation},
     fingerprint::{Capability, Fingerprint},
     proto,
     report::{Finding, Severity},
@@ -174,6 +175,8 @@ pub struct ScenarioCtx {
     /// The step being run (for findings).
     pub(crate) step: Option<usize>,
     pub(crate) step_name: Option<String>,
+    /// The running step's own requirement ids (`spec:` on the step).
+    pub(crate) step_spec: Vec<String>,
     /// The budget lease this context works under (its scenario's, or a property case's).
     pub(crate) holder: u64,
     /// The last call retried for contention that still failed: its RPC and the note its
@@ -183,6 +186,11 @@ pub struct ScenarioCtx {
     pub(crate) contention_expected: bool,
     /// RPCs sent to the plugin so far (retries included).
     pub(crate) rpcs: u64,
+    /// Where the response rules' violations of this context's calls are collected.
+    pub(crate) rules: RuleLog,
+    /// An answer the scenario cannot go on from (a creation without a usable id): the
+    /// scenario stops after the step that got it.
+    pub(crate) halted: bool,
 }
 
 impl ScenarioCtx {
@@ -212,10 +220,13 @@ impl ScenarioCtx {
             scenario_id: id.to_owned(),
             step: None,
             step_name: None,
+            step_spec: Vec::new(),
             holder,
             contention: None,
             contention_expected: false,
             rpcs: 0,
+            rules: RuleLog::new(),
+            halted: false,
         }
     }
 
@@ -234,10 +245,13 @@ impl ScenarioCtx {
             scenario_id: self.scenario_id.clone(),
             step: self.step,
             step_name: self.step_name.clone(),
+            step_spec: self.step_spec.clone(),
             holder: self.holder,
             contention: None,
             contention_expected: false,
             rpcs: 0,
+            rules: RuleLog::new(),
+            halted: false,
         }
     }
 
@@ -248,6 +262,7 @@ impl ScenarioCtx {
         self.rpcs += fork.rpcs;
         self.findings.extend(fork.findings);
         self.own_paths.extend(fork.own_paths);
+        self.halted |= fork.halted;
     }
 
     /// The run's configuration.
@@ -312,6 +327,9 @@ impl ScenarioCtx {
     /// Records a finding at the current step.
     pub fn push(&mut self, mut finding: Finding) {
         finding.step = finding.step.or(self.step);
+        if finding.requirements.is_empty() && finding.step == self.step {
+            finding.requirements = self.step_spec.clone();
+        }
         if let Some((rpc, note)) = &self.contention
             && finding.rpc.as_deref() == Some(rpc)
         {
@@ -321,6 +339,60 @@ impl ScenarioCtx {
             finding.message = format!("{name}: {}", finding.message);
         }
         self.findings.push(finding);
+    }
+
+    /// Records a broken response rule as a finding of the step that made the call: a MUST
+    /// fails, a SHOULD warns; the finding names the rule's requirement. The same violation
+    /// at the same step (a repeated call) is recorded once.
+    pub(crate) fn push_violation(&mut self, v: &Violation, request: &DynamicMessage) {
+        let severity = match v.rule.level {
+            Level::Must => Severity::Fail,
+            Level::Should => Severity::Warn,
+        };
+        let mut f = call_finding(severity, "response-rule", v.to_string(), &v.rpc, request);
+        f.expected = Some(v.rule.summary.to_owned());
+        f.got = Some(match &v.value {
+            Some(value) => format!("{} = {value}", v.path),
+            None => v.path.clone(),
+        });
+        f.requirements = vec![v.rule.requirement.to_owned()];
+        f.step = self.step;
+        let already = self.findings.iter().any(|g| {
+            g.kind == f.kind && g.step == f.step && g.rpc == f.rpc && g.got == f.got && g.expected == f.expected
+        });
+        if !already {
+            self.push(f);
+        }
+    }
+
+    /// A creation answered OK without a usable id: the plugin may now hold an object no CSI
+    /// call can name, so none can delete it. The finding says so (on the rule's finding of
+    /// that call), the scenario stops after this step, and the call is journaled as left
+    /// behind by the plugin (returned, for the tracker), never tried again by `cleanup`.
+    fn lost_by_plugin(&mut self, rpc: &str, request: &DynamicMessage, answer: &DynamicMessage) -> Option<String> {
+        let (noun, None) = crate::rules::created_id(rpc, answer)? else { return None };
+        let name = request.get_field_by_name("name").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let why = format!(
+            "{rpc} answered OK without a usable {noun} id: the plugin may now hold a {noun} named {name:?} that no CSI \
+             call can delete; it is recorded as left behind by the plugin (the journal and this report), not retried by \
+             `cleanup`, and the scenario stops here"
+        );
+        self.halted = true;
+        let step = self.step;
+        match self.findings.iter_mut().rev().find(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(rpc) && f.step == step) {
+            Some(f) => f.message = format!("{}; {why}", f.message),
+            None => {
+                let mut f = call_finding(Severity::Fail, "left-by-plugin", why.clone(), rpc, request);
+                let requirement = match rpc {
+                    "CreateSnapshot" => "CreateSnapshot.snapshot.fields",
+                    "CreateVolumeGroupSnapshot" => "CreateVolumeGroupSnapshot.answer",
+                    _ => "CreateVolume.volume.id-required",
+                };
+                f.requirements = vec![requirement.to_owned()];
+                self.push(f);
+            }
+        }
+        Some(why)
     }
 
     /// Records a failure at the current step.
@@ -340,7 +412,7 @@ impl ScenarioCtx {
         let key = self.apply_secrets(&mut request, method.name(), secrets);
         let node_index = node.unwrap_or(0);
         let conn = match self.connection(method, node) {
-            Ok(c) => c,
+            Ok(c) => c.with_rules(&self.rules),
             Err(e) => return (request, Err(e)),
         };
         let endpoint = conn.endpoint().to_string();
@@ -388,6 +460,13 @@ impl ScenarioCtx {
             Err(e) if e.is_unreachable() => self.shared.lost(&conn).await,
             Err(_) => {}
         }
+        for violation in self.rules.take() {
+            self.push_violation(&violation, &request);
+        }
+        let lost = match &answer {
+            Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),
+            _ => None,
+        };
         if track {
             let outcome = match &answer {
                 Ok(Response::Unary(m)) => Some(Ok(m)),
@@ -407,7 +486,10 @@ impl ScenarioCtx {
             // Only an answer from the plugin settles the call: after a timeout, a lost
             // connection or an undecodable answer, it may have made something.
             let heard = answer.as_ref().err().is_none_or(|e| e.origin == ErrorOrigin::Plugin);
-            self.tracker.answered(sending, heard);
+            match &lost {
+                Some(why) => self.tracker.lost(sending, why),
+                None => self.tracker.answered(sending, heard),
+            }
         }
         (request, answer)
     }

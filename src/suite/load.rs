@@ -161,7 +161,7 @@ const SCENARIO_KEYS: &[&str] = &[
     "exclusive",
     "steps",
 ];
-const COMMON_STEP_KEYS: &[&str] = &["name", "when"];
+const COMMON_STEP_KEYS: &[&str] = &["name", "when", "spec"];
 const CALL_KEYS: &[&str] =
     &["call", "node", "request", "secrets", "expect", "skip_on", "save", "repeat", "repeat_compare", "poll"];
 const ASSERT_KEYS: &[&str] = &["assert", "only_if", "otherwise"];

@@ -245,6 +245,9 @@ pub struct Step {
     pub name: Option<String>,
     /// `when:`: every condition must hold for the step to run.
     pub when: Vec<Condition>,
+    /// `spec:`: the requirements this step checks; its findings name them instead of the
+    /// scenario's (a response rule's finding names the rule's own).
+    pub spec: Vec<String>,
     /// What it does.
     pub action: Action,
     /// Where it starts.

@@ -325,6 +325,12 @@ pub trait ResourceObserver: Send + Sync {
     fn left_behind(&self, resource: &Tracked, why: &str) {
         let _ = (resource, why);
     }
+    /// `call` was answered OK but names no usable id: whatever it made is the plugin's, out
+    /// of reach of any CSI call, and nothing is to be undone for it.
+    fn lost(&self, call: &Sending, why: &str) {
+        let _ = why;
+        self.answered(call);
+    }
 }
 
 /// The resources of one scenario.
@@ -469,6 +475,13 @@ impl Tracker {
     pub fn answered(&self, call: Option<Sending>, heard: bool) {
         if let (Some(o), Some(call)) = (&self.observer, call) {
             if heard { o.answered(&call) } else { o.unanswered(&call) }
+        }
+    }
+
+    /// The creating `call` was answered OK without a usable id (see [`ResourceObserver::lost`]).
+    pub fn lost(&self, call: Option<Sending>, why: &str) {
+        if let (Some(o), Some(call)) = (&self.observer, call) {
+            o.lost(&call, why);
         }
     }
 

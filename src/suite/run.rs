@@ -509,5 +509,6 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
         expected: s(&f.expected),
         got: s(&f.got),
         plugin_message: s(&f.plugin_message),
+        requirements: f.requirements.clone(),
     }
 }

@@ -33,6 +33,7 @@ pub(crate) async fn run_steps(ctx: &mut ScenarioCtx, steps: &[Step]) -> Flow {
         }
         ctx.step = Some(i);
         ctx.step_name = step.name.clone();
+        ctx.step_spec = step.spec.clone();
         let flow = match &step.action {
             Action::Call(call) => call_step(ctx, call).await,
             Action::Assert(a) => assert_step(ctx, a),
@@ -40,8 +41,13 @@ pub(crate) async fn run_steps(ctx: &mut ScenarioCtx, steps: &[Step]) -> Flow {
             Action::Property(p) => property::property_step(ctx, p, i).await,
         };
         ctx.step_name = None;
+        ctx.step_spec = Vec::new();
         if flow != Flow::Continue {
             return flow;
+        }
+        // An answer nothing can follow (a creation without a usable id) ends the scenario.
+        if ctx.halted {
+            return Flow::Stop;
         }
     }
     ctx.step = None;

@@ -1,5 +1,6 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
+mod answer_quirks;
 mod bad_input;
 mod budgets;
 mod ci;

@@ -606,7 +606,18 @@ fn list_quirks_prints_every_quirk_without_an_endpoint() {
     for (line, q) in lines.iter().zip(Quirk::ALL) {
         let (name, description) = line.split_once(' ').expect("name and description");
         assert_eq!(name, q.name());
-        assert_eq!(description.trim_start(), q.description());
+        let description = description.trim_start();
+        match q.answer_rule() {
+            // Answer quirks name the response rule they break, and its requirement.
+            Some(rule) => {
+                assert!(description.starts_with(q.description()), "{line}");
+                assert!(description.ends_with(&format!("[breaks {rule}, {}]", {
+                    let r = csi_conform::rules::by_id(rule).unwrap();
+                    format!("{} {}", r.requirement, r.level.as_str())
+                })), "{line}");
+            }
+            None => assert_eq!(description, q.description()),
+        }
     }
 
     // Serving still needs an endpoint; an unknown quirk is a usage error.

@@ -179,6 +179,12 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         Quirk::SnapshotTopologyWithoutCapability => {
             on(&["snapshots.topology.unset-without-capability"], "assertion", Severity::Fail)
         }
+        // The answer quirks break a response rule wherever the lie is told: see answer_quirks.
+        _ => crate::answer_quirks::CASES
+            .iter()
+            .filter(|c| c.quirk == quirk)
+            .map(|c| (c.scenario, "response-rule", c.severity))
+            .collect(),
     }
 }
 

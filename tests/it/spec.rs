@@ -6,8 +6,10 @@ use csi_conform::{spec, suite};
 
 use crate::support::csi_conform;
 
+/// What covers requirements: the built-in scenarios and the response rules.
 fn builtin_pairs(suites: &[suite::Suite]) -> Vec<(&str, &[String])> {
-    suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).collect()
+    let rules = csi_conform::rules::covering().iter().map(|(rule, ids)| (rule.as_str(), ids.as_slice()));
+    suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).chain(rules).collect()
 }
 
 #[test]
@@ -135,6 +137,10 @@ async fn list_spec_reports_the_inventorys_numbers() {
     assert_eq!(one["code"], "ALREADY_EXISTS");
     assert_eq!(one["link"], "https://github.com/container-storage-interface/spec/blob/v1.12.0/spec.md#createvolume-errors");
     assert!(one["scenarios"].as_array().unwrap().iter().any(|s| s == "controller.create-volume.same-name-other-capacity"));
+    // A requirement no scenario names is covered by the response rule that checks it.
+    let rule = reqs.iter().find(|r| r["id"] == "ErrorScheme.details.empty").unwrap();
+    assert_eq!(rule["status"], "covered");
+    assert!(rule["scenarios"].as_array().unwrap().iter().any(|s| s == "rule answer.error.details-empty"), "{rule}");
 
     let table = csi_conform(&["list", "--spec"], cwd.path()).await;
     let text = String::from_utf8_lossy(&table.stdout);

@@ -564,3 +564,24 @@ async fn an_assert_step_applies_only_where_its_only_if_holds() {
     let e = suite::load_str("o.yaml", bad).unwrap_err().to_string();
     assert!(e.starts_with("o.yaml:8:"), "{e}");
 }
+
+/// A step's own `spec:` is what its failures blame, not the scenario's list; a step naming an
+/// id the inventory lacks is a load error at its line.
+#[tokio::test]
+async fn a_step_names_the_requirement_its_failure_breaks() {
+    let plugin = crate::support::TestPlugin::start(csi_conform::reference::Config::default()).await;
+    let engine = crate::support::engine_plugin(&plugin).await;
+    let text = "suite: o\ntitle: t\nscenarios:\n\
+        \x20 - id: s\n    title: t\n    spec: [GetPluginInfo.name.required, GetPluginInfo.name.format]\n    steps:\n\
+        \x20     - call: GetPluginInfo\n        spec: [GetPluginInfo.name.format]\n        expect: { fields: [{ path: name, equals: other }] }\n";
+    let suite = suite::load_str("o.yaml", text).unwrap_or_else(|e| panic!("{e}"));
+    let work = tempfile::tempdir().unwrap();
+    let report = suite::run(&engine, &[suite], &config(work.path(), 1)).await;
+    let s = &report.suites[0].scenarios[0];
+    assert_eq!(s.outcome, Severity::Fail);
+    assert_eq!(s.findings[0].requirements, ["GetPluginInfo.name.format"]);
+    assert_eq!(s.blamed().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["GetPluginInfo.name.format"]);
+    let bad = text.replace("spec: [GetPluginInfo.name.format]", "spec: [GetPluginInfo.nope]");
+    let e = suite::load_str("o.yaml", &bad).unwrap_err().to_string();
+    assert!(e.starts_with("o.yaml:9:") && e.contains("GetPluginInfo.nope"), "{e}");
+}

@@ -73,5 +73,20 @@ pub(crate) fn finding(reconciliation: &Reconciliation, strict: bool, request: &D
     let mut f = call_finding(severity, verdict.kind(), message, RPC, request);
     f.expected = Some("a confirmation equal to the request".to_owned());
     f.got = Some(verdict.kind().to_owned());
+    f.requirements = breaks(verdict);
     Some(f)
+}
+
+/// The requirements a confirmation verdict breaks: the confirmation's own, whatever the
+/// scenario goes on to check (a dropped mount flag is ValidateVolumeCapabilities' fault, not
+/// the node's). An unconfirmed answer breaks no requirement of its own (none: the scenario's
+/// ids stand).
+pub(crate) fn breaks(verdict: crate::capability::Verdict) -> Vec<String> {
+    use crate::capability::Verdict;
+    match verdict {
+        Verdict::Unconfirmed | Verdict::UnconfirmedSilent | Verdict::Confirmed => Vec::new(),
+        Verdict::MismatchedConfirmation | Verdict::DroppedField | Verdict::IncompleteConfirmation => {
+            vec!["ValidateVolumeCapabilities.confirmed.capabilities".to_owned()]
+        }
+    }
 }

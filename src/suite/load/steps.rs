@@ -52,13 +52,14 @@ impl Loader<'_> {
         let fields = self.fields(node, &format!("a {kind} step"), &known)?;
         let name = fields.get("name").and_then(|n| self.string(n, "name"));
         let when = fields.get("when").map(|n| self.when(n)).unwrap_or_default();
+        let spec = fields.get("spec").map(|n| self.requirement_ids(n)).unwrap_or_default();
         let action = match kind {
             "call" => Action::Call(Box::new(self.call(&fields, node.pos, scope)?)),
             "assert" => Action::Assert(self.assert_step(&fields, scope)?),
             "property" => Action::Property(self.property_step(&fields, scope)?),
             _ => Action::Check(self.check_step(&fields, scope)?),
         };
-        Some(Step { name, when, action, pos: node.pos })
+        Some(Step { name, when, spec, action, pos: node.pos })
     }
 
     pub(super) fn when(&mut self, node: &Node) -> Vec<Condition> {

@@ -82,7 +82,8 @@ impl Lifecycle<'_> {
         let deadline = Instant::now() + RESTART_TIMEOUT;
         loop {
             let mut identity = conn.identity();
-            let probe = conn.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
+            let checked = conn.with_rules(&self.ctx.rules);
+            let probe = checked.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
             match probe {
                 Ok(r) if r.ready != Some(false) => return Ok(()),
                 _ if Instant::now() >= deadline => {
@@ -281,10 +282,8 @@ impl Lifecycle<'_> {
         }
         let read_only = self.plan.read_only();
         if read_only && !top.read_only {
-            return Err(self.fail(
-                "path-state",
-                format!("{shown} was published read-only, but the mount table shows it mounted read-write"),
-            ));
+            let message = format!("{shown} was published read-only, but the mount table shows it mounted read-write");
+            return Err(self.fail_breaking("path-state", message, READ_ONLY));
         }
         let missing: Vec<&str> = self.plan.vfs_options().into_iter().filter(|o| !top.has_option(o)).collect();
         if !missing.is_empty() {
@@ -317,8 +316,13 @@ impl Lifecycle<'_> {
             (false, WriteProbe::Failed(e)) => Some(format!("{shown} is published read-write, yet a write failed: {e}")),
         };
         match problem {
+            // A read-only publication that writes is the node's fault, never the controller's.
+            Some(message) if read_only => Err(self.fail_breaking("path-state", message, READ_ONLY)),
             Some(message) => Err(self.fail("path-state", message)),
             None => Ok(()),
         }
     }
 }
+
+/// What a read-only publication that is writable breaks: NodePublishVolume mounts it.
+const READ_ONLY: &[&str] = &["NodePublishVolume.readonly"];

@@ -1,0 +1,208 @@
+//! Every answer quirk of the reference plugin (one lie per class of response rule) fails a
+//! default run of the built-in suites over a real socket: at the scenario and RPC that got the
+//! lie, naming the rule and its requirement, within a minute, with nothing left that the
+//! harness could delete (the journal has nothing outstanding; what a creation without a usable
+//! id made is journaled as left behind by the plugin); and the compliant plugin breaks no rule.
+
+use std::{sync::Arc, time::Duration};
+
+use csi_conform::{
+    journal::{self, Journal, JournalObserver},
+    proto::v1,
+    reference::{Config, Quirk},
+    report::{RunReport, Severity},
+    rules, suite,
+};
+
+use crate::support::{TestPlugin, engine_plugin};
+
+/// Where each answer quirk must be caught: a scenario that makes the call the lie is told in.
+pub struct Case {
+    pub quirk: Quirk,
+    pub scenario: &'static str,
+    pub rpc: &'static str,
+    pub severity: Severity,
+}
+
+const fn case(quirk: Quirk, scenario: &'static str, rpc: &'static str, severity: Severity) -> Case {
+    Case { quirk, scenario, rpc, severity }
+}
+
+pub const CASES: [Case; 11] = [
+    case(Quirk::CreateEmptyId, "controller.create-volume.one-gib", "CreateVolume", Severity::Fail),
+    case(Quirk::MockEmptySource, "extras.create-volume.content-source-empty", "CreateVolume", Severity::Fail),
+    case(Quirk::SnapshotNoCreationTime, "snapshots.get-snapshot", "CreateSnapshot", Severity::Fail),
+    case(Quirk::EmptyVendorVersion, "identity.get-plugin-info", "GetPluginInfo", Severity::Fail),
+    case(Quirk::StatsUnknownUnit, "node.lifecycle", "NodeGetVolumeStats", Severity::Fail),
+    case(Quirk::LongContextValue, "controller.create-volume.one-gib", "CreateVolume", Severity::Warn),
+    case(Quirk::BigPublishContext, "controller.publish.lifecycle", "ControllerPublishVolume", Severity::Fail),
+    case(Quirk::BadTopologyKey, "node.get-info", "NodeGetInfo", Severity::Fail),
+    case(Quirk::RepeatNextToken, "controller.list-volumes.pagination", "ListVolumes", Severity::Fail),
+    case(Quirk::EmptyErrorMessage, "controller.create-volume.no-name", "CreateVolume", Severity::Fail),
+    case(Quirk::ErrorDetails, "controller.create-volume.no-name", "CreateVolume", Severity::Fail),
+];
+
+/// A default run of the built-in suites against the reference plugin with `quirk`, journaled:
+/// the report, how long it took, the journal's path, and the plugin (to look at what is left).
+async fn journaled_run(quirk: Option<Quirk>, work: &tempfile::TempDir) -> (RunReport, Duration, TestPlugin) {
+    let plugin = TestPlugin::start(Config { quirks: quirk.into_iter().collect(), ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let endpoint = format!("unix://{}", plugin.socket.display());
+    let observer = JournalObserver::new(
+        Journal::open(&work.path().join("journal.jsonl"), "r1").unwrap(),
+        Some(endpoint.clone()),
+        vec![endpoint],
+    );
+    let mut config = suite::RunConfig { seed: 7, work_dir: work.path().join("work"), ..suite::RunConfig::default() };
+    config.observer = Some(Arc::new(observer));
+    let started = std::time::Instant::now();
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    (report, started.elapsed(), plugin)
+}
+
+/// The response-rule findings of a run: (scenario, rule id in the message, finding).
+fn rule_findings(report: &RunReport) -> Vec<(&str, &csi_conform::report::Finding)> {
+    report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| s.findings.iter().filter(|f| f.kind == "response-rule").map(move |f| (s.id.as_str(), f)))
+        .collect()
+}
+
+async fn volumes_left(plugin: &TestPlugin) -> Vec<String> {
+    let answer = plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner();
+    answer.entries.into_iter().filter_map(|e| e.volume).map(|v| v.volume_id).collect()
+}
+
+async fn caught(case: &Case) {
+    let work = tempfile::tempdir().unwrap();
+    let (report, took, plugin) = journaled_run(Some(case.quirk), &work).await;
+    let rule = rules::by_id(case.quirk.answer_rule().expect("an answer quirk")).expect("a rule of the table");
+    let found = rule_findings(&report);
+    let hit = found
+        .iter()
+        .find(|(id, f)| *id == case.scenario && f.message.contains(rule.id))
+        .unwrap_or_else(|| panic!("{}: no {} finding in {}: {found:#?}", case.quirk, rule.id, case.scenario));
+    let f = hit.1;
+    assert_eq!(f.severity, case.severity, "{}: {f:#?}", case.quirk);
+    assert_eq!(f.rpc.as_deref(), Some(case.rpc), "{}: at the call that got the lie", case.quirk);
+    assert!(f.step.is_some(), "{}: at the step that made the call: {f:#?}", case.quirk);
+    assert_eq!(f.requirements, [rule.requirement], "{}: the finding names the rule's requirement", case.quirk);
+    assert!(report.failed() || case.severity == Severity::Warn, "{}: the run fails", case.quirk);
+    assert!(took < Duration::from_secs(60), "{}: the run took {took:?}", case.quirk);
+    // Nothing the harness could delete is left.
+    let journal = work.path().join("journal.jsonl");
+    assert!(journal::outstanding(&journal).unwrap().is_empty(), "{}: outstanding in the journal", case.quirk);
+    let left = volumes_left(&plugin).await;
+    let text = std::fs::read_to_string(&journal).unwrap_or_default();
+    if matches!(case.quirk, Quirk::CreateEmptyId | Quirk::MockEmptySource) {
+        // Only what the plugin made without telling its id, each journaled as its own.
+        assert!(!left.is_empty(), "{}: the plugin holds what it did not name", case.quirk);
+        assert!(text.contains("\"op\":\"lost-by-plugin\""), "{}: journaled as left by the plugin", case.quirk);
+        assert!(f.message.contains("no CSI call can delete"), "{f:#?}");
+    } else {
+        assert_eq!(left, Vec::<String>::new(), "{}: volumes left on the plugin", case.quirk);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_without_an_id_end_their_scenario_and_are_left_to_the_plugin() {
+    caught(&CASES[0]).await;
+    caught(&CASES[1]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_required_fields_and_unknown_units_fail() {
+    for c in &CASES[2..5] {
+        caught(c).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_limits_and_topology_formats_are_checked() {
+    for c in &CASES[5..8] {
+        caught(c).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_that_never_ends_and_bare_errors_fail() {
+    for c in &CASES[8..] {
+        caught(c).await;
+    }
+}
+
+#[test]
+fn every_answer_quirk_has_a_case_and_names_a_rule_of_the_table() {
+    for q in Quirk::ALL.into_iter().filter(|q| q.answer_rule().is_some()) {
+        assert!(CASES.iter().any(|c| c.quirk == q), "{q} has no case");
+        assert!(rules::by_id(q.answer_rule().unwrap()).is_some(), "{q}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compliant_plugin_breaks_no_rule() {
+    let work = tempfile::tempdir().unwrap();
+    let (report, _, _) = journaled_run(None, &work).await;
+    let found = rule_findings(&report);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// A default run with `quirk`, unjournaled, for what its reports blame.
+async fn blamed_run(quirk: Quirk) -> RunReport {
+    let work = tempfile::tempdir().unwrap();
+    journaled_run(Some(quirk), &work).await.0
+}
+
+/// Every report names, for every failing scenario, exactly the requirements `want`: the
+/// console's "By requirement" list, the JUnit properties, the GitHub annotations and the
+/// HTML page's groups.
+fn blames_only(report: &RunReport, want: &[&str]) {
+    let failing: Vec<_> =
+        report.suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.outcome >= Severity::Warn).collect();
+    assert!(!failing.is_empty(), "the quirk is caught");
+    for s in &failing {
+        let ids: Vec<String> = s.blamed().into_iter().map(|r| r.id).collect();
+        assert_eq!(ids, want, "{} blames {ids:?}: {:#?}", s.id, s.findings);
+    }
+    let console = csi_conform::report::summary(report, false);
+    let by_requirement = &console[console.find("By requirement").expect("a By requirement list")..];
+    let listed: Vec<&str> = by_requirement.lines().filter(|l| l.starts_with("  ") && !l.starts_with("    ")).collect();
+    assert_eq!(listed.len(), want.len(), "{by_requirement}");
+    for (line, id) in listed.iter().zip(want) {
+        assert!(line.trim_start().starts_with(id), "{line}");
+    }
+    let junit = csi_conform::report::to_junit_xml(report);
+    let html = csi_conform::report::html::to_html(report);
+    let annotations = csi_conform::report::annotations::annotations(report).join("\n");
+    for text in [&junit, &html, &annotations] {
+        for other in ["NodeStageVolume.capability.honoured", "NodePublishVolume.capability.honoured", "ControllerPublishVolume.readonly"] {
+            if !want.contains(&other) {
+                assert!(!text.contains(&format!("requirement.{other}")) && !text.contains(&format!("breaks {other}")), "{other} blamed");
+            }
+        }
+    }
+}
+
+/// drop-mount-flags is ValidateVolumeCapabilities' lie: the lifecycle scenarios that stop at
+/// it (and name the node RPCs they go on to check) blame the confirmation only. Before
+/// findings carried their own ids, NodeStageVolume/NodePublishVolume capability.honoured were
+/// listed as failed for calls never made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_lie_blames_validate_volume_capabilities_only() {
+    let report = blamed_run(Quirk::DropMountFlags).await;
+    blames_only(&report, &["ValidateVolumeCapabilities.confirmed.capabilities"]);
+}
+
+/// ignore-readonly is a node bug: the read-only lifecycles (which also name
+/// ControllerPublishVolume.readonly) blame NodePublishVolume.readonly only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_ignores_readonly_is_blamed_alone() {
+    if !csi_conform::mounts::has_cap_sys_admin() {
+        eprintln!("SKIPPED: ignore-readonly shows in the mount table only; no CAP_SYS_ADMIN to mount");
+        return;
+    }
+    let report = blamed_run(Quirk::IgnoreReadonly).await;
+    blames_only(&report, &["NodePublishVolume.readonly"]);
+}
