@@ -153,7 +153,8 @@ pub fn demand(scenario: &Scenario, fp: &Fingerprint, sizing: &Sizing) -> Demand 
                             None => plugin_sized = true,
                         }
                     }
-                    "ControllerExpandVolume" => {
+                    // An expansion expected to be refused (a size no backend serves) grows nothing.
+                    "ControllerExpandVolume" if ok => {
                         let to = requested_bytes(call, sizing).unwrap_or(sizing.expand_size);
                         let from = if to == sizing.small_expand_size { sizing.small_size } else { sizing.volume_size };
                         grown = grown.max(to.saturating_sub(from).max(0));
@@ -274,6 +275,13 @@ mod tests {
              \x20     - call: ControllerExpandVolume\n        request: { volume_id: a, capacity_range: { required_bytes: \"${expand_size}\" } }\n",
         );
         assert_eq!(demand(&expanding, &fp, &SIZING).bytes, 300);
+        // An expansion expected to be refused (4 EiB, answered OUT_OF_RANGE) holds no bytes:
+        // counting it made the scheduler skip the scenario as larger than any plugin.
+        let refused_growth = scenario(
+            "      - call: CreateVolume\n        request: { name: a, capacity_range: { required_bytes: \"${volume_size}\" } }\n\
+             \x20     - call: ControllerExpandVolume\n        request: { volume_id: a, capacity_range: { required_bytes: 4611686018427387904 } }\n        expect: { code: OUT_OF_RANGE }\n",
+        );
+        assert_eq!(demand(&refused_growth, &fp, &SIZING).bytes, 100);
     }
 
 
