@@ -552,6 +552,7 @@ mod tests {
             let rpc = key.as_str().trim_end_matches("Secret");
             let rpc = rpc.strip_prefix("Controller").filter(|r| r.starts_with("Validate")).unwrap_or(rpc);
             assert_eq!(SecretKey::for_rpc(rpc), Some(key), "{rpc}");
+            assert_eq!(key.to_string(), key.as_str(), "messages name a key as the file spells it");
         }
     }
 
