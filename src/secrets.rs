@@ -544,6 +544,18 @@ mod tests {
         assert!(!err.contains("hunter2"), "{err}");
     }
 
+    /// Every key is the one its own RPC carries (a lost arm would send that RPC without
+    /// its secrets, and the run would test an unauthenticated plugin).
+    #[test]
+    fn every_key_is_carried_by_its_own_rpc() {
+        for key in SecretKey::ALL {
+            let rpc = key.as_str().trim_end_matches("Secret");
+            let rpc = rpc.strip_prefix("Controller").filter(|r| r.starts_with("Validate")).unwrap_or(rpc);
+            assert_eq!(SecretKey::for_rpc(rpc), Some(key), "{rpc}");
+            assert_eq!(key.to_string(), key.as_str(), "messages name a key as the file spells it");
+        }
+    }
+
     #[test]
     fn maps_rpcs_to_keys_like_csi_sanity() {
         assert_eq!(

@@ -333,3 +333,29 @@ async fn a_journaled_volume_whose_delete_is_refused_stays_in_the_journal() {
     assert_eq!(csi_conform::journal::outstanding(&journal_path).unwrap().len(), 1, "the record is kept");
     assert_eq!(fake.volume_ids(), [id], "the volume is still there");
 }
+
+/// NOT_FOUND to an undo means the resource is already gone, which is as good as undone: the
+/// record leaves the journal and cleanup succeeds (else a run would refuse to start forever).
+/// The reference plugin answers NodeUnpublishVolume of a volume it does not know with
+/// NOT_FOUND.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journaled_publication_the_plugin_no_longer_knows_is_already_gone() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", plugin.socket.display());
+    let target = cwd.path().join("target").display().to_string();
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    let resource = Resource::NodePublication { volume_id: "deleted-since".into(), target_path: target, node: 0 };
+    journal
+        .created(&Record { secrets_key: None, undo_secrets_key: None, resource, ..volume_record(&endpoint, "", "gone") })
+        .unwrap();
+    drop(journal);
+
+    let cleaned = csi_conform(&["cleanup", "--journal", "journal.jsonl"], cwd.path()).await;
+    let out = lines(&cleaned.stdout);
+    assert_eq!(cleaned.status.code(), Some(0), "{out:?} {:?}", lines(&cleaned.stderr));
+    assert!(out[0].ends_with(": NodeUnpublishVolume: already gone"), "{out:?}");
+    assert_eq!(out[1..], ["cleanup: 1 undone, 0 left"]);
+    assert!(csi_conform::journal::outstanding(&journal_path).unwrap().is_empty(), "the record is done");
+}
