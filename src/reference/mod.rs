@@ -484,6 +484,33 @@ fn remove_stale_socket(path: &Path) -> Result<(), Error> {
     }
 }
 
+/// Listens on `path` so that the socket file appears only once it accepts connections.
+///
+/// `bind(2)` creates the file before `listen(2)` makes it connectable, and a client that waits
+/// for the file (the kubelet's plugin watcher, a script polling for it) can connect in between
+/// and be refused. So the socket is bound and listening under a temporary name in the same
+/// directory and then renamed into place: the name appears already listening.
+fn bind_in_place(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    let name = path.file_name().unwrap_or_default();
+    // A short suffix: a unix socket path has a limit of about 107 bytes.
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    let _ = std::fs::remove_file(&temp);
+    let listener = match tokio::net::UnixListener::bind(&temp) {
+        Ok(listener) => listener,
+        // The temporary name is too long for a socket address (or the directory refuses it):
+        // bind the path itself, as before.
+        Err(_) => return tokio::net::UnixListener::bind(path),
+    };
+    if let Err(e) = std::fs::rename(&temp, path) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(e);
+    }
+    Ok(listener)
+}
+
 /// Builds the router with the services this configuration serves.
 fn router(plugin: Arc<Plugin>) -> tonic::transport::server::Router {
     let svc = Service(plugin.clone());
@@ -523,7 +550,7 @@ pub async fn spawn(config: Config, endpoint: &str) -> Result<ReferenceHandle, Er
     let (task, socket, local_addr) = match &endpoint {
         Endpoint::Unix(path) => {
             remove_stale_socket(path)?;
-            let listener = tokio::net::UnixListener::bind(path).map_err(listen_err)?;
+            let listener = bind_in_place(path).map_err(listen_err)?;
             let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
             let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, signal));
             (task, Some(path.clone()), None)

@@ -3120,3 +3120,50 @@ async fn a_separate_node_process_registers_and_serves_from_the_shared_state() {
         })
         .await);
 }
+
+/// The socket file appears only once it accepts connections: it is bound and listening under a
+/// temporary name and renamed into place, so a client that waits for the file and connects at
+/// once (as the kubelet's plugin watcher does) is never refused, and no temporary name is left
+/// beside it. Binding the path itself made the file exist a moment before `listen(2)`, and such
+/// a connect was refused now and then (a CI failure); inotify shows which way the name came.
+#[tokio::test]
+async fn the_socket_file_appears_already_listening() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("p.sock");
+    let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+    watch
+        .add_watch(dir.path(), AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+        .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-conform"))
+        .arg("reference-plugin")
+        .arg("--endpoint")
+        .arg(format!("unix://{}", socket.display()))
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the plugin binary");
+    let started = Instant::now();
+    while !socket.exists() {
+        // Only turns a hang into a failure.
+        assert!(started.elapsed() < Duration::from_secs(30), "the plugin never made its socket");
+        tokio::task::yield_now().await;
+    }
+    let stream = tokio::net::UnixStream::connect(&socket).await;
+    assert!(stream.is_ok(), "the socket existed but refused: {stream:?}");
+    let events: Vec<(String, AddWatchFlags)> = watch
+        .read_events()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name.unwrap_or_default().to_string_lossy().into_owned(), e.mask))
+        .collect();
+    let arrivals: Vec<_> = events.iter().filter(|(name, _)| name == "p.sock").collect();
+    assert_eq!(arrivals.len(), 1, "{events:?}");
+    assert!(arrivals[0].1.contains(AddWatchFlags::IN_MOVED_TO), "p.sock was created in place, not renamed in: {events:?}");
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["p.sock"]);
+    child.kill().await.unwrap();
+}
