@@ -227,6 +227,12 @@ pub struct RunArgs {
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
     pub contention_timeout: Duration,
 
+    /// How long a volume or snapshot that DeleteVolume/DeleteSnapshot answered OK for may
+    /// still be found or listed (a backend that finishes deleting in the background) before
+    /// that fails the step that deleted it; it is looked up again within this time.
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2s", value_parser = crate::units::parse_duration)]
+    pub delete_grace: Duration,
+
     /// The longest the whole run may take; scenarios not started by then are not run, and
     /// those in flight get --cleanup-timeout to finish and tear down.
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", value_parser = parse_positive_duration)]

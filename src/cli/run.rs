@@ -58,6 +58,7 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
             max_live_bytes: args.max_live_bytes,
             contention_timeout: args.contention_timeout,
         },
+        delete_grace: args.delete_grace,
         replay_command: Some(replay_command(std::env::args())),
         timeout: args.run_timeout,
         cleanup_timeout: args.cleanup_timeout,

@@ -111,6 +111,10 @@ pub enum Quirk {
     EmptyErrorMessage,
     /// Error answers carry status details.
     ErrorDetails,
+    /// DeleteVolume answers OK and keeps the volume (still listed, found and holding space).
+    DeleteKeepsVolume,
+    /// DeleteSnapshot answers OK and keeps the snapshot (still listed and found).
+    DeleteKeepsSnapshot,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -121,7 +125,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 37] = [
+    pub const ALL: [Quirk; 39] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -159,6 +163,8 @@ impl Quirk {
         Quirk::RepeatNextToken,
         Quirk::EmptyErrorMessage,
         Quirk::ErrorDetails,
+        Quirk::DeleteKeepsVolume,
+        Quirk::DeleteKeepsSnapshot,
     ];
 
     /// The name `--quirk` takes.
@@ -201,6 +207,8 @@ impl Quirk {
             Quirk::RepeatNextToken => "repeat-next-token",
             Quirk::EmptyErrorMessage => "empty-error-message",
             Quirk::ErrorDetails => "error-details",
+            Quirk::DeleteKeepsVolume => "delete-keeps-volume",
+            Quirk::DeleteKeepsSnapshot => "delete-keeps-snapshot",
         }
     }
 
@@ -302,6 +310,12 @@ impl Quirk {
             Quirk::RepeatNextToken => "ListVolumes answers every page after the first with the same next_token, so paging never ends",
             Quirk::EmptyErrorMessage => "every error answer has an empty status message",
             Quirk::ErrorDetails => "every error answer carries status details",
+            Quirk::DeleteKeepsVolume => {
+                "DeleteVolume answers OK but keeps the volume: it is still listed, still found by ControllerGetVolume and still holds its space (plugins that acknowledge a delete their backend then refuses or never runs)"
+            }
+            Quirk::DeleteKeepsSnapshot => {
+                "DeleteSnapshot answers OK but keeps the snapshot: it is still listed and still found by GetSnapshot (plugins that acknowledge a delete their backend then refuses or never runs)"
+            }
         }
     }
 
@@ -319,6 +333,8 @@ impl Quirk {
             Quirk::RepeatNextToken => "answer.list-volumes.token-not-repeated",
             Quirk::EmptyErrorMessage => "answer.error.message",
             Quirk::ErrorDetails => "answer.error.details-empty",
+            Quirk::DeleteKeepsVolume => "answer.delete-volume.gone",
+            Quirk::DeleteKeepsSnapshot => "answer.delete-snapshot.gone",
             _ => return None,
         })
     }
