@@ -293,6 +293,14 @@ impl ScenarioCtx {
         self.orchestrator.map(Orchestrator::pattern)
     }
 
+    /// In an instance: behaviour `id` was followed, while what is found stays filed under the
+    /// current one.
+    pub fn followed(&mut self, id: &'static str) {
+        if self.orchestrator.is_some() {
+            self.exercised.insert(id);
+        }
+    }
+
     /// A fork whose ControllerPublishVolume calls overlap its siblings', as the instance's
     /// orchestrator sends them (only where the pattern says it does).
     pub fn fork_overlapping(&self) -> ScenarioCtx {

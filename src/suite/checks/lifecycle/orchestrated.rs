@@ -60,6 +60,8 @@ impl Lifecycle<'_> {
     pub(super) fn exercise_detach(&mut self) {
         if self.pattern.is_some_and(|p| p.unstages) {
             self.exercise(ids::DETACH_ORDER);
+        } else {
+            self.ctx.followed(ids::DETACH_ORDER);
         }
     }
 
