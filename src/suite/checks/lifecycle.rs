@@ -722,13 +722,7 @@ impl Lifecycle<'_> {
         if let Some(pattern) = self.pattern {
             return self.validate_as(pattern).await;
         }
-        let request = v1::ValidateVolumeCapabilitiesRequest {
-            volume_id: self.volume_id.clone(),
-            volume_context: self.context.clone(),
-            volume_capabilities: vec![self.plan.node_capability()],
-            parameters: self.ctx.config().parameters.clone().into_iter().collect(),
-            ..Default::default()
-        };
+        let request = self.validate_request(self.plan.node_capability());
         let sent = proto::to_dynamic(&request);
         let response = self.call("ValidateVolumeCapabilities", sent.clone(), None, 1).await?;
         let reconciliation = capability::reconcile(&request, &typed(&response));

@@ -136,13 +136,7 @@ impl Lifecycle<'_> {
         if !p.validates {
             return Ok(());
         }
-        let request = v1::ValidateVolumeCapabilitiesRequest {
-            volume_id: self.volume_id.clone(),
-            volume_context: self.context.clone(),
-            volume_capabilities: vec![self.plan.volume_capability()],
-            parameters: self.ctx.config().parameters.clone().into_iter().collect(),
-            ..Default::default()
-        };
+        let request = self.validate_request(self.plan.volume_capability());
         let response = self.call("ValidateVolumeCapabilities", proto::to_dynamic(&request), None, 1).await?;
         self.exercise(ids::VALIDATE_RECONCILE);
         if let Err(why) = validate::accepts(&request.volume_capabilities, &typed(&response)) {
@@ -153,6 +147,18 @@ impl Lifecycle<'_> {
             return Err(self.fail("confirmation", message));
         }
         Ok(())
+    }
+
+    /// ValidateVolumeCapabilities of this volume for `capability`, with its context and the
+    /// run's parameters.
+    pub(super) fn validate_request(&self, capability: v1::VolumeCapability) -> v1::ValidateVolumeCapabilitiesRequest {
+        v1::ValidateVolumeCapabilitiesRequest {
+            volume_id: self.volume_id.clone(),
+            volume_context: self.context.clone(),
+            volume_capabilities: vec![capability],
+            parameters: self.ctx.config().parameters.clone().into_iter().collect(),
+            ..Default::default()
+        }
     }
 
     /// The capability ControllerPublishVolume gets: the node capability, or, under an
