@@ -210,6 +210,8 @@ pub struct CallPattern {
     pub makes_staging_dir: bool,
     /// `dirs.target`: it makes the target's parent (never the target).
     pub makes_target_parent: bool,
+    /// `dirs.target`: after NodeUnpublishVolume it removes an empty target the plugin left.
+    pub removes_left_target: bool,
     /// `rpc.unstage`: it sends NodeUnstageVolume when the volume leaves the node.
     pub unstages: bool,
     /// `fields.readonly`: it sets NodePublishVolume's `readonly` for a read-only use.
@@ -253,6 +255,7 @@ const NOMAD: CallPattern = CallPattern {
     layout: Layout::Nomad,
     makes_staging_dir: true,
     makes_target_parent: true,
+    removes_left_target: true,
     unstages: true,
     sets_readonly: true,
     pod_info: false,
@@ -271,6 +274,7 @@ const KUBERNETES: CallPattern = CallPattern {
     layout: Layout::Kubelet,
     makes_staging_dir: true,
     makes_target_parent: true,
+    removes_left_target: true,
     unstages: true,
     sets_readonly: true,
     // Only for a driver whose CSIDriver object sets podInfoOnMount, which a run cannot know:
@@ -296,6 +300,7 @@ const SWARM: CallPattern = CallPattern {
     // The target's parent, `/data/published`, is the plugin's propagated mount, which Docker
     // sets up with the plugin: it exists, though Swarm makes nothing in it.
     makes_target_parent: true,
+    removes_left_target: false,
     unstages: false,
     sets_readonly: false,
     pod_info: false,

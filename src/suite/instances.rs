@@ -120,3 +120,65 @@ pub fn matrix(orchestrators: &[Orchestrator], suites: &[SuiteResult]) -> Vec<Orc
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Finding, ScenarioResult};
+
+    fn suite(text: &str) -> Suite {
+        super::super::load_str("test", text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const TEXT: &str = "suite: t\ntitle: t\nscenarios:\n  - id: life\n    title: l\n    steps:\n      - check: lifecycle\n\
+        \x20 - id: plain\n    title: p\n    steps:\n      - call: Probe\n";
+
+    #[test]
+    fn orchestrated_scenarios_get_an_instance_per_orchestrator_right_after_them() {
+        let suites = vec![suite(TEXT)];
+        assert_eq!(with_instances(&suites, &[])[0].scenarios.len(), 2, "no orchestrator: the suites as given");
+        let all = with_instances(&suites, &[Orchestrator::Nomad, Orchestrator::Swarm]);
+        let ids: Vec<&str> = all[0].scenarios.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["t.life", "t.life@nomad", "t.life@swarm", "t.plain"]);
+        assert_eq!(all[0].scenarios[2].orchestrator, Some(Orchestrator::Swarm));
+        assert_eq!(all[0].scenarios[0].orchestrator, None);
+        // The orchestrator-only suite comes along, as instances only.
+        let extra: Vec<&str> = all[1..].iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+        assert!(!extra.is_empty() && extra.iter().all(|id| id.contains('@')), "{extra:?}");
+    }
+
+    #[test]
+    fn a_cell_is_the_worst_finding_filed_under_it_pass_when_exercised_skip_otherwise() {
+        let result = |id: &str, exercised: &[&str], findings: Vec<Finding>| ScenarioResult {
+            id: id.into(),
+            title: String::new(),
+            requirements: Vec::new(),
+            tags: Vec::new(),
+            parity: Vec::new(),
+            outcome: Severity::Pass,
+            skip_reason: None,
+            findings,
+            duration: std::time::Duration::ZERO,
+            expectation: None,
+            rpcs: 0,
+            exercised: exercised.iter().map(|e| (*e).to_owned()).collect(),
+        };
+        let filed = |severity, behaviour: &str| Finding { behaviour: Some(behaviour.into()), ..Finding::new(severity, "k", "m") };
+        let scenarios = vec![
+            result("a@nomad", &["topology.match", "rpc.unstage"], vec![filed(Severity::Warn, "rpc.unstage")]),
+            result("b@nomad", &["rpc.unstage"], vec![filed(Severity::Fail, "rpc.unstage")]),
+            result("a@swarm", &["topology.match"], vec![filed(Severity::Fail, "topology.match")]),
+            result("a", &[], vec![filed(Severity::Fail, "topology.match")]),
+        ];
+        let suites = vec![SuiteResult { id: "s".into(), title: String::new(), source: String::new(), scenarios }];
+        let m = matrix(&[Orchestrator::Nomad], &suites);
+        let cell = |id: &str| m[0].behaviours.iter().find(|b| b.id == id).unwrap();
+        assert_eq!(cell("topology.match").outcome, Severity::Pass, "another orchestrator's and the base's findings do not count");
+        assert_eq!(cell("rpc.unstage").outcome, Severity::Fail);
+        assert_eq!(cell("rpc.unstage").instances, ["a@nomad", "b@nomad"]);
+        assert_eq!(cell("rpc.unstage").findings.len(), 2);
+        assert_eq!(cell("paths.staging").outcome, Severity::Skip);
+        assert!(cell("paths.staging").skip_reason.is_some());
+        assert!(m[0].behaviours.iter().all(|b| ids::DRIVEN.contains(&b.id.as_str())));
+    }
+}

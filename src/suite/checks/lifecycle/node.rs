@@ -204,6 +204,12 @@ impl Lifecycle<'_> {
                 format!("after NodeUnpublishVolume, {} is still a mount point", target.display()),
             ));
         }
+        // An orchestrator that removes an empty target the plugin left (Nomad, the kubelet)
+        // does so now: under it, that is no failure.
+        if self.pattern.is_some_and(|p| p.removes_left_target) {
+            self.exercise(ids::DIRS_TARGET);
+            let _ = std::fs::remove_dir(target);
+        }
         // The plugin created the target, so it must remove it ("the SP MUST delete the file or
         // directory it created at this path").
         self.expect_kind(node, target, PathKind::NotFound, "NodeUnpublishVolume").await
