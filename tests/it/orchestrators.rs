@@ -100,6 +100,12 @@ async fn the_default_reference_plugin_fails_under_no_orchestrator() {
         assert!(xml.contains(&format!("<testsuite name=\"orchestrator:{}\" tests=\"{}\"", o.name, o.behaviours.len())), "{xml}");
         assert!(xml.contains(&format!("name=\"topology.match\" classname=\"{}\"", o.name)), "{xml}");
     }
+    let html = report::html::to_html(&report);
+    let table = &html[html.find("<table id=\"matrix\">").expect("the matrix table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("<th>Nomad</th><th>Kubernetes</th><th>Docker Swarm</th>"), "{table}");
+    assert_eq!(table.matches("<td class=\"warn\"").count(), 2, "{table}");
+    assert_eq!(table.matches("<td class=\"fail\"").count(), 0, "{table}");
     let console = report::summary(&report, false);
     assert!(console.contains("swarm: ") && console.contains("rpc.unstage") && console.contains("WARN"), "{console}");
 }
