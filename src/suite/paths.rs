@@ -263,8 +263,14 @@ impl RunPaths {
 
     /// Removes paths checks made inside a scenario's directory (another node's staging and
     /// targets), innermost first, with the same care as ours.
+    ///
+    /// Deepest first, whatever order they were recorded in: checks that made two volumes'
+    /// paths under one shared parent record the parent with the first volume.
     pub(crate) fn release_own(&self, own: &[PathBuf]) {
-        for path in own {
+        let mut order: Vec<&PathBuf> = own.iter().collect();
+        order.sort_by(|a, b| b.components().count().cmp(&a.components().count()).then(a.cmp(b)));
+        order.dedup();
+        for path in order {
             remove_own_path(path);
         }
     }
@@ -337,6 +343,24 @@ mod tests {
         std::fs::create_dir(&s.target).unwrap();
         paths.release(&s, &[]).await;
         assert!(!s.dir.exists());
+        paths.close().await;
+        assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+    }
+
+    /// Two volumes' paths under one shared parent, recorded parent-first with the first
+    /// volume (as an orchestrator's layout does): all of it goes, the scenario directory too.
+    #[tokio::test]
+    async fn paths_checks_made_go_deepest_first_whatever_order_they_were_recorded_in() {
+        let work = tempfile::tempdir().unwrap();
+        let paths = RunPaths::open(&PathSettings::default(), work.path(), "abc").await.unwrap();
+        let s = paths.scenario(0, "two volumes").await.unwrap();
+        let co = s.dir.join("co");
+        let (parent, one, two) = (co.join("staging"), co.join("staging/v1"), co.join("staging/v2"));
+        for dir in [&co, &parent, &one, &two] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        paths.release(&s, &[one.clone(), parent.clone(), co.clone(), two.clone(), one]).await;
+        assert!(!s.dir.exists(), "{:?}", std::fs::read_dir(&s.dir).map(|d| d.count()));
         paths.close().await;
         assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
     }
