@@ -534,7 +534,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         let ids: Vec<&String> = state
             .volumes
             .range::<String, _>((
@@ -632,7 +632,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         Ok(v1::ControllerGetVolumeResponse {
             volume: Some(self.volume_proto(v)),
             status: Some(v1::controller_get_volume_response::VolumeStatus {

@@ -77,6 +77,7 @@ pub async fn run_until(
         dead: Mutex::new(HashMap::new()),
         reconnecting: tokio::sync::Mutex::new(()),
         facts: std::sync::OnceLock::new(),
+        versions: Mutex::new(BTreeMap::new()),
     });
     let selected: Vec<(usize, usize)> = suites
         .iter()
@@ -261,11 +262,33 @@ pub async fn run_until(
             small_bytes: *small,
             why: why.clone(),
         }),
-        spec: Some(crate::report::SpecJudged {
-            version: fp.spec.version.as_str().to_owned(),
-            stated: fp.spec.stated,
-            reason: fp.spec.reason.clone(),
-        }),
+        spec: Some(spec_judged(&fp.spec, &shared.versions.lock().unwrap_or_else(|p| p.into_inner()))),
+    }
+}
+
+/// The version the run judged by and everything it saw of the one the plugin speaks: what
+/// it advertises (contradicting only a stated version), then what its answers showed.
+fn spec_judged(
+    assumed: &crate::version::Assumed,
+    answers: &BTreeMap<crate::version::Evidence, BTreeSet<String>>,
+) -> crate::report::SpecJudged {
+    let advertised = assumed.advertised.iter().map(|e| crate::report::SpecEvidence {
+        version: e.version.as_str().to_owned(),
+        what: e.what.clone(),
+        contradicts: assumed.stated && e.version != assumed.version,
+        scenarios: Vec::new(),
+    });
+    let answered = answers.iter().map(|(e, scenarios)| crate::report::SpecEvidence {
+        version: e.version.as_str().to_owned(),
+        what: e.what.clone(),
+        contradicts: assumed.contradicted_by(e),
+        scenarios: scenarios.iter().cloned().collect(),
+    });
+    crate::report::SpecJudged {
+        version: assumed.version.as_str().to_owned(),
+        stated: assumed.stated,
+        reason: assumed.reason.clone(),
+        evidence: advertised.chain(answered).collect(),
     }
 }
 
