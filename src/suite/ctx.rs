@@ -103,7 +103,7 @@ impl Shared {
             tracing::warn!(%endpoint, attempt, "the plugin does not answer");
         }
         let why = format!(
-            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed)",
+            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed, --reconnect-attempts)",
             policy.attempts,
             crate::client::human_duration(started.elapsed())
         );

@@ -95,7 +95,7 @@ pub async fn run_until(
         match timeout {
             Some(t) => {
                 tokio::time::sleep(t).await;
-                format!("the run timeout of {} was reached", crate::client::human_duration(t))
+                format!("the run timeout of {} (--run-timeout) was reached", crate::client::human_duration(t))
             }
             None => std::future::pending().await,
         }
@@ -177,7 +177,7 @@ pub async fn run_until(
             }
             () = &mut cleanup_deadline, if deadline_armed && !tasks.is_empty() => {
                 tracing::error!(
-                    "teardown did not finish within the cleanup timeout of {}; abandoning {} scenario(s), what they created stays in the journal",
+                    "teardown did not finish within the cleanup timeout of {} (--cleanup-timeout); abandoning {} scenario(s), what they created stays in the journal",
                     crate::client::human_duration(cleanup_timeout),
                     tasks.len()
                 );
@@ -208,7 +208,7 @@ pub async fn run_until(
                     Severity::Error,
                     "interrupted",
                     format!(
-                        "{reason}; the scenario did not finish its teardown within the cleanup timeout of {}: \
+                        "{reason}; the scenario did not finish its teardown within the cleanup timeout of {} (--cleanup-timeout): \
                          what it created is left in the journal for `csi-conform cleanup`",
                         crate::client::human_duration(cleanup_timeout)
                     ),
