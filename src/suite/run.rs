@@ -47,6 +47,10 @@ pub async fn run_until(
     let started_at =
         time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let started = Instant::now();
+    // With --orchestrator, the instances of orchestrated scenarios (the engine copies them;
+    // what an orchestrator does is in the pattern their checks read).
+    let expanded = super::instances::with_instances(suites, &config.orchestrators);
+    let suites = expanded.as_slice();
     let run_id = builtin_vars::run_id(config.seed);
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
@@ -78,6 +82,7 @@ pub async fn run_until(
         reconnecting: tokio::sync::Mutex::new(()),
         facts: std::sync::OnceLock::new(),
         versions: Mutex::new(BTreeMap::new()),
+        controller_publish: tokio::sync::Mutex::new(()),
     });
     let selected: Vec<(usize, usize)> = suites
         .iter()
@@ -237,6 +242,7 @@ pub async fn run_until(
         }
     }
 
+    let orchestrators = super::instances::matrix(&config.orchestrators, &suite_results);
     let fp = &plugin.fingerprint;
     let mut endpoints: Vec<String> =
         plugin.controller.iter().chain(&plugin.nodes).map(|c| c.endpoint().to_string()).collect();
@@ -262,6 +268,7 @@ pub async fn run_until(
             small_bytes: *small,
             why: why.clone(),
         }),
+        orchestrators,
         spec: Some(spec_judged(&fp.spec, &shared.versions.lock().unwrap_or_else(|p| p.into_inner()))),
     }
 }
@@ -345,6 +352,7 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
         duration: Duration::ZERO,
         expectation: None,
         rpcs: 0,
+        exercised: Vec::new(),
     }
 }
 
@@ -510,6 +518,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticke
     }
     result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
     result.rpcs = ctx.rpcs;
+    result.exercised = ctx.exercised.iter().map(|b| (*b).to_owned()).collect();
     if let Flow::Skip(reason) = flow {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(shared.scrub(&reason));
@@ -533,5 +542,6 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
         got: s(&f.got),
         plugin_message: s(&f.plugin_message),
         requirements: f.requirements.clone(),
+        behaviour: f.behaviour.clone(),
     }
 }
