@@ -477,6 +477,31 @@ impl fmt::Display for SpecJudged {
 }
 
 impl SpecJudged {
+    /// The evidence for a console summary (`None` when there is none): what speaks against
+    /// the version judged by in full, what agrees with it counted (the other reports list it).
+    pub fn evidence_summary(&self) -> Option<String> {
+        if self.evidence.is_empty() {
+            return None;
+        }
+        let agree = self.evidence.iter().filter(|e| !e.contradicts);
+        let capabilities = agree.clone().filter(|e| e.scenarios.is_empty()).count();
+        let answers = agree.count() - capabilities;
+        let counted = format!(
+            "{capabilities} capabilit{} and {answers} kind{} of answer that only one version defines",
+            if capabilities == 1 { "y" } else { "ies" },
+            if answers == 1 { "" } else { "s" }
+        );
+        if !self.contradicted() {
+            return Some(format!("consistent with v{}: {counted} (the JSON and HTML reports list them)", self.version));
+        }
+        let shown = SpecJudged {
+            evidence: self.evidence.iter().filter(|e| e.contradicts).cloned().collect(),
+            ..self.clone()
+        };
+        let items = shown.evidence_line().unwrap_or_default();
+        Some(format!("{items}; beside {counted} that agree (the JSON and HTML reports list them)"))
+    }
+
     /// Whether anything the run saw speaks against the version it judged by.
     pub fn contradicted(&self) -> bool {
         self.evidence.iter().any(|e| e.contradicts)

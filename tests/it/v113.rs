@@ -233,7 +233,7 @@ async fn the_answers_of_either_reference_version_agree_with_the_version_judged_b
     let health = evidence(&report).into_iter().find(|e| e.what == "ControllerGetVolumeHealth answered OK").unwrap();
     assert!(health.scenarios.iter().any(|s| s.starts_with("health.controller.")), "{health:?}");
     let summary = report::console::summary(&report, false);
-    assert!(summary.contains("Version evidence: consistent with the version judged by: capability"), "{summary}");
+    assert!(summary.contains("Version evidence: consistent with v1.13: 5 capabilities and "), "{summary}");
 
     let v12 = TestPlugin::start(Config { spec_version: SpecVersion::V1_12, ..Config::default() }).await;
     let report = versioned_run(&v12, None).await;
@@ -273,8 +273,10 @@ async fn a_v1_13_plugin_that_still_sets_volume_condition_is_warned_never_failed(
     assert!(f.rpc.is_some() && f.step.is_some(), "at the call that showed it: {f:?}");
     assert!(!report.failed(), "a version guess never fails a plugin");
     let summary = report::console::summary(&report, false);
-    assert!(summary.contains("Version evidence: the plugin speaks against the version judged by"), "{summary}");
-    assert!(summary.contains("against the v1.13 judged by"), "{summary}");
+    let line = summary.lines().find(|l| l.starts_with("Version evidence: ")).expect(&summary);
+    assert!(line.starts_with("Version evidence: the plugin speaks against the version judged by: ListVolumes's answer sets"), "{line}");
+    assert!(line.contains("(v1.12, against the v1.13 judged by; in ") && line.contains("that agree (the JSON"), "{line}");
+    assert!(!line.contains("capability node:GET_VOLUME_HEALTH"), "what agrees is counted, not listed: {line}");
 }
 
 #[tokio::test]
