@@ -538,7 +538,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         let ids: Vec<&String> = state
             .volumes
             .range::<String, _>((
@@ -636,7 +636,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         Ok(v1::ControllerGetVolumeResponse {
             volume: Some(self.volume_proto(v)),
             status: Some(v1::controller_get_volume_response::VolumeStatus {
