@@ -339,6 +339,7 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
         }
     }
     by_requirement(&mut out, report, &scenarios, color);
+    super::matrix::console(&mut out, report);
     out.push('\n');
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "{} {}", paint("Interrupted:", Style::BoldRed, color), text::one_line(why));

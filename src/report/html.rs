@@ -286,6 +286,8 @@ pub fn to_html(report: &RunReport) -> String {
     }
     out.push_str("</table>\n");
 
+    super::matrix::html(&mut out, report);
+
     out.push_str("<h2>All scenarios by suite</h2>\n");
     for suite in &report.suites {
         let _ = writeln!(

@@ -77,6 +77,10 @@ pub struct Finding {
     /// response rule's, a step's own `spec:`, or else empty (the scenario's ids then stand).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requirements: Vec<String>,
+    /// In an orchestrator instance (`<id>@nomad`): the id of the orchestrator's behaviour it
+    /// was found under (`topology.match`), the row of the compatibility matrix it counts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behaviour: Option<String>,
 }
 
 impl Finding {
@@ -93,6 +97,7 @@ impl Finding {
             got: None,
             plugin_message: None,
             requirements: Vec::new(),
+            behaviour: None,
         }
     }
 }
@@ -161,6 +166,9 @@ pub struct ScenarioResult {
     /// (what a scenario costs a plugin that serves RPCs one at a time).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rpcs: u64,
+    /// In an orchestrator instance: the ids of the orchestrator's behaviours it exercised.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exercised: Vec<String>,
 }
 
 impl RequirementRef {
@@ -351,6 +359,55 @@ pub struct RunReport {
     /// earlier csi-conform versions, which judged by v1.12).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SpecJudged>,
+    /// The compatibility matrix, one entry per `--orchestrator` (none without).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orchestrators: Vec<OrchestratorResult>,
+}
+
+/// Whether a plugin survives one orchestrator's call patterns: a verdict per behaviour.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrchestratorResult {
+    /// Its `--orchestrator` name (`nomad`).
+    pub name: String,
+    /// Its name in prose (`Docker Swarm`).
+    pub title: String,
+    /// One per behaviour the checks drive, in the matrix's order.
+    pub behaviours: Vec<BehaviourResult>,
+}
+
+/// One cell of the compatibility matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BehaviourResult {
+    /// The behaviour's id (`topology.match`), a row of `docs/orchestrators.md`.
+    pub id: String,
+    /// What the orchestrator does.
+    pub summary: String,
+    /// The releases it holds for.
+    pub holds_for: String,
+    /// Where it was read (and the incidents it caused).
+    pub source: String,
+    /// Where the orchestrator itself bends the spec here: what the spec says (a plugin right
+    /// by the spec that breaks here warns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deviation: Option<String>,
+    /// pass (exercised, survived), fail, warn, error, or skip (not exercised).
+    pub outcome: Severity,
+    /// Why it was not exercised, when skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    /// The instances' findings under it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    /// The instances that exercised it or found something under it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<String>,
+}
+
+impl OrchestratorResult {
+    /// How many cells have `outcome`.
+    pub fn count(&self, outcome: Severity) -> usize {
+        self.behaviours.iter().filter(|b| b.outcome == outcome).count()
+    }
 }
 
 /// The sizes of a run's volumes: scenarios that test sizes (and the csi-sanity-mapped ones
@@ -517,6 +574,7 @@ mod tests {
             duration: Duration::ZERO,
             expectation: None,
             rpcs: 0,
+            exercised: Vec::new(),
         };
         s.settle();
         s

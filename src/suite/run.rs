@@ -47,6 +47,10 @@ pub async fn run_until(
     let started_at =
         time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let started = Instant::now();
+    // With --orchestrator, the instances of orchestrated scenarios (the engine copies them;
+    // what an orchestrator does is in the pattern their checks read).
+    let expanded = super::instances::with_instances(suites, &config.orchestrators);
+    let suites = expanded.as_slice();
     let run_id = builtin_vars::run_id(config.seed);
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
@@ -77,6 +81,7 @@ pub async fn run_until(
         dead: Mutex::new(HashMap::new()),
         reconnecting: tokio::sync::Mutex::new(()),
         facts: std::sync::OnceLock::new(),
+        controller_publish: tokio::sync::Mutex::new(()),
     });
     let selected: Vec<(usize, usize)> = suites
         .iter()
@@ -236,6 +241,7 @@ pub async fn run_until(
         }
     }
 
+    let orchestrators = super::instances::matrix(&config.orchestrators, &suite_results);
     let fp = &plugin.fingerprint;
     let mut endpoints: Vec<String> =
         plugin.controller.iter().chain(&plugin.nodes).map(|c| c.endpoint().to_string()).collect();
@@ -261,6 +267,7 @@ pub async fn run_until(
             small_bytes: *small,
             why: why.clone(),
         }),
+        orchestrators,
         spec: Some(crate::report::SpecJudged {
             version: fp.spec.version.as_str().to_owned(),
             stated: fp.spec.stated,
@@ -322,6 +329,7 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
         duration: Duration::ZERO,
         expectation: None,
         rpcs: 0,
+        exercised: Vec::new(),
     }
 }
 
@@ -487,6 +495,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticke
     }
     result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
     result.rpcs = ctx.rpcs;
+    result.exercised = ctx.exercised.iter().map(|b| (*b).to_owned()).collect();
     if let Flow::Skip(reason) = flow {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(shared.scrub(&reason));
@@ -510,5 +519,6 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
         got: s(&f.got),
         plugin_message: s(&f.plugin_message),
         requirements: f.requirements.clone(),
+        behaviour: f.behaviour.clone(),
     }
 }

@@ -44,6 +44,7 @@ pub(super) static CHECK: CheckDef = CheckDef {
         demand,
         // Create, publish, write, and the way back, once or twice.
         cost: |_| 16,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(run(ctx, args)),
 };

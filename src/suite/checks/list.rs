@@ -29,6 +29,7 @@ pub(super) static LIST_ALL_VOLUMES: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(list_all(ctx, args, LIST_VOLUMES)),
 };
@@ -47,6 +48,7 @@ pub(super) static LIST_ALL_SNAPSHOTS: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(list_all(ctx, args, LIST_SNAPSHOTS)),
 };
