@@ -156,8 +156,10 @@ pub struct RunArgs {
     #[arg(help_heading = "Selection", long)]
     pub seed: Option<u64>,
 
-    /// Generated cases each property step checks (0 skips the property scenarios).
-    #[arg(help_heading = "Selection", long, value_name = "N", default_value_t = 256)]
+    /// Generated cases each property step checks (0 skips the property scenarios). The
+    /// default tries every access mode with both access types in nearly every run; 256 or
+    /// more for a deep run.
+    #[arg(help_heading = "Selection", long, value_name = "N", default_value_t = crate::suite::DEFAULT_PROPERTY_CASES)]
     pub property_cases: u32,
 
     /// The access type of the default volume capability.

@@ -541,7 +541,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         let ids: Vec<&String> = state
             .volumes
             .range::<String, _>((
@@ -639,7 +639,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         Ok(v1::ControllerGetVolumeResponse {
             volume: Some(self.volume_proto(v)),
             status: Some(v1::controller_get_volume_response::VolumeStatus {

@@ -552,7 +552,8 @@ impl Plugin {
                 },
             ]
         };
-        let volume_condition = self.caps.has_node(NodeRpc::VolumeCondition).then(|| {
+        let condition = self.caps.has_node(NodeRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
+        let volume_condition = condition.then(|| {
             let mounted_here = state
                 .nodes
                 .get(&self.config.node_id)

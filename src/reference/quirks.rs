@@ -86,6 +86,9 @@ pub enum Quirk {
     /// v1.13: snapshots carry accessible_topology though SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is
     /// not advertised.
     SnapshotTopologyWithoutCapability,
+    /// v1.13 capabilities, and v1.12's volume_condition still set in ListVolumes,
+    /// ControllerGetVolume and NodeGetVolumeStats answers without VOLUME_CONDITION.
+    MixedVersions,
     /// Volume, snapshot and group snapshot ids not in the plugin's own format are refused
     /// with INVALID_ARGUMENT before they are looked up.
     StrictIds,
@@ -133,7 +136,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 42] = [
+    pub const ALL: [Quirk; 43] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -159,6 +162,7 @@ impl Quirk {
         Quirk::HealthMissingReason,
         Quirk::ListHealthWithoutGet,
         Quirk::SnapshotTopologyWithoutCapability,
+        Quirk::MixedVersions,
         Quirk::StrictIds,
         Quirk::CreateEmptyId,
         Quirk::MockEmptySource,
@@ -206,6 +210,7 @@ impl Quirk {
             Quirk::HealthMissingReason => "health-missing-reason",
             Quirk::ListHealthWithoutGet => "list-health-without-get",
             Quirk::SnapshotTopologyWithoutCapability => "snapshot-topology-without-capability",
+            Quirk::MixedVersions => "mixed-versions",
             Quirk::StrictIds => "strict-ids",
             Quirk::CreateEmptyId => "create-empty-id",
             Quirk::MockEmptySource => "mock-empty-source",
@@ -306,6 +311,9 @@ impl Quirk {
             }
             Quirk::SnapshotTopologyWithoutCapability => {
                 "v1.13: snapshots carry accessible_topology although SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is not advertised (plugins that copy the volume's topology into every snapshot)"
+            }
+            Quirk::MixedVersions => {
+                "v1.13 capabilities, yet ListVolumes, ControllerGetVolume and NodeGetVolumeStats still set v1.12's volume_condition (whose number v1.13 reserves) without VOLUME_CONDITION (plugins half-way through moving to v1.13)"
             }
             Quirk::CreateEmptyId => {
                 "CreateVolume makes the volume but answers OK with an empty volume_id, so no CSI call can delete it (plugins that lose the id between backend and answer)"

@@ -300,6 +300,9 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
     out.push('\n');
     if let Some(spec) = &report.spec {
         let _ = writeln!(out, "Judged by {}", text::one_line(&spec.to_string()));
+        if let Some(line) = spec.evidence_summary() {
+            let _ = writeln!(out, "Version evidence: {}", text::one_line(&line));
+        }
     }
     let c = report.counts();
     let _ = writeln!(

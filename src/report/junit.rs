@@ -376,6 +376,7 @@ fn suite_properties(report: &RunReport, suite: &SuiteResult) -> Vec<(String, Str
     if let Some(spec) = &report.spec {
         props.push(("spec-version".to_owned(), spec.version.clone()));
         props.push(("spec-version-reason".to_owned(), spec.reason.clone()));
+        props.extend(spec.evidence_line().map(|line| ("spec-version-evidence".to_owned(), line)));
     }
     props.extend([
         ("seed".to_owned(), report.seed.to_string()),

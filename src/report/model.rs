@@ -446,11 +446,99 @@ pub struct SpecJudged {
     pub stated: bool,
     /// Why, in one sentence.
     pub reason: String,
+    /// Everything the run saw of the version the plugin speaks, by the end of the run: the
+    /// capabilities it advertises and the answers it gave that only one version defines
+    /// (absent in reports of earlier csi-conform versions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<SpecEvidence>,
+}
+
+/// One sign of the CSI spec version a plugin speaks, as the report states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecEvidence {
+    /// The version that alone defines it, `1.12` or `1.13`.
+    pub version: String,
+    /// What was seen: `capability node:GET_VOLUME_HEALTH`, `ListVolumes's answer sets
+    /// entries[].status.volume_condition`, `NodeGetVolumeHealth answered OK`.
+    pub what: String,
+    /// Whether it speaks against the version the verdicts were judged by (each such answer
+    /// is a warning of the scenario that got it).
+    #[serde(default)]
+    pub contradicts: bool,
+    /// The scenarios whose calls showed it (none for a capability: the fingerprint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<String>,
 }
 
 impl fmt::Display for SpecJudged {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "CSI v{} ({})", self.version, self.reason)
+    }
+}
+
+impl SpecJudged {
+    /// The evidence for a console summary (`None` when there is none): what speaks against
+    /// the version judged by in full, what agrees with it counted (the other reports list it).
+    pub fn evidence_summary(&self) -> Option<String> {
+        if self.evidence.is_empty() {
+            return None;
+        }
+        let agree = self.evidence.iter().filter(|e| !e.contradicts);
+        let capabilities = agree.clone().filter(|e| e.scenarios.is_empty()).count();
+        let answers = agree.count() - capabilities;
+        let counted = format!(
+            "{capabilities} capabilit{} and {answers} kind{} of answer that only one version defines",
+            if capabilities == 1 { "y" } else { "ies" },
+            if answers == 1 { "" } else { "s" }
+        );
+        if !self.contradicted() {
+            return Some(format!("consistent with v{}: {counted} (the JSON and HTML reports list them)", self.version));
+        }
+        let shown = SpecJudged {
+            evidence: self.evidence.iter().filter(|e| e.contradicts).cloned().collect(),
+            ..self.clone()
+        };
+        let items = shown.evidence_line().unwrap_or_default();
+        Some(format!("{items}; beside {counted} that agree (the JSON and HTML reports list them)"))
+    }
+
+    /// Whether anything the run saw speaks against the version it judged by.
+    pub fn contradicted(&self) -> bool {
+        self.evidence.iter().any(|e| e.contradicts)
+    }
+
+    /// The evidence in one line (`None` when there is none): `capability node:GET_VOLUME_HEALTH
+    /// (v1.13); ListVolumes's answer sets ... (v1.12, against v1.13 judged by; in 2 scenarios:
+    /// a, b)`.
+    pub fn evidence_line(&self) -> Option<String> {
+        if self.evidence.is_empty() {
+            return None;
+        }
+        let items: Vec<String> = self
+            .evidence
+            .iter()
+            .map(|e| {
+                let mut tail = format!("v{}", e.version);
+                if e.contradicts {
+                    tail.push_str(&format!(", against the v{} judged by", self.version));
+                }
+                match e.scenarios.as_slice() {
+                    [] => {}
+                    [one] => tail.push_str(&format!("; in {one}")),
+                    [first, second, ..] if e.scenarios.len() > 3 => {
+                        tail.push_str(&format!("; in {} scenarios: {first}, {second}, ...", e.scenarios.len()))
+                    }
+                    many => tail.push_str(&format!("; in {} scenarios: {}", many.len(), many.join(", "))),
+                }
+                format!("{} ({tail})", e.what)
+            })
+            .collect();
+        let head = if self.contradicted() {
+            "the plugin speaks against the version judged by"
+        } else {
+            "consistent with the version judged by"
+        };
+        Some(format!("{head}: {}", items.join("; ")))
     }
 }
 

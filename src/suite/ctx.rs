@@ -35,6 +35,7 @@ use crate::{
     orchestrator::{CallPattern, Orchestrator},
     proto,
     report::{Finding, Severity},
+    version::Evidence,
 };
 
 /// State shared by every scenario of a run.
@@ -58,6 +59,9 @@ pub(crate) struct Shared {
     pub(crate) reconnecting: tokio::sync::Mutex<()>,
     /// What the run learned of the plugin before its scenarios (set once, by the probe).
     pub(crate) facts: std::sync::OnceLock<RunFacts>,
+    /// What the plugin's answers showed of the spec version it speaks, with the scenarios
+    /// whose calls showed it (the report states it all at the end).
+    pub(crate) versions: Mutex<BTreeMap<Evidence, BTreeSet<String>>>,
     /// Held across each ControllerPublishVolume of a run with `--orchestrator` (see `send`).
     pub(crate) controller_publish: tokio::sync::Mutex<()>,
 }
@@ -103,7 +107,7 @@ impl Shared {
             tracing::warn!(%endpoint, attempt, "the plugin does not answer");
         }
         let why = format!(
-            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed)",
+            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed, --reconnect-attempts)",
             policy.attempts,
             crate::client::human_duration(started.elapsed())
         );
@@ -436,6 +440,38 @@ impl ScenarioCtx {
         }
     }
 
+    /// Notes what an OK answer shows of the spec version the plugin speaks, for the report;
+    /// evidence against the version the run judges by (judged when the run began, and not
+    /// changed mid-run) warns at the step that first got some, once per scenario: never a
+    /// failure, as a version is a guess.
+    fn version_evidence(&mut self, rpc: &str, request: &DynamicMessage, response: &Response) {
+        let found = crate::version::answer_evidence(rpc, response.messages());
+        if found.is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        let assumed = &shared.plugin.fingerprint.spec;
+        let mut contradicting = Vec::new();
+        {
+            let mut seen = self.shared.versions.lock().unwrap_or_else(|p| p.into_inner());
+            for evidence in found {
+                let scenarios = seen.entry(evidence.clone()).or_default();
+                if scenarios.insert(self.scenario_id.clone()) && assumed.contradicted_by(&evidence) {
+                    contradicting.push(evidence);
+                }
+            }
+        }
+        // One warning per scenario is enough to say it; the report lists every piece.
+        let warned = self.findings.iter().any(|f| f.kind == "spec-version");
+        if let Some(evidence) = contradicting.into_iter().next().filter(|_| !warned) {
+            let mut f = call_finding(Severity::Warn, "spec-version", assumed.contradiction(&evidence), rpc, request);
+            f.got = Some(format!("{} (CSI v{})", evidence.what, evidence.version));
+            f.expected = Some(format!("what CSI v{} defines", assumed.version));
+            f.requirements = vec![evidence.requirement.to_owned()];
+            self.push(f);
+        }
+    }
+
     /// A creation answered OK without a usable id: the plugin may now hold an object no CSI
     /// call can name, so none can delete it. The finding says so (on the rule's finding of
     /// that call), the scenario stops after this step, and the call is journaled as left
@@ -637,6 +673,9 @@ impl ScenarioCtx {
         }
         for violation in self.rules.take() {
             self.push_violation(&violation, &request);
+        }
+        if let Ok(response) = &answer {
+            self.version_evidence(method.name(), &request, response);
         }
         let lost = match &answer {
             Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),

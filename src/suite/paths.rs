@@ -180,7 +180,7 @@ impl RunPaths {
     async fn make(&self, kind: Kind, path: &Path) -> Result<PathBuf, PathError> {
         match self.create_cmd(kind) {
             Some(cmd) => {
-                let out = run_path_cmd(cmd, path, self.settings.create_timeout).await?;
+                let out = run_path_cmd(cmd, path, (self.settings.create_timeout, "--create-path-cmd-timeout")).await?;
                 let made = out.trim();
                 if made.is_empty() {
                     return Err(PathError::Command {
@@ -203,7 +203,7 @@ impl RunPaths {
     async fn remove(&self, kind: Kind, path: &Path) {
         match self.remove_cmd(kind) {
             Some(cmd) => {
-                if let Err(e) = run_path_cmd(cmd, path, self.settings.remove_timeout).await {
+                if let Err(e) = run_path_cmd(cmd, path, (self.settings.remove_timeout, "--remove-path-cmd-timeout")).await {
                     tracing::warn!("left behind: {e}");
                 }
             }
@@ -285,8 +285,10 @@ impl RunPaths {
     }
 }
 
-/// Runs `<cmd> <path>` (no shell, as csi-sanity does) within `timeout`; returns its stdout.
-async fn run_path_cmd(cmd: &Path, path: &Path, timeout: Duration) -> Result<String, PathError> {
+/// Runs `<cmd> <path>` (no shell, as csi-sanity does) within `timeout` (set by the flag
+/// `bound.1`); returns its stdout.
+async fn run_path_cmd(cmd: &Path, path: &Path, bound: (Duration, &str)) -> Result<String, PathError> {
+    let (timeout, flag) = bound;
     let fail = |reason: String| PathError::Command { cmd: cmd.to_owned(), path: path.to_owned(), reason };
     let child = tokio::process::Command::new(cmd)
         .arg(path)
@@ -296,7 +298,7 @@ async fn run_path_cmd(cmd: &Path, path: &Path, timeout: Duration) -> Result<Stri
         .kill_on_drop(true)
         .output();
     let output = match tokio::time::timeout(timeout, child).await {
-        Err(_) => return Err(fail(format!("did not finish within {}", crate::client::human_duration(timeout)))),
+        Err(_) => return Err(fail(format!("did not finish within {} ({flag})", crate::client::human_duration(timeout)))),
         Ok(Err(e)) => return Err(fail(format!("cannot run it: {e}"))),
         Ok(Ok(output)) => output,
     };
@@ -435,6 +437,6 @@ mod tests {
         let slow = script(tmp.path(), "slow", "sleep 5");
         let settings = PathSettings { create_mount_cmd: Some(slow), create_timeout: Duration::from_millis(100), ..PathSettings::default() };
         let e = RunPaths::open(&settings, tmp.path(), "r").await.unwrap_err().to_string();
-        assert!(e.contains("did not finish within"), "{e}");
+        assert!(e.contains("did not finish within 100ms (--create-path-cmd-timeout)"), "{e}");
     }
 }

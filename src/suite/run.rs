@@ -81,6 +81,7 @@ pub async fn run_until(
         dead: Mutex::new(HashMap::new()),
         reconnecting: tokio::sync::Mutex::new(()),
         facts: std::sync::OnceLock::new(),
+        versions: Mutex::new(BTreeMap::new()),
         controller_publish: tokio::sync::Mutex::new(()),
     });
     let selected: Vec<(usize, usize)> = suites
@@ -99,7 +100,7 @@ pub async fn run_until(
         match timeout {
             Some(t) => {
                 tokio::time::sleep(t).await;
-                format!("the run timeout of {} was reached", crate::client::human_duration(t))
+                format!("the run timeout of {} (--run-timeout) was reached", crate::client::human_duration(t))
             }
             None => std::future::pending().await,
         }
@@ -181,7 +182,7 @@ pub async fn run_until(
             }
             () = &mut cleanup_deadline, if deadline_armed && !tasks.is_empty() => {
                 tracing::error!(
-                    "teardown did not finish within the cleanup timeout of {}; abandoning {} scenario(s), what they created stays in the journal",
+                    "teardown did not finish within the cleanup timeout of {} (--cleanup-timeout); abandoning {} scenario(s), what they created stays in the journal",
                     crate::client::human_duration(cleanup_timeout),
                     tasks.len()
                 );
@@ -212,7 +213,7 @@ pub async fn run_until(
                     Severity::Error,
                     "interrupted",
                     format!(
-                        "{reason}; the scenario did not finish its teardown within the cleanup timeout of {}: \
+                        "{reason}; the scenario did not finish its teardown within the cleanup timeout of {} (--cleanup-timeout): \
                          what it created is left in the journal for `csi-conform cleanup`",
                         crate::client::human_duration(cleanup_timeout)
                     ),
@@ -268,11 +269,33 @@ pub async fn run_until(
             why: why.clone(),
         }),
         orchestrators,
-        spec: Some(crate::report::SpecJudged {
-            version: fp.spec.version.as_str().to_owned(),
-            stated: fp.spec.stated,
-            reason: fp.spec.reason.clone(),
-        }),
+        spec: Some(spec_judged(&fp.spec, &shared.versions.lock().unwrap_or_else(|p| p.into_inner()))),
+    }
+}
+
+/// The version the run judged by and everything it saw of the one the plugin speaks: what
+/// it advertises (contradicting only a stated version), then what its answers showed.
+fn spec_judged(
+    assumed: &crate::version::Assumed,
+    answers: &BTreeMap<crate::version::Evidence, BTreeSet<String>>,
+) -> crate::report::SpecJudged {
+    let advertised = assumed.advertised.iter().map(|e| crate::report::SpecEvidence {
+        version: e.version.as_str().to_owned(),
+        what: e.what.clone(),
+        contradicts: assumed.stated && e.version != assumed.version,
+        scenarios: Vec::new(),
+    });
+    let answered = answers.iter().map(|(e, scenarios)| crate::report::SpecEvidence {
+        version: e.version.as_str().to_owned(),
+        what: e.what.clone(),
+        contradicts: assumed.contradicted_by(e),
+        scenarios: scenarios.iter().cloned().collect(),
+    });
+    crate::report::SpecJudged {
+        version: assumed.version.as_str().to_owned(),
+        stated: assumed.stated,
+        reason: assumed.reason.clone(),
+        evidence: advertised.chain(answered).collect(),
     }
 }
 

@@ -167,7 +167,7 @@ pub(super) async fn page_to_end(
     }
     // The response rule answer.list-*.pages-end has recorded it at the last call.
     if !ctx.findings.iter().any(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(lister.rpc)) {
-        ctx.fail("pagination", format!("{} did not reach the last page within {MAX_PAGES} pages", lister.rpc));
+        ctx.fail("pagination", format!("{} did not reach the last page within {MAX_PAGES} pages (a fixed bound, no flag sets it)", lister.rpc));
     }
     Err(CheckOutcome::Stop)
 }

@@ -64,7 +64,7 @@ impl Lifecycle<'_> {
             Err(e) => Err(format!("--allow-restart-cmd could not be started: {e}")),
             Ok(child) => match tokio::time::timeout(RESTART_TIMEOUT, child.wait_with_output()).await {
                 Err(_) => Err(format!(
-                    "--allow-restart-cmd did not finish within {}",
+                    "--allow-restart-cmd did not finish within {} (a fixed bound, no flag sets it)",
                     crate::client::human_duration(RESTART_TIMEOUT)
                 )),
                 Ok(Err(e)) => Err(format!("--allow-restart-cmd failed: {e}")),
@@ -93,7 +93,8 @@ impl Lifecycle<'_> {
                 Ok(r) if r.ready != Some(false) => return Ok(()),
                 _ if Instant::now() >= deadline => {
                     self.ctx.push(error(format!(
-                        "node endpoint {} ({endpoint}) did not answer Probe ready within {} after --allow-restart-cmd",
+                        "node endpoint {} ({endpoint}) did not answer Probe ready within {} after --allow-restart-cmd (a fixed \
+                         bound, no flag sets it)",
                         node.index,
                         crate::client::human_duration(RESTART_TIMEOUT)
                     )));
