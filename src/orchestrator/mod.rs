@@ -135,6 +135,8 @@ pub mod ids {
     pub const PUBLISH_CONTEXT: &str = "fields.publish-context";
     /// Whether and how `readonly` is set.
     pub const READONLY: &str = "fields.readonly";
+    /// Where the capability's fs_type and mount_flags come from.
+    pub const MOUNT_OPTIONS: &str = "fields.mount-options";
     /// Pod information in NodePublishVolume's volume_context.
     pub const POD_INFO: &str = "fields.pod-info";
     /// The capability ControllerPublishVolume gets.
@@ -164,6 +166,7 @@ pub mod ids {
         VOLUME_CONTEXT,
         PUBLISH_CONTEXT,
         READONLY,
+        MOUNT_OPTIONS,
         POD_INFO,
         CAPABILITY,
         TOPOLOGY_MATCH,
@@ -220,6 +223,9 @@ pub struct CallPattern {
     pub pod_info: bool,
     /// `fields.capability`: ControllerPublishVolume always gets a mount access type.
     pub controller_publish_as_mount: bool,
+    /// `fields.mount-options` (or the access mode, where it has no such row): where the
+    /// mount_flags it sends on ControllerPublish, NodeStage and NodePublish come from, in prose.
+    pub mount_flags_from: &'static str,
     /// `topology.match`.
     pub topology: TopologyMatch,
     /// `topology.requisite`: CreateVolume's requisite is the nodes' topologies (otherwise
@@ -260,6 +266,7 @@ const NOMAD: CallPattern = CallPattern {
     sets_readonly: true,
     pod_info: false,
     controller_publish_as_mount: false,
+    mount_flags_from: "a claim's mount_options",
     topology: TopologyMatch::Exact,
     requisite_from_nodes: false,
     validates: true,
@@ -281,6 +288,7 @@ const KUBERNETES: CallPattern = CallPattern {
     // off, so `fields.pod-info` stays unexercised (a skip in the matrix).
     pod_info: false,
     controller_publish_as_mount: false,
+    mount_flags_from: "a PersistentVolume's mountOptions",
     topology: TopologyMatch::Subset,
     requisite_from_nodes: true,
     validates: false,
@@ -305,6 +313,7 @@ const SWARM: CallPattern = CallPattern {
     sets_readonly: false,
     pod_info: false,
     controller_publish_as_mount: true,
+    mount_flags_from: "the mount flags of a volume's access mode",
     topology: TopologyMatch::Subset,
     requisite_from_nodes: false,
     validates: false,

@@ -162,3 +162,50 @@ async fn without_orchestrators_there_is_no_instance_and_no_matrix() {
     let json = report::to_json(&report);
     assert!(!json.contains("\"orchestrators\"") && !json.contains("\"behaviour\"") && !json.contains("\"exercised\""));
 }
+
+/// ember-csi's `created-mount-flags-only`: ValidateVolumeCapabilities declines mount flags
+/// other than the volume's creation flags, and ControllerPublishVolume then refuses them. The
+/// base scenarios warn (a volume need not support capabilities it was not created with); so
+/// does each orchestrator's copy, whether or not that orchestrator sends
+/// ValidateVolumeCapabilities, under the row the refused flags come from, and no cell fails.
+#[tokio::test]
+async fn mount_flags_declined_then_refused_warn_under_every_orchestrator() {
+    let report = matrix_run(vec![Quirk::CreatedMountFlagsOnly], Orchestrator::ALL.to_vec()).await;
+    let found = worse_than_pass(&report);
+    assert!(!report.failed() && found.iter().all(|(_, _, s)| *s == Severity::Warn), "{found:#?}");
+    let instances: Vec<_> =
+        report.suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id.contains("mount-flags@")).collect();
+    assert!(instances.len() >= 9, "{:?}", instances.iter().map(|s| &s.id).collect::<Vec<_>>());
+    for s in &instances {
+        assert!(s.outcome <= Severity::Warn, "{}: {:#?}", s.id, s.findings);
+    }
+    let cells = cells(&report);
+    for o in ["nomad", "kubernetes"] {
+        // A claim's mount_options (Nomad), a PersistentVolume's mountOptions (Kubernetes).
+        let key = (o.to_owned(), "fields.mount-options".to_owned());
+        assert_eq!(cells.get(&key), Some(&Severity::Warn), "{o}: {:#?}", report.orchestrators);
+        assert_eq!(cells.get(&(o.to_owned(), "fields.readonly".to_owned())), Some(&Severity::Pass), "{o}");
+    }
+    // Each orchestrator's warning on the refused flags says so, not Swarm's block-volume
+    // deviation (the default plugin's other Swarm warning, on block volumes, keeps that).
+    for o in &report.orchestrators {
+        let flags: Vec<_> = o
+            .behaviours
+            .iter()
+            .flat_map(|b| &b.findings)
+            .filter(|f| f.plugin_message.as_deref().is_some_and(|m| m.contains("mount_flags")))
+            .collect();
+        assert!(!flags.is_empty(), "{}: {:#?}", o.name, o.behaviours);
+        for f in flags {
+            assert_eq!(f.severity, Severity::Warn, "{}", f.message);
+            assert!(
+                f.message.contains("mount_flags")
+                    && f.message.contains(&format!("will not work under {}", o.title))
+                    && !f.message.contains("block volume"),
+                "{}: {}",
+                o.name,
+                f.message
+            );
+        }
+    }
+}

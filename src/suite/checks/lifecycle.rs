@@ -732,7 +732,9 @@ impl Lifecycle<'_> {
     /// reconciled with the request as an orchestrator depends on it.
     async fn validate(&mut self) -> Result<(), CheckOutcome> {
         if let Some(pattern) = self.pattern {
-            return self.validate_as(pattern).await;
+            self.validate_as(pattern).await?;
+            self.learn_declined().await;
+            return Ok(());
         }
         let request = self.validate_request(self.plan.node_capability());
         let sent = proto::to_dynamic(&request);
@@ -750,13 +752,7 @@ impl Lifecycle<'_> {
             if severity >= Severity::Fail {
                 return Err(CheckOutcome::Stop);
             }
-            // A volume need not support capabilities it was not created with (the spec's
-            // "Exceeds capabilities" refers the CO to ValidateVolumeCapabilities), so a plugin
-            // that said so here may then refuse them.
-            let unconfirmed = matches!(reconciliation.verdict, Verdict::Unconfirmed | Verdict::UnconfirmedSilent);
-            if unconfirmed && self.plan.node_capability() != self.plan.volume_capability() {
-                self.declined = Some(reconciliation.summary());
-            }
+            self.declined = self.declines(&reconciliation);
         }
         Ok(())
     }
@@ -868,7 +864,10 @@ impl Lifecycle<'_> {
         answer: Result<DynamicMessage, RpcError>,
     ) -> Result<DynamicMessage, CheckOutcome> {
         match answer {
-            Ok(response) => Ok(response),
+            Ok(response) => {
+                self.followed_mount_options(rpc);
+                Ok(response)
+            }
             Err(e)
                 if self.plan.secrets == SecretsMode::None
                     && matches!(e.code, Code::Unauthenticated | Code::PermissionDenied)
@@ -886,13 +885,7 @@ impl Lifecycle<'_> {
                     && CARRY_NODE_CAPABILITY.contains(&rpc)
                     && self.declined.is_some() =>
             {
-                Err(CheckOutcome::Skip(format!(
-                    "the plugin does not support this capability on a volume created with other mount options: \
-                     ValidateVolumeCapabilities left it unconfirmed ({}) and {rpc} refused it ({}: {})",
-                    self.declined.as_deref().unwrap_or_default(),
-                    e.code_name(),
-                    e.message
-                )))
+                Err(self.declined_refusal(rpc, sent, &e))
             }
             Err(e) => Err(self.ctx.call_failed(&e, sent, "OK")),
         }

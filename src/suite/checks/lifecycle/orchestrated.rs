@@ -171,16 +171,97 @@ impl Lifecycle<'_> {
             return capability;
         }
         match self.pattern {
-            Some(p) if p.controller_publish_as_mount => {
+            // Only a block volume's capability is bent (and a refusal of it is Swarm's
+            // deviation); a mount volume's goes as the spec's lifecycle sends it.
+            Some(p) if p.controller_publish_as_mount && self.plan.block => {
                 self.exercise(ids::CAPABILITY);
-                if self.plan.block {
-                    capability.access_type = Some(AccessType::Mount(MountVolume::default()));
-                }
+                capability.access_type = Some(AccessType::Mount(MountVolume::default()));
             }
-            Some(_) => self.exercise(ids::READONLY),
+            Some(_) => {
+                self.ctx.followed(ids::CAPABILITY);
+                self.exercise(ids::READONLY);
+            }
             None => {}
         }
         capability
+    }
+
+    /// Whether the node capability carries mount flags (which an orchestrator takes from its
+    /// `fields.mount-options`).
+    fn sends_mount_flags(&self) -> bool {
+        use v1::volume_capability::AccessType;
+        matches!(self.plan.node_capability().access_type, Some(AccessType::Mount(m)) if !m.mount_flags.is_empty())
+    }
+
+    /// After an OK answer of `rpc`: the mount flags it carried were followed.
+    pub(super) fn followed_mount_options(&mut self, rpc: &str) {
+        if self.pattern.is_some() && CARRY_NODE_CAPABILITY.contains(&rpc) && self.sends_mount_flags() {
+            self.ctx.followed(ids::MOUNT_OPTIONS);
+        }
+    }
+
+    /// Why the plugin declines the node capability, from ValidateVolumeCapabilities'
+    /// `reconciliation` of it (spec-order lifecycle and instances alike): a volume need not
+    /// support capabilities it was not created with (the spec's "Exceeds capabilities" refers
+    /// the CO to ValidateVolumeCapabilities), so a plugin that said so may then refuse them.
+    pub(super) fn declines(&self, reconciliation: &capability::Reconciliation) -> Option<String> {
+        let unconfirmed = matches!(reconciliation.verdict, Verdict::Unconfirmed | Verdict::UnconfirmedSilent);
+        let tolerated = reconciliation.severity(self.ctx.config().strict) < Severity::Fail;
+        (unconfirmed && tolerated && self.plan.node_capability() != self.plan.volume_capability())
+            .then(|| reconciliation.summary())
+    }
+
+    /// In an instance whose node capability is not the one the volume was created with (other
+    /// mount flags): ValidateVolumeCapabilities of it, sent by the harness whether or not the
+    /// orchestrator sends it, only to learn whether the plugin declines it, so that a later
+    /// refusal is judged as the spec-order lifecycle judges it. Its answer is filed under no
+    /// behaviour and judged by the base scenario, which sends the same request.
+    pub(super) async fn learn_declined(&mut self) {
+        let capability = self.plan.node_capability();
+        if capability == self.plan.volume_capability() {
+            return;
+        }
+        let request = self.validate_request(capability);
+        let behaviour = self.ctx.behaviour.take();
+        let (_, answer) = self.send("ValidateVolumeCapabilities", proto::to_dynamic(&request), None).await;
+        self.ctx.behaviour = behaviour;
+        if let Ok(response) = answer {
+            self.declined = self.declines(&capability::reconcile(&request, &typed(&response)));
+        }
+    }
+
+    /// `rpc` refused (`e`) a capability ValidateVolumeCapabilities had declined: not the
+    /// plugin's fault (the scenario skips, as the spec-order one does). In an instance, also a
+    /// warning that the plugin will not work where the orchestrator's mount flags differ from
+    /// the volume's creation flags, filed under `fields.mount-options` (the access mode's row,
+    /// `fields.capability`, where the orchestrator has none).
+    pub(super) fn declined_refusal(&mut self, rpc: &str, sent: &DynamicMessage, e: &RpcError) -> CheckOutcome {
+        let reason = format!(
+            "the plugin does not support this capability on a volume created with other mount options: \
+             ValidateVolumeCapabilities left it unconfirmed ({}) and {rpc} refused it ({}: {})",
+            self.declined.as_deref().unwrap_or_default(),
+            e.code_name(),
+            e.message
+        );
+        if let Some(p) = self.pattern {
+            let o = p.orchestrator;
+            let message = format!(
+                "{rpc} refused mount_flags the volume was not created with, which ValidateVolumeCapabilities had left \
+                 unconfirmed ({}): will not work under {} where {} differ from the volume's creation flags",
+                self.declined.as_deref().unwrap_or_default(),
+                o.title(),
+                p.mount_flags_from
+            );
+            let mut f = call_finding(Severity::Warn, "declined-capability", message, rpc, sent);
+            (f.got, f.plugin_message) = (Some(e.code_name().to_owned()), Some(e.message.clone()));
+            let row = [ids::MOUNT_OPTIONS, ids::CAPABILITY].into_iter().find(|id| o.behaviour(id).is_some());
+            if let Some(id) = row {
+                f.behaviour = Some(id.to_owned());
+                self.ctx.followed(id);
+            }
+            self.ctx.push(f);
+        }
+        CheckOutcome::Skip(reason)
     }
 
     /// The node's staging and target paths in the orchestrator's layout, under a root in
