@@ -191,4 +191,17 @@ mod tests {
         }
         assert_eq!(String::from_utf8(out).unwrap(), "token=<redacted> end\n");
     }
+
+    #[test]
+    fn flush_writes_the_buffered_line_scrubbed_while_the_writer_lives() {
+        let s = Scrubber::new();
+        s.add(["Zq7secret"]);
+        let mut w = ScrubbingWriter::new(s, Vec::new());
+        w.write_all(b"token=Zq7secret\n").unwrap();
+        assert!(w.inner.is_empty(), "nothing reaches the inner writer before the event ends");
+        w.flush().unwrap();
+        assert_eq!(w.inner, b"token=<redacted>\n", "flush emits the line, scrubbed");
+        w.flush().unwrap();
+        assert_eq!(w.inner, b"token=<redacted>\n", "a second flush writes nothing again");
+    }
 }
