@@ -12,6 +12,7 @@ pub mod config;
 pub mod fingerprint;
 pub mod journal;
 pub mod mounts;
+pub mod orchestrator;
 pub mod parity;
 pub mod proto;
 pub mod reference;

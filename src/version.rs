@@ -1,6 +1,6 @@
 //! Which CSI spec version a plugin speaks (v1.12 or v1.13): the versions, the capability
-//! names only one of them defines, and the inference from what a plugin advertises, with the
-//! reason a report prints.
+//! names, answer fields and RPCs only one of them defines, the inference from what a plugin
+//! advertises (with the reason a report prints), and the evidence its answers give later.
 //!
 //! No RPC says which version a plugin implements. `proto/csi.proto` holds both (v1.13 only
 //! reserved what it removed, so the superset decodes either), and this module says which
@@ -10,6 +10,7 @@
 
 use std::{fmt, str::FromStr};
 
+use prost_reflect::{DynamicMessage, ReflectMessage, Value};
 use serde::Serialize;
 
 /// A CSI spec version csi-conform judges by.
@@ -86,6 +87,9 @@ pub struct Assumed {
     pub stated: bool,
     /// Why, in one sentence for the report.
     pub reason: String,
+    /// What the plugin advertises that only one version defines (`capability node:NAME`),
+    /// whatever the version was assumed from.
+    pub advertised: Vec<Evidence>,
 }
 
 impl Assumed {
@@ -103,7 +107,7 @@ impl Assumed {
                 other.join(", ")
             ));
         }
-        Assumed { version, stated: true, reason }
+        Assumed { version, stated: true, reason, advertised: capability_evidence(advertised) }
     }
 
     /// Inferred from the capabilities a plugin advertises (`scope`, `NAME`): any v1.13-only
@@ -135,7 +139,128 @@ impl Assumed {
                     .to_owned(),
             ),
         };
-        Assumed { version, stated: false, reason }
+        Assumed { version, stated: false, reason, advertised: capability_evidence(advertised) }
+    }
+
+    /// Whether `evidence` (of an answer) speaks against the version the run judges by: it
+    /// belongs to the other version, and nothing the plugin advertises declares that one
+    /// (a plugin that advertises both versions' capabilities serves both kinds of CO on
+    /// purpose: the migration note covers it).
+    pub fn contradicted_by(&self, evidence: &Evidence) -> bool {
+        evidence.version != self.version && !self.advertised.iter().any(|a| a.version == evidence.version)
+    }
+
+    /// The warning a contradicting answer gets: what it showed, what the run judges by and
+    /// why, and what that means for the verdicts.
+    pub fn contradiction(&self, evidence: &Evidence) -> String {
+        let how = if self.stated { "as stated with --spec-version" } else { "as inferred" };
+        format!(
+            "{} (only CSI v{} defines it), but the run judges the plugin by CSI v{} ({how}: {}); the verdicts stay \
+             those of v{}: a plugin that mixes versions leaves orchestrators of one of them without what it sends \
+             (state its version with --spec-version {}, or advertise the capabilities of the version it speaks)",
+            evidence.what,
+            evidence.version,
+            self.version,
+            self.reason.trim_start_matches("inferred: "),
+            self.version,
+            evidence.version
+        )
+    }
+}
+
+/// One sign of the version a plugin speaks: a capability it advertises, a field its answer
+/// sets or an RPC it serves that only `version` defines.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Evidence {
+    /// The version that alone defines it.
+    pub version: SpecVersion,
+    /// What was seen: `capability node:VOLUME_CONDITION`, `ListVolumes's answer sets
+    /// entries[].status.volume_condition`, `NodeGetVolumeHealth answered OK`.
+    pub what: String,
+    /// The requirement it bears on (an id of `suites/spec/`), for a finding it makes.
+    #[serde(skip)]
+    pub requirement: &'static str,
+}
+
+/// Fields only one version defines, in answers: (version, message inside the package, field,
+/// the requirement a contradiction names). v1.13 reserves VolumeCondition's numbers, and
+/// added snapshot topology (`/work/shared/spec/csi-v1.13-changes.md`).
+const ANSWER_FIELDS: &[(SpecVersion, &str, &str, &str)] = &[
+    (SpecVersion::V1_12, "ListVolumesResponse.VolumeStatus", "volume_condition", "VolumeHealth.migration"),
+    (SpecVersion::V1_12, "ControllerGetVolumeResponse.VolumeStatus", "volume_condition", "VolumeHealth.migration"),
+    (SpecVersion::V1_12, "NodeGetVolumeStatsResponse", "volume_condition", "VolumeHealth.migration"),
+    (SpecVersion::V1_13, "Snapshot", "accessible_topology", "Snapshot.accessible-topology.needs-capability"),
+];
+
+/// RPCs only CSI v1.13 defines, with the requirement a contradiction names: answering one
+/// with OK is v1.13 behaviour.
+const V1_13_RPCS: &[(&str, &str)] = &[
+    ("ControllerListVolumeHealth", "ControllerListVolumeHealth.implemented"),
+    ("ControllerGetVolumeHealth", "ControllerGetVolumeHealth.implemented"),
+    ("NodeGetVolumeHealth", "NodeGetVolumeHealth.implemented"),
+    ("NodeGetStorageHealth", "NodeGetStorageHealth.implemented"),
+];
+
+fn capability_evidence(advertised: &[(&str, &str)]) -> Vec<Evidence> {
+    let mut out: Vec<Evidence> = advertised
+        .iter()
+        .filter_map(|(scope, name)| {
+            let version = if V1_12_ONLY.contains(&(scope, name)) {
+                SpecVersion::V1_12
+            } else if V1_13_ONLY.contains(&(scope, name)) {
+                SpecVersion::V1_13
+            } else {
+                return None;
+            };
+            Some(Evidence { version, what: format!("capability {scope}:{name}"), requirement: "" })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What a successful answer of `rpc` (one message, or a stream's) shows of the version the
+/// plugin speaks: each field only one version defines that it sets (the path without list
+/// indices), and a v1.13-only RPC served. Sorted, each once.
+pub fn answer_evidence(rpc: &str, messages: &[DynamicMessage]) -> Vec<Evidence> {
+    let mut out = Vec::new();
+    if let Some((_, requirement)) = V1_13_RPCS.iter().find(|(r, _)| *r == rpc) {
+        out.push(Evidence { version: SpecVersion::V1_13, what: format!("{rpc} answered OK"), requirement });
+    }
+    for m in messages {
+        walk(rpc, m, "", &mut out);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn walk(rpc: &str, message: &DynamicMessage, path: &str, out: &mut Vec<Evidence>) {
+    let full = message.descriptor().full_name().to_owned();
+    let name = full.strip_prefix("csi.v1.").unwrap_or(&full);
+    for (field, value) in message.fields() {
+        let at = if path.is_empty() { field.name().to_owned() } else { format!("{path}.{}", field.name()) };
+        let set = match value {
+            Value::List(items) => !items.is_empty(),
+            _ => true,
+        };
+        if let Some((version, .., requirement)) =
+            ANSWER_FIELDS.iter().find(|(_, m, f, _)| *m == name && *f == field.name()).filter(|_| set)
+        {
+            out.push(Evidence { version: *version, what: format!("{rpc}'s answer sets {at}"), requirement });
+        }
+        match value {
+            Value::Message(m) => walk(rpc, m, &at, out),
+            Value::List(items) => {
+                for item in items {
+                    if let Value::Message(m) = item {
+                        walk(rpc, m, &format!("{at}[]"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -170,5 +295,62 @@ mod tests {
         assert!(!neither.stated);
         let stated = Assumed::stated(SpecVersion::V1_12, &[("node", "GET_STORAGE_HEALTH")]);
         assert!(stated.stated && stated.reason.contains("node:GET_STORAGE_HEALTH"), "{}", stated.reason);
+    }
+
+    #[test]
+    fn answers_show_the_fields_and_rpcs_of_one_version() {
+        use crate::proto::{to_dynamic, v1};
+        let stats = v1::NodeGetVolumeStatsResponse {
+            volume_condition: Some(v1::VolumeCondition { abnormal: false, message: String::new() }),
+            ..Default::default()
+        };
+        let found = answer_evidence("NodeGetVolumeStats", &[to_dynamic(&stats)]);
+        let whats: Vec<(SpecVersion, &str)> = found.iter().map(|e| (e.version, e.what.as_str())).collect();
+        assert_eq!(whats, [(SpecVersion::V1_12, "NodeGetVolumeStats's answer sets volume_condition")]);
+        let listed = v1::ListVolumesResponse {
+            entries: vec![
+                v1::list_volumes_response::Entry {
+                    status: Some(v1::list_volumes_response::VolumeStatus {
+                        volume_condition: Some(Default::default()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                2
+            ],
+            ..Default::default()
+        };
+        let found = answer_evidence("ListVolumes", &[to_dynamic(&listed)]);
+        assert_eq!(found.len(), 1, "one piece per field, whatever the entries: {found:?}");
+        assert_eq!(found[0].what, "ListVolumes's answer sets entries[].status.volume_condition");
+        let snapshot = v1::CreateSnapshotResponse {
+            snapshot: Some(v1::Snapshot { accessible_topology: vec![Default::default()], ..Default::default() }),
+        };
+        let found = answer_evidence("CreateSnapshot", &[to_dynamic(&snapshot)]);
+        assert_eq!(found.iter().map(|e| (e.version, e.requirement)).collect::<Vec<_>>(), [(
+            SpecVersion::V1_13,
+            "Snapshot.accessible-topology.needs-capability"
+        )]);
+        let health = answer_evidence("NodeGetStorageHealth", &[to_dynamic(&v1::NodeGetStorageHealthResponse::default())]);
+        assert_eq!(health[0].what, "NodeGetStorageHealth answered OK");
+        // Fields both versions define, and an unset condition, say nothing.
+        let plain = v1::NodeGetVolumeStatsResponse { usage: vec![Default::default()], volume_condition: None };
+        assert!(answer_evidence("NodeGetVolumeStats", &[to_dynamic(&plain)]).is_empty());
+    }
+
+    #[test]
+    fn only_evidence_of_an_undeclared_other_version_contradicts() {
+        let v13 = Evidence { version: SpecVersion::V1_13, what: "x".into(), requirement: "" };
+        let v12 = Evidence { version: SpecVersion::V1_12, what: "y".into(), requirement: "" };
+        let by_default = Assumed::infer(&[]);
+        assert!(by_default.contradicted_by(&v13) && !by_default.contradicted_by(&v12));
+        let new = Assumed::infer(&[("node", "GET_VOLUME_HEALTH")]);
+        assert!(new.contradicted_by(&v12) && !new.contradicted_by(&v13));
+        assert!(new.contradiction(&v12).contains("judges the plugin by CSI v1.13 (as inferred: it advertises node:GET_VOLUME_HEALTH"));
+        // A plugin that advertises both versions' capabilities serves both on purpose.
+        let both = Assumed::infer(&[("node", "GET_VOLUME_HEALTH"), ("node", "VOLUME_CONDITION")]);
+        assert!(!both.contradicted_by(&v12) && !both.contradicted_by(&v13));
+        let stated = Assumed::stated(SpecVersion::V1_12, &[("node", "GET_VOLUME_HEALTH")]);
+        assert!(!stated.contradicted_by(&v13), "what it advertises declares v1.13: the reason says so already");
     }
 }

@@ -137,6 +137,13 @@ pub struct RunArgs {
     #[arg(help_heading = "Selection", long, value_name = "REGEX")]
     pub skip: Vec<String>,
 
+    /// Also drive the plugin as this orchestrator does (nomad, kubernetes, swarm, or all);
+    /// repeatable. Each lifecycle scenario runs once more as `<id>@<orchestrator>` with its
+    /// paths, directories, RPC order and fields, and the report gets a compatibility matrix:
+    /// per orchestrator, pass/fail/warn for each of its behaviours (docs/orchestrators.md).
+    #[arg(help_heading = "Selection", long, value_name = "NAME")]
+    pub orchestrator: Vec<String>,
+
     /// How often idempotency checks repeat a call (0 skips them).
     #[arg(help_heading = "Selection", long, default_value_t = 10)]
     pub idempotency_count: u32,

@@ -60,7 +60,7 @@ impl Plugin {
 
     /// Whether a topology is one of our nodes' (`{TOPOLOGY_KEY: <known node id>}`).
     fn topology_served(&self, state: &State, t: &v1::Topology) -> bool {
-        t.segments.len() == 1
+        (t.segments.len() == 1 || self.quirk(super::Quirk::TopologyExtraNodeSegment))
             && t.segments
                 .get(TOPOLOGY_KEY)
                 .is_some_and(|n| self.known_nodes(state).contains(n))
@@ -77,15 +77,15 @@ impl Plugin {
         if !self.caps.topology() {
             return Ok(Vec::new());
         }
-        let own = vec![to_map(&self.node_topology().segments)];
+        let own = vec![own_segment(&self.node_topology())];
         let Some(r) = req else { return Ok(own) };
         if let Some(t) = r.preferred.iter().find(|t| {
             self.topology_served(state, t) && (r.requisite.is_empty() || r.requisite.contains(t))
         }) {
-            return Ok(vec![to_map(&t.segments)]);
+            return Ok(vec![own_segment(t)]);
         }
         if let Some(t) = r.requisite.iter().find(|t| self.topology_served(state, t)) {
-            return Ok(vec![to_map(&t.segments)]);
+            return Ok(vec![own_segment(t)]);
         }
         if !r.requisite.is_empty() {
             return Err(Status::resource_exhausted(format!(
@@ -369,6 +369,7 @@ impl Plugin {
             ));
         }
         let node = req.node_id.clone();
+        let raced = self.quirk_attach_device(&node)?;
         self.store.transact(|state| {
             let known = self.known_nodes(state);
             // A volume it made, or a pre-provisioned one its volume_context describes.
@@ -408,8 +409,11 @@ impl Plugin {
                     "node {node} already has the maximum of {max} volumes published"
                 )));
             }
+            if let Some(refused) = raced.as_deref().and_then(|d| Plugin::quirk_device_taken(state, &node, &req.volume_id, d)) {
+                return Err(refused);
+            }
             let publish_context: StringMap = [
-                (DEVICE_KEY.to_owned(), format!("/dev/csi-conform/{}", req.volume_id)),
+                (DEVICE_KEY.to_owned(), raced.clone().unwrap_or_else(|| format!("/dev/csi-conform/{}", req.volume_id))),
                 (NODE_KEY.to_owned(), node.clone()),
             ]
             .into();
@@ -534,7 +538,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         let ids: Vec<&String> = state
             .volumes
             .range::<String, _>((
@@ -632,7 +636,7 @@ impl Plugin {
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
-        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition);
+        let condition = self.caps.has_controller(ControllerRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
         Ok(v1::ControllerGetVolumeResponse {
             volume: Some(self.volume_proto(v)),
             status: Some(v1::controller_get_volume_response::VolumeStatus {
@@ -690,7 +694,7 @@ fn same_volume_request(
         && !existing
             .topology
             .iter()
-            .any(|seg| t.requisite.iter().any(|r| to_map(&r.segments) == *seg))
+            .any(|seg| t.requisite.iter().any(|r| to_map(&r.segments) == *seg || own_segment(r) == *seg))
     {
         return differs("accessibility_requirements");
     }
@@ -926,4 +930,12 @@ impl Controller for Service {
     ) -> Result<Response<v1::ControllerGetVolumeHealthResponse>, Status> {
         self.call("ControllerGetVolumeHealth", request, Plugin::controller_get_volume_health).await
     }
+}
+
+/// A topology without the extra segment of `topology-extra-node-segment` (which its nodes
+/// report and its volumes never carry): the topology itself for every other plugin.
+fn own_segment(t: &v1::Topology) -> StringMap {
+    let mut segments = to_map(&t.segments);
+    segments.remove(super::quirks::EXTRA_TOPOLOGY_KEY);
+    segments
 }

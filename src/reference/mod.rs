@@ -269,9 +269,13 @@ impl Plugin {
         self.config.mode == Mode::NodeOnly && self.config.state_dir.is_none()
     }
 
-    /// This node's topology segments.
+    /// This node's topology segments (with a zone under `topology-extra-node-segment`).
     fn node_topology(&self) -> v1::Topology {
-        node_topology(&self.config.node_id)
+        let mut t = node_topology(&self.config.node_id);
+        if self.quirk(Quirk::TopologyExtraNodeSegment) {
+            t.segments.insert(quirks::EXTRA_TOPOLOGY_KEY.to_owned(), "zone-1".to_owned());
+        }
+        t
     }
 }
 

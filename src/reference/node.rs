@@ -270,6 +270,8 @@ impl Plugin {
                     req.volume_id
                 )));
             }
+            let staged: Vec<String> = node.stagings.values().map(|s| s.volume_id.clone()).collect();
+            self.quirk_stage_record(&staging, &req.volume_id, &staged)?;
             std::fs::create_dir_all(&staging).map_err(|e| internal("create staging_target_path", e))?;
             let mounted = !cap.is_block() && self.mounts;
             if mounted {
@@ -321,6 +323,7 @@ impl Plugin {
                     .map_err(|e| internal("unmount staging_target_path", e))?;
             }
             remove_path(&staging)?;
+            self.quirk_drop_stage_record(&staging, &req.volume_id);
             if self.quirk(super::Quirk::LoseDataOnUnstage) {
                 self.data.volume(&req.volume_id).wipe().map_err(|e| internal("discard the volume's content", e))?;
             }
@@ -549,7 +552,8 @@ impl Plugin {
                 },
             ]
         };
-        let volume_condition = self.caps.has_node(NodeRpc::VolumeCondition).then(|| {
+        let condition = self.caps.has_node(NodeRpc::VolumeCondition) || self.quirk(super::Quirk::MixedVersions);
+        let volume_condition = condition.then(|| {
             let mounted_here = state
                 .nodes
                 .get(&self.config.node_id)

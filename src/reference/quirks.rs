@@ -86,6 +86,9 @@ pub enum Quirk {
     /// v1.13: snapshots carry accessible_topology though SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is
     /// not advertised.
     SnapshotTopologyWithoutCapability,
+    /// v1.13 capabilities, and v1.12's volume_condition still set in ListVolumes,
+    /// ControllerGetVolume and NodeGetVolumeStats answers without VOLUME_CONDITION.
+    MixedVersions,
     /// Volume, snapshot and group snapshot ids not in the plugin's own format are refused
     /// with INVALID_ARGUMENT before they are looked up.
     StrictIds,
@@ -111,6 +114,14 @@ pub enum Quirk {
     EmptyErrorMessage,
     /// Error answers carry status details.
     ErrorDetails,
+    /// NodeGetInfo reports a second topology segment that volumes never carry.
+    TopologyExtraNodeSegment,
+    /// Overlapping ControllerPublishVolume calls for one node pick the same device, and the
+    /// later one fails.
+    AttachRace,
+    /// NodeStageVolume keeps its stage record in the staging path's parent, one volume per
+    /// parent.
+    StageStateInParent,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -121,7 +132,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 37] = [
+    pub const ALL: [Quirk; 41] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -147,6 +158,7 @@ impl Quirk {
         Quirk::HealthMissingReason,
         Quirk::ListHealthWithoutGet,
         Quirk::SnapshotTopologyWithoutCapability,
+        Quirk::MixedVersions,
         Quirk::StrictIds,
         Quirk::CreateEmptyId,
         Quirk::MockEmptySource,
@@ -159,6 +171,9 @@ impl Quirk {
         Quirk::RepeatNextToken,
         Quirk::EmptyErrorMessage,
         Quirk::ErrorDetails,
+        Quirk::TopologyExtraNodeSegment,
+        Quirk::AttachRace,
+        Quirk::StageStateInParent,
     ];
 
     /// The name `--quirk` takes.
@@ -189,6 +204,7 @@ impl Quirk {
             Quirk::HealthMissingReason => "health-missing-reason",
             Quirk::ListHealthWithoutGet => "list-health-without-get",
             Quirk::SnapshotTopologyWithoutCapability => "snapshot-topology-without-capability",
+            Quirk::MixedVersions => "mixed-versions",
             Quirk::StrictIds => "strict-ids",
             Quirk::CreateEmptyId => "create-empty-id",
             Quirk::MockEmptySource => "mock-empty-source",
@@ -201,6 +217,9 @@ impl Quirk {
             Quirk::RepeatNextToken => "repeat-next-token",
             Quirk::EmptyErrorMessage => "empty-error-message",
             Quirk::ErrorDetails => "error-details",
+            Quirk::TopologyExtraNodeSegment => "topology-extra-node-segment",
+            Quirk::AttachRace => "attach-race",
+            Quirk::StageStateInParent => "stage-state-in-parent",
         }
     }
 
@@ -285,6 +304,9 @@ impl Quirk {
             Quirk::SnapshotTopologyWithoutCapability => {
                 "v1.13: snapshots carry accessible_topology although SNAPSHOT_ACCESSIBILITY_CONSTRAINTS is not advertised (plugins that copy the volume's topology into every snapshot)"
             }
+            Quirk::MixedVersions => {
+                "v1.13 capabilities, yet ListVolumes, ControllerGetVolume and NodeGetVolumeStats still set v1.12's volume_condition (whose number v1.13 reserves) without VOLUME_CONDITION (plugins half-way through moving to v1.13)"
+            }
             Quirk::CreateEmptyId => {
                 "CreateVolume makes the volume but answers OK with an empty volume_id, so no CSI call can delete it (plugins that lose the id between backend and answer)"
             }
@@ -302,6 +324,15 @@ impl Quirk {
             Quirk::RepeatNextToken => "ListVolumes answers every page after the first with the same next_token, so paging never ends",
             Quirk::EmptyErrorMessage => "every error answer has an empty status message",
             Quirk::ErrorDetails => "every error answer carries status details",
+            Quirk::TopologyExtraNodeSegment => {
+                "NodeGetInfo reports a second topology segment (zone) that CreateVolume's accessible_topology leaves out: fine where a volume's segments need only be among the node's (Kubernetes, Swarm), unschedulable where they must equal them (Nomad; hetznercloud/csi-driver#333, #771)"
+            }
+            Quirk::AttachRace => {
+                "ControllerPublishVolume calls for one node that overlap pick the same free device, and the later attach fails INTERNAL (EBS under concurrent attaches; hashicorp/nomad#8336, aws-ebs-csi-driver#528)"
+            }
+            Quirk::StageStateInParent => {
+                "NodeStageVolume keeps its stage record in the staging path's parent directory and refuses a second volume there, assuming every volume gets a directory of its own (breaks Swarm's flat /data/staged/<id>; moby/swarmkit#3197)"
+            }
         }
     }
 
@@ -476,7 +507,77 @@ fn other_mode(mode: i32) -> Mode {
     }
 }
 
+/// The name of the stage record `stage-state-in-parent` keeps beside the staging path.
+pub const STAGE_RECORD: &str = ".csi-conform-stage";
+
+/// The topology key of the extra segment of `topology-extra-node-segment`.
+pub const EXTRA_TOPOLOGY_KEY: &str = "topology.csi-conform.dev/zone";
+
 impl Plugin {
+    /// `attach-race`: the device a ControllerPublishVolume to `node` picks, read from the
+    /// state before a pause (so overlapping calls pick the same one): the lowest
+    /// `/dev/csi-conform/slot-N` no volume published there holds. `None` without the quirk.
+    pub(crate) fn quirk_attach_device(&self, node: &str) -> Result<Option<String>, Status> {
+        if !self.quirk(Quirk::AttachRace) {
+            return Ok(None);
+        }
+        let state = self.store.snapshot()?;
+        let taken: BTreeSet<String> = state
+            .volumes
+            .values()
+            .filter_map(|v| v.publications.get(node))
+            .filter_map(|p| p.publish_context.get(super::controller::DEVICE_KEY).cloned())
+            .collect();
+        let device = (0..).map(|n| format!("/dev/csi-conform/slot-{n}")).find(|d| !taken.contains(d)).unwrap_or_default();
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        Ok(Some(device))
+    }
+
+    /// `attach-race`: the refusal of an attach whose device another volume on `node` got
+    /// meanwhile.
+    pub(crate) fn quirk_device_taken(state: &super::state::State, node: &str, volume_id: &str, device: &str) -> Option<Status> {
+        let holder = state.volumes.values().find(|v| {
+            v.id != volume_id
+                && v.publications.get(node).is_some_and(|p| p.publish_context.get(super::controller::DEVICE_KEY).is_some_and(|d| d == device))
+        })?;
+        Some(Status::internal(format!(
+            "attaching volume {volume_id} to node {node} as {device} failed: the device is in use (attached for volume {})",
+            holder.id
+        )))
+    }
+
+    /// `stage-state-in-parent`: records `volume_id` in the staging path's parent, refusing
+    /// when the record there names another volume still staged on this node.
+    pub(crate) fn quirk_stage_record(&self, staging: &std::path::Path, volume_id: &str, staged: &[String]) -> Result<(), Status> {
+        if !self.quirk(Quirk::StageStateInParent) {
+            return Ok(());
+        }
+        let Some(parent) = staging.parent() else { return Ok(()) };
+        let record = parent.join(STAGE_RECORD);
+        if let Ok(other) = std::fs::read_to_string(&record)
+            && other != volume_id
+            && staged.contains(&other)
+        {
+            return Err(Status::failed_precondition(format!(
+                "{} holds the stage state of volume {other}: one volume per staging directory's parent",
+                parent.display()
+            )));
+        }
+        std::fs::create_dir_all(parent)
+            .and_then(|()| std::fs::write(&record, volume_id))
+            .map_err(|e| Status::internal(format!("cannot write the stage record {}: {e}", record.display())))
+    }
+
+    /// `stage-state-in-parent`: removes the stage record of `volume_id` beside `staging`.
+    pub(crate) fn quirk_drop_stage_record(&self, staging: &std::path::Path, volume_id: &str) {
+        if let Some(record) = staging.parent().map(|p| p.join(STAGE_RECORD))
+            && self.quirk(Quirk::StageStateInParent)
+            && std::fs::read_to_string(&record).is_ok_and(|v| v == volume_id)
+        {
+            let _ = std::fs::remove_file(record);
+        }
+    }
+
     /// Whether a quirk is active.
     pub(crate) fn quirk(&self, q: Quirk) -> bool {
         self.config.quirks.contains(&q)

@@ -193,6 +193,7 @@ mod tests {
             duration: Duration::ZERO,
             expectation: None,
             rpcs: 0,
+            exercised: Vec::new(),
         }
     }
 
@@ -217,6 +218,7 @@ mod tests {
             mounts: Vec::new(),
             sizes: None,
             spec: None,
+            orchestrators: Vec::new(),
         }
     }
 

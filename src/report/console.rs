@@ -300,6 +300,9 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
     out.push('\n');
     if let Some(spec) = &report.spec {
         let _ = writeln!(out, "Judged by {}", text::one_line(&spec.to_string()));
+        if let Some(line) = spec.evidence_summary() {
+            let _ = writeln!(out, "Version evidence: {}", text::one_line(&line));
+        }
     }
     let c = report.counts();
     let _ = writeln!(
@@ -339,6 +342,7 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
         }
     }
     by_requirement(&mut out, report, &scenarios, color);
+    super::matrix::console(&mut out, report);
     out.push('\n');
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "{} {}", paint("Interrupted:", Style::BoldRed, color), text::one_line(why));

@@ -233,6 +233,10 @@ pub fn to_html(report: &RunReport) -> String {
     );
     if let Some(spec) = &report.spec {
         let _ = writeln!(out, "<p>Judged by {}</p>", escape(&spec.to_string()));
+        if let Some(line) = spec.evidence_line() {
+            let class = if spec.contradicted() { " class=\"warn\"" } else { "" };
+            let _ = writeln!(out, "<p{class}>Version evidence: {}</p>", escape(&line));
+        }
     }
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "<p class=\"error\">Interrupted: {}</p>", escape(why));
@@ -285,6 +289,8 @@ pub fn to_html(report: &RunReport) -> String {
         out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
+
+    super::matrix::html(&mut out, report);
 
     out.push_str("<h2>All scenarios by suite</h2>\n");
     for suite in &report.suites {

@@ -47,7 +47,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    model::{Expectation, Finding, RunReport, ScenarioResult, Severity, SuiteResult},
+    matrix,
+    model::{Expectation, Finding, OrchestratorResult, RunReport, ScenarioResult, Severity, SuiteResult},
     text,
 };
 
@@ -375,6 +376,7 @@ fn suite_properties(report: &RunReport, suite: &SuiteResult) -> Vec<(String, Str
     if let Some(spec) = &report.spec {
         props.push(("spec-version".to_owned(), spec.version.clone()));
         props.push(("spec-version-reason".to_owned(), spec.reason.clone()));
+        props.extend(spec.evidence_line().map(|line| ("spec-version-evidence".to_owned(), line)));
     }
     props.extend([
         ("seed".to_owned(), report.seed.to_string()),
@@ -411,6 +413,28 @@ pub fn to_junit_xml_with(report: &RunReport, warnings_as: WarningsAs) -> String 
 
     let mut total = Tally::default();
     suites.iter().flat_map(|(_, cases)| cases).for_each(|c| total.add(c));
+    // The compatibility matrix: one testsuite per orchestrator, one case per behaviour.
+    let matrix: Vec<(&OrchestratorResult, Tally)> = report
+        .orchestrators
+        .iter()
+        .map(|o| {
+            let mut tally = Tally::default();
+            for b in &o.behaviours {
+                tally.tests += 1;
+                match matrix::junit_case(o, b).map(|(element, ..)| element) {
+                    Some("skipped") => tally.skipped += 1,
+                    Some("error") => tally.errors += 1,
+                    Some(_) => tally.failures += 1,
+                    None => {}
+                }
+            }
+            (o, tally)
+        })
+        .collect();
+    for (_, t) in &matrix {
+        (total.tests, total.failures, total.errors, total.skipped) =
+            (total.tests + t.tests, total.failures + t.failures, total.errors + t.errors, total.skipped + t.skipped);
+    }
     let mut xml = Xml::new();
     let mut attrs = vec![("name", "csi-conform".to_owned())];
     attrs.extend(total.attrs());
@@ -431,6 +455,36 @@ pub fn to_junit_xml_with(report: &RunReport, warnings_as: WarningsAs) -> String 
         xml.properties(&suite_properties(report, suite));
         for case in cases {
             case.write(&mut xml, &suite.id);
+        }
+        xml.close("testsuite");
+    }
+    for (o, tally) in matrix {
+        let mut attrs = vec![("name", format!("orchestrator:{}", o.name))];
+        attrs.extend(tally.attrs());
+        attrs.push(("time", "0".to_owned()));
+        attrs.extend(timestamp.clone().map(|t| ("timestamp", t)));
+        attrs.push(("hostname", "localhost".to_owned()));
+        xml.open("testsuite", &borrow(&attrs));
+        for b in &o.behaviours {
+            let attrs = [("name", b.id.as_str()), ("classname", o.name.as_str()), ("time", "0")];
+            match matrix::junit_case(o, b) {
+                None if b.findings.is_empty() => xml.empty("testcase", &attrs),
+                None => {
+                    xml.open("testcase", &attrs);
+                    let lines: Vec<String> = b.findings.iter().map(|f| format!("[{}] {}", f.severity, f.message)).collect();
+                    xml.text("system-out", &[], &lines.join("\n"));
+                    xml.close("testcase");
+                }
+                Some((element, message, body)) => {
+                    xml.open("testcase", &attrs);
+                    if element == "skipped" {
+                        xml.text(element, &[("message", &message)], &message);
+                    } else {
+                        xml.text(element, &[("message", &message), ("type", b.id.as_str())], &body);
+                    }
+                    xml.close("testcase");
+                }
+            }
         }
         xml.close("testsuite");
     }
@@ -465,6 +519,7 @@ mod tests {
             duration: std::time::Duration::ZERO,
             expectation: None,
             rpcs: 0,
+            exercised: Vec::new(),
         };
         let mut xml = Xml::new();
         Case::new(&scenario, false, WarningsAs::Passed).write(&mut xml, "s");

@@ -12,6 +12,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod matrix;
 pub mod model;
 pub mod progress;
 mod text;
@@ -21,7 +22,7 @@ pub use console::{scenario_line, shell_word, summary, summary_with_command};
 pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
-pub use model::{SpecJudged, 
+pub use model::{SpecEvidence, SpecJudged, BehaviourResult, OrchestratorResult, 
     Counts, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
     VolumeSizes,
 };

@@ -77,6 +77,10 @@ pub struct Finding {
     /// response rule's, a step's own `spec:`, or else empty (the scenario's ids then stand).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requirements: Vec<String>,
+    /// In an orchestrator instance (`<id>@nomad`): the id of the orchestrator's behaviour it
+    /// was found under (`topology.match`), the row of the compatibility matrix it counts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behaviour: Option<String>,
 }
 
 impl Finding {
@@ -93,6 +97,7 @@ impl Finding {
             got: None,
             plugin_message: None,
             requirements: Vec::new(),
+            behaviour: None,
         }
     }
 }
@@ -161,6 +166,9 @@ pub struct ScenarioResult {
     /// (what a scenario costs a plugin that serves RPCs one at a time).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rpcs: u64,
+    /// In an orchestrator instance: the ids of the orchestrator's behaviours it exercised.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exercised: Vec<String>,
 }
 
 impl RequirementRef {
@@ -351,6 +359,55 @@ pub struct RunReport {
     /// earlier csi-conform versions, which judged by v1.12).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SpecJudged>,
+    /// The compatibility matrix, one entry per `--orchestrator` (none without).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orchestrators: Vec<OrchestratorResult>,
+}
+
+/// Whether a plugin survives one orchestrator's call patterns: a verdict per behaviour.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrchestratorResult {
+    /// Its `--orchestrator` name (`nomad`).
+    pub name: String,
+    /// Its name in prose (`Docker Swarm`).
+    pub title: String,
+    /// One per behaviour the checks drive, in the matrix's order.
+    pub behaviours: Vec<BehaviourResult>,
+}
+
+/// One cell of the compatibility matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BehaviourResult {
+    /// The behaviour's id (`topology.match`), a row of `docs/orchestrators.md`.
+    pub id: String,
+    /// What the orchestrator does.
+    pub summary: String,
+    /// The releases it holds for.
+    pub holds_for: String,
+    /// Where it was read (and the incidents it caused).
+    pub source: String,
+    /// Where the orchestrator itself bends the spec here: what the spec says (a plugin right
+    /// by the spec that breaks here warns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deviation: Option<String>,
+    /// pass (exercised, survived), fail, warn, error, or skip (not exercised).
+    pub outcome: Severity,
+    /// Why it was not exercised, when skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    /// The instances' findings under it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    /// The instances that exercised it or found something under it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<String>,
+}
+
+impl OrchestratorResult {
+    /// How many cells have `outcome`.
+    pub fn count(&self, outcome: Severity) -> usize {
+        self.behaviours.iter().filter(|b| b.outcome == outcome).count()
+    }
 }
 
 /// The sizes of a run's volumes: scenarios that test sizes (and the csi-sanity-mapped ones
@@ -389,11 +446,99 @@ pub struct SpecJudged {
     pub stated: bool,
     /// Why, in one sentence.
     pub reason: String,
+    /// Everything the run saw of the version the plugin speaks, by the end of the run: the
+    /// capabilities it advertises and the answers it gave that only one version defines
+    /// (absent in reports of earlier csi-conform versions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<SpecEvidence>,
+}
+
+/// One sign of the CSI spec version a plugin speaks, as the report states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecEvidence {
+    /// The version that alone defines it, `1.12` or `1.13`.
+    pub version: String,
+    /// What was seen: `capability node:GET_VOLUME_HEALTH`, `ListVolumes's answer sets
+    /// entries[].status.volume_condition`, `NodeGetVolumeHealth answered OK`.
+    pub what: String,
+    /// Whether it speaks against the version the verdicts were judged by (each such answer
+    /// is a warning of the scenario that got it).
+    #[serde(default)]
+    pub contradicts: bool,
+    /// The scenarios whose calls showed it (none for a capability: the fingerprint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<String>,
 }
 
 impl fmt::Display for SpecJudged {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "CSI v{} ({})", self.version, self.reason)
+    }
+}
+
+impl SpecJudged {
+    /// The evidence for a console summary (`None` when there is none): what speaks against
+    /// the version judged by in full, what agrees with it counted (the other reports list it).
+    pub fn evidence_summary(&self) -> Option<String> {
+        if self.evidence.is_empty() {
+            return None;
+        }
+        let agree = self.evidence.iter().filter(|e| !e.contradicts);
+        let capabilities = agree.clone().filter(|e| e.scenarios.is_empty()).count();
+        let answers = agree.count() - capabilities;
+        let counted = format!(
+            "{capabilities} capabilit{} and {answers} kind{} of answer that only one version defines",
+            if capabilities == 1 { "y" } else { "ies" },
+            if answers == 1 { "" } else { "s" }
+        );
+        if !self.contradicted() {
+            return Some(format!("consistent with v{}: {counted} (the JSON and HTML reports list them)", self.version));
+        }
+        let shown = SpecJudged {
+            evidence: self.evidence.iter().filter(|e| e.contradicts).cloned().collect(),
+            ..self.clone()
+        };
+        let items = shown.evidence_line().unwrap_or_default();
+        Some(format!("{items}; beside {counted} that agree (the JSON and HTML reports list them)"))
+    }
+
+    /// Whether anything the run saw speaks against the version it judged by.
+    pub fn contradicted(&self) -> bool {
+        self.evidence.iter().any(|e| e.contradicts)
+    }
+
+    /// The evidence in one line (`None` when there is none): `capability node:GET_VOLUME_HEALTH
+    /// (v1.13); ListVolumes's answer sets ... (v1.12, against v1.13 judged by; in 2 scenarios:
+    /// a, b)`.
+    pub fn evidence_line(&self) -> Option<String> {
+        if self.evidence.is_empty() {
+            return None;
+        }
+        let items: Vec<String> = self
+            .evidence
+            .iter()
+            .map(|e| {
+                let mut tail = format!("v{}", e.version);
+                if e.contradicts {
+                    tail.push_str(&format!(", against the v{} judged by", self.version));
+                }
+                match e.scenarios.as_slice() {
+                    [] => {}
+                    [one] => tail.push_str(&format!("; in {one}")),
+                    [first, second, ..] if e.scenarios.len() > 3 => {
+                        tail.push_str(&format!("; in {} scenarios: {first}, {second}, ...", e.scenarios.len()))
+                    }
+                    many => tail.push_str(&format!("; in {} scenarios: {}", many.len(), many.join(", "))),
+                }
+                format!("{} ({tail})", e.what)
+            })
+            .collect();
+        let head = if self.contradicted() {
+            "the plugin speaks against the version judged by"
+        } else {
+            "consistent with the version judged by"
+        };
+        Some(format!("{head}: {}", items.join("; ")))
     }
 }
 
@@ -517,6 +662,7 @@ mod tests {
             duration: Duration::ZERO,
             expectation: None,
             rpcs: 0,
+            exercised: Vec::new(),
         };
         s.settle();
         s

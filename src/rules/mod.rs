@@ -134,7 +134,7 @@ impl RuleLog {
             let detail = format!("next_token {shown} was already returned in this listing; following it would never end");
             push(found, Check::TokenNotRepeated { rpc }, rpc, "next_token", Some(shown), detail);
         } else if listing.len() >= MAX_PAGES && !listing.contains_key(&next) {
-            let detail = format!("the listing is still going after {MAX_PAGES} pages");
+            let detail = format!("the listing is still going after {MAX_PAGES} pages (a fixed bound, no flag sets it)");
             push(found, Check::PagesEnd { rpc }, rpc, "next_token", Some(shown), detail);
         }
         listing.entry(next).or_insert(start);

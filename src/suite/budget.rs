@@ -445,11 +445,19 @@ impl Budget {
                 .err()
                 .filter(|e| is_contention(e.code, &e.message) || is_no_space(&e.rpc, e.code, &e.message))
                 .map(|e| e.code);
-            let retried = (retries > 0).then(|| Retried { times: retries, over: started.elapsed(), code: contended });
-            let (Some(_), Some(me)) = (contended, me) else { return (answer, retried) };
+            let retried = |timed_out: bool| {
+                (retries > 0).then(|| Retried {
+                    times: retries,
+                    over: started.elapsed(),
+                    code: contended,
+                    bound: self.contention_timeout,
+                    timed_out,
+                })
+            };
+            let (Some(_), Some(me)) = (contended, me) else { return (answer, retried(false)) };
             let left = self.contention_timeout.saturating_sub(started.elapsed());
             if left.is_zero() {
-                return (answer, retried);
+                return (answer, retried(true));
             }
             if self.releases.load(std::sync::atomic::Ordering::SeqCst) != releases {
                 // Something was let go while the plugin answered: try again at once.
@@ -457,7 +465,7 @@ impl Budget {
                 continue;
             }
             if !self.others_can_release(me) {
-                return (answer, retried);
+                return (answer, retried(false));
             }
             retries += 1;
             tracing::info!(retries, "contention: waiting for this run to release something before calling again");
@@ -478,13 +486,24 @@ pub struct Retried {
     pub over: Duration,
     /// The contention code of the last answer (none: the last answer was something else).
     pub code: Option<Code>,
+    /// The bound of the wait (`--contention-timeout`).
+    pub bound: Duration,
+    /// Whether the wait ended at that bound (else: nothing the run holds could be released
+    /// any more, or the last answer was no contention).
+    pub timed_out: bool,
 }
 
 impl Retried {
     /// The note a finding about the call carries.
     pub fn note(&self) -> String {
+        let bound = crate::client::human_duration(self.bound);
+        let end = if self.timed_out {
+            format!("until the wait's bound ran out: waited {bound} (--contention-timeout)")
+        } else {
+            format!("until nothing more they hold could be released (bound: {bound}, --contention-timeout)")
+        };
         format!(
-            "retried {} time(s) over {} while other scenarios of this run held resources on the plugin they could still release (at most --contention-timeout)",
+            "retried {} time(s) over {} while other scenarios of this run held resources on the plugin they could still release, {end}",
             self.times,
             crate::client::human_duration(self.over)
         )
@@ -786,6 +805,9 @@ mod tests {
         assert!(retried.times >= 2 && retried.over >= Duration::from_millis(250), "{retried:?}");
         assert_eq!(retried.code, Some(Code::Aborted));
         assert!(retried.note().starts_with(&format!("retried {} time(s) over", retried.times)));
+        // The bound that ended the wait is named with the flag that sets it.
+        assert!(retried.timed_out, "{retried:?}");
+        assert!(retried.note().ends_with("until the wait's bound ran out: waited 250ms (--contention-timeout)"), "{}", retried.note());
         assert!(!is_contention(Code::Aborted, "invalid starting token"));
     }
 

@@ -36,6 +36,22 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("health.yaml", include_str!("../../suites/health.yaml")),
 ];
 
+/// The built-in suite of scenarios that run only as orchestrator instances (`--orchestrator`):
+/// its file name and text. Not in [`BUILTIN`]: a run without `--orchestrator` never loads it.
+pub const ORCHESTRATOR_SUITE: (&str, &str) = ("orchestrators.yaml", include_str!("../../suites/orchestrators.yaml"));
+
+/// The built-in orchestrator-only suite, loaded (see [`ORCHESTRATOR_SUITE`]).
+pub fn orchestrator_suites() -> Vec<Suite> {
+    let (file, text) = ORCHESTRATOR_SUITE;
+    match load_str(&format!("builtin:{file}"), text) {
+        Ok(suite) => vec![suite],
+        Err(e) => {
+            tracing::error!("built-in suite {file} does not load:\n{e}");
+            Vec::new()
+        }
+    }
+}
+
 /// Loads every built-in suite. They are checked by a unit test, so this cannot fail in a
 /// released binary; a broken one is left out with an error log rather than a panic.
 pub fn builtin() -> Vec<Suite> {
@@ -62,8 +78,13 @@ mod tests {
                 panic!("built-in suite {file} does not load:\n{e}");
             }
         }
-        let suites = builtin();
+        let (file, text) = ORCHESTRATOR_SUITE;
+        if let Err(e) = load_str(&format!("builtin:{file}"), text) {
+            panic!("built-in suite {file} does not load:\n{e}");
+        }
+        let mut suites = builtin();
         assert_eq!(suites.len(), BUILTIN.len());
+        suites.extend(orchestrator_suites());
         load::check_unique(&suites).unwrap();
     }
 }

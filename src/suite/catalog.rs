@@ -112,6 +112,10 @@ pub struct CheckSpec {
     pub demand: fn(&CheckUse<'_>) -> CheckDemand,
     /// How long one use of it takes, in sequential RPCs.
     pub cost: fn(&CheckUse<'_>) -> u64,
+    /// It follows an orchestrator's call pattern when its scenario runs as an instance
+    /// (`<id>@<orchestrator>`, `--orchestrator`): the engine makes one instance per chosen
+    /// orchestrator of every scenario that uses such a check.
+    pub orchestrated: bool,
 }
 
 impl CheckSpec {

@@ -4,7 +4,7 @@
 //! finding helpers. Knows nothing of the runner or of step execution.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     path::PathBuf,
     sync::{
         Arc, Mutex,
@@ -31,8 +31,10 @@ use crate::{
     client::{Connection, ErrorOrigin, RpcError},
     rules::{Level, RuleLog, Violation},
     fingerprint::{Capability, Fingerprint},
+    orchestrator::{CallPattern, Orchestrator},
     proto,
     report::{Finding, Severity},
+    version::Evidence,
 };
 
 /// State shared by every scenario of a run.
@@ -56,6 +58,11 @@ pub(crate) struct Shared {
     pub(crate) reconnecting: tokio::sync::Mutex<()>,
     /// What the run learned of the plugin before its scenarios (set once, by the probe).
     pub(crate) facts: std::sync::OnceLock<RunFacts>,
+    /// What the plugin's answers showed of the spec version it speaks, with the scenarios
+    /// whose calls showed it (the report states it all at the end).
+    pub(crate) versions: Mutex<BTreeMap<Evidence, BTreeSet<String>>>,
+    /// Held across each ControllerPublishVolume of a run with `--orchestrator` (see `send`).
+    pub(crate) controller_publish: tokio::sync::Mutex<()>,
 }
 
 /// The facts of a run that learned nothing.
@@ -99,7 +106,7 @@ impl Shared {
             tracing::warn!(%endpoint, attempt, "the plugin does not answer");
         }
         let why = format!(
-            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed)",
+            "{endpoint} stopped answering earlier in the run ({} reconnect attempts over {} failed, --reconnect-attempts)",
             policy.attempts,
             crate::client::human_duration(started.elapsed())
         );
@@ -191,12 +198,22 @@ pub struct ScenarioCtx {
     /// An answer the scenario cannot go on from (a creation without a usable id): the
     /// scenario stops after the step that got it.
     pub(crate) halted: bool,
+    /// The orchestrator an instance follows (`None`: not an instance).
+    pub(crate) orchestrator: Option<Orchestrator>,
+    /// The orchestrator's behaviour being exercised: findings are filed under it.
+    pub(crate) behaviour: Option<&'static str>,
+    /// Every behaviour exercised so far.
+    pub(crate) exercised: BTreeSet<&'static str>,
+    /// Its ControllerPublishVolume calls overlap others on purpose (see `send`).
+    pub(crate) overlapping: bool,
 }
 
 impl ScenarioCtx {
     pub(crate) fn new(shared: Arc<Shared>, scenario: &Scenario, paths: ScenarioPaths, holder: u64) -> Self {
         let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
-        Self::named(shared, &scenario.id, name, paths, holder)
+        let mut ctx = Self::named(shared, &scenario.id, name, paths, holder);
+        ctx.orchestrator = scenario.orchestrator;
+        ctx
     }
 
     /// A context for the run's own work outside any scenario (the probe before them), under
@@ -227,6 +244,10 @@ impl ScenarioCtx {
             rpcs: 0,
             rules: RuleLog::new(),
             halted: false,
+            orchestrator: None,
+            behaviour: None,
+            exercised: BTreeSet::new(),
+            overlapping: false,
         }
     }
 
@@ -252,6 +273,10 @@ impl ScenarioCtx {
             rpcs: 0,
             rules: RuleLog::new(),
             halted: false,
+            orchestrator: self.orchestrator,
+            behaviour: self.behaviour,
+            exercised: BTreeSet::new(),
+            overlapping: false,
         }
     }
 
@@ -263,6 +288,38 @@ impl ScenarioCtx {
         self.findings.extend(fork.findings);
         self.own_paths.extend(fork.own_paths);
         self.halted |= fork.halted;
+        self.exercised.extend(fork.exercised);
+    }
+
+    /// The call pattern an orchestrated check follows in an instance (`None`: the scenario
+    /// as loaded, which follows the spec's own order).
+    pub fn pattern(&self) -> Option<&'static CallPattern> {
+        self.orchestrator.map(Orchestrator::pattern)
+    }
+
+    /// In an instance: behaviour `id` was followed, while what is found stays filed under the
+    /// current one.
+    pub fn followed(&mut self, id: &'static str) {
+        if self.orchestrator.is_some() {
+            self.exercised.insert(id);
+        }
+    }
+
+    /// A fork whose ControllerPublishVolume calls overlap its siblings', as the instance's
+    /// orchestrator sends them (only where the pattern says it does).
+    pub fn fork_overlapping(&self) -> ScenarioCtx {
+        let mut fork = self.fork();
+        fork.overlapping = self.pattern().is_some_and(|p| p.parallel_controller_publish);
+        fork
+    }
+
+    /// In an instance: from now on, what is found is filed under behaviour `id`, which
+    /// counts as exercised. Nothing outside an instance.
+    pub fn exercise(&mut self, id: &'static str) {
+        if self.orchestrator.is_some() {
+            self.behaviour = Some(id);
+            self.exercised.insert(id);
+        }
     }
 
     /// The run's configuration.
@@ -338,6 +395,17 @@ impl ScenarioCtx {
         if let Some(name) = &self.step_name {
             finding.message = format!("{name}: {}", finding.message);
         }
+        if let (Some(o), Some(id)) = (self.orchestrator, self.behaviour) {
+            finding.behaviour.get_or_insert_with(|| id.to_owned());
+            // The orchestrator bends the spec here: a plugin that breaks is not at fault by
+            // the spec, it will only not work under that orchestrator.
+            if finding.severity == Severity::Fail
+                && let Some(why) = finding.behaviour.as_deref().and_then(|b| o.pattern().deviation(b))
+            {
+                finding.severity = Severity::Warn;
+                finding.message = format!("{} (will not work under {}: {why})", finding.message, o.title());
+            }
+        }
         self.findings.push(finding);
     }
 
@@ -361,6 +429,38 @@ impl ScenarioCtx {
             g.kind == f.kind && g.step == f.step && g.rpc == f.rpc && g.got == f.got && g.expected == f.expected
         });
         if !already {
+            self.push(f);
+        }
+    }
+
+    /// Notes what an OK answer shows of the spec version the plugin speaks, for the report;
+    /// evidence against the version the run judges by (judged when the run began, and not
+    /// changed mid-run) warns at the step that first got some, once per scenario: never a
+    /// failure, as a version is a guess.
+    fn version_evidence(&mut self, rpc: &str, request: &DynamicMessage, response: &Response) {
+        let found = crate::version::answer_evidence(rpc, response.messages());
+        if found.is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        let assumed = &shared.plugin.fingerprint.spec;
+        let mut contradicting = Vec::new();
+        {
+            let mut seen = self.shared.versions.lock().unwrap_or_else(|p| p.into_inner());
+            for evidence in found {
+                let scenarios = seen.entry(evidence.clone()).or_default();
+                if scenarios.insert(self.scenario_id.clone()) && assumed.contradicted_by(&evidence) {
+                    contradicting.push(evidence);
+                }
+            }
+        }
+        // One warning per scenario is enough to say it; the report lists every piece.
+        let warned = self.findings.iter().any(|f| f.kind == "spec-version");
+        if let Some(evidence) = contradicting.into_iter().next().filter(|_| !warned) {
+            let mut f = call_finding(Severity::Warn, "spec-version", assumed.contradiction(&evidence), rpc, request);
+            f.got = Some(format!("{} (CSI v{})", evidence.what, evidence.version));
+            f.expected = Some(format!("what CSI v{} defines", assumed.version));
+            f.requirements = vec![evidence.requirement.to_owned()];
             self.push(f);
         }
     }
@@ -427,6 +527,17 @@ impl ScenarioCtx {
         if let Some(why) = self.shared.gone(&endpoint) {
             return (request, Err(not_sent(Code::Unavailable, why)));
         }
+        // With --orchestrator, ControllerPublishVolume calls never overlap (Nomad and Swarm
+        // serialise them) but where an instance overlaps them on purpose, as its orchestrator
+        // does (Kubernetes; that scenario runs alone): what overlapping calls break is then
+        // filed under that orchestrator alone.
+        let shared = self.shared.clone();
+        let _serial = match method.name() {
+            "ControllerPublishVolume" if !self.shared.config.orchestrators.is_empty() && !self.overlapping => {
+                Some(shared.controller_publish.lock().await)
+            }
+            _ => None,
+        };
         if let Some(why) = super::existing::refusal(method.name(), &request, &self.shared.config.existing_volumes) {
             self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
             return (request, Err(not_sent(Code::Aborted, why)));
@@ -462,6 +573,9 @@ impl ScenarioCtx {
         }
         for violation in self.rules.take() {
             self.push_violation(&violation, &request);
+        }
+        if let Ok(response) = &answer {
+            self.version_evidence(method.name(), &request, response);
         }
         let lost = match &answer {
             Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),
@@ -606,6 +720,7 @@ impl ScenarioCtx {
     }
 
     pub(crate) async fn teardown(&mut self) {
+        self.behaviour = None;
         self.step = None;
         self.step_name = None;
         for tracked in self.tracker.teardown_order() {

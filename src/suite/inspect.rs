@@ -82,7 +82,7 @@ pub enum PathCommandError {
     #[error("--check-path-cmd could not be started: {0}")]
     Spawn(io::Error),
     /// It ran longer than its timeout (it was killed).
-    #[error("--check-path-cmd did not finish within {} for {}", crate::client::human_duration(*.timeout), .path.display())]
+    #[error("--check-path-cmd did not finish within {} (--check-path-cmd-timeout) for {}", crate::client::human_duration(*.timeout), .path.display())]
     Timeout {
         /// The path asked about.
         path: PathBuf,
@@ -653,6 +653,8 @@ mod tests {
         let err = cmd("echo nope >&2; exit 3; :").kind(dir.path()).await.unwrap_err().to_string();
         assert!(err.contains("nope") && err.contains("exit status: 3"), "{err}");
         let slow = PathCommand { command: "sleep 5; :".into(), timeout: Duration::from_millis(200) };
-        assert!(matches!(slow.kind(dir.path()).await, Err(PathCommandError::Timeout { .. })));
+        let err = slow.kind(dir.path()).await.unwrap_err();
+        assert!(matches!(err, PathCommandError::Timeout { .. }));
+        assert!(err.to_string().starts_with("--check-path-cmd did not finish within 200ms (--check-path-cmd-timeout) for"), "{err}");
     }
 }

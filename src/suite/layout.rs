@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("steps.rs", 8, "engine"),
     ("probe.rs", 8, "engine"),
     ("run.rs", 8, "engine"),
+    ("instances.rs", 8, "engine"),
 ];
 
 /// Files outside the layers: the module's face (it re-exports every layer) and the tests.

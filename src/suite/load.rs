@@ -456,6 +456,7 @@ impl Loader<'_> {
             uses_paths,
             steps,
             location: Location { origin: self.origin.to_owned(), pos: id_node.map_or(node.pos, |n| n.pos) },
+            orchestrator: None,
         })
     }
 

@@ -31,6 +31,7 @@ mod existing;
 #[cfg(test)]
 mod golden;
 mod inspect;
+mod instances;
 #[cfg(test)]
 mod layout;
 mod marker;
@@ -50,7 +51,8 @@ mod steps;
 mod vars;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
-pub use builtin::{BUILTIN, builtin, load_file, load_str};
+pub use builtin::{BUILTIN, builtin, load_file, load_str, orchestrator_suites};
+pub use model::ORCHESTRATOR_ONLY;
 pub use builtin_vars::NAME_MAX;
 pub use catalog::{ArgKind, ArgSpec, Catalog, CheckArgs, CheckDemand, CheckSpec, CheckUse, PropertySpec};
 pub use checks::{CheckDef, CheckFuture, Registry, checks};

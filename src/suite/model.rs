@@ -122,6 +122,10 @@ impl Requires {
     }
 }
 
+/// The tag of a scenario that runs only as orchestrator instances (`--orchestrator`): its
+/// base would test nothing an orchestrator-free run does not.
+pub const ORCHESTRATOR_ONLY: &str = "orchestrator-only";
+
 /// One scenario: a titled list of steps with requirements.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -142,6 +146,9 @@ pub struct Scenario {
     pub(crate) uses_paths: bool,
     pub(crate) steps: Vec<Step>,
     pub(crate) location: Location,
+    /// Set on an instance of a scenario (`<id>@<orchestrator>`): the call pattern its
+    /// orchestrated checks follow. `None` on every scenario as loaded.
+    pub(crate) orchestrator: Option<crate::orchestrator::Orchestrator>,
 }
 
 impl Scenario {
@@ -194,6 +201,11 @@ impl Scenario {
     /// Whether it may use its node paths, so that the run makes them (see [`takes_node_path`]).
     pub fn uses_paths(&self) -> bool {
         self.uses_paths
+    }
+
+    /// The orchestrator an instance follows (`None`: the scenario as loaded).
+    pub fn orchestrator(&self) -> Option<crate::orchestrator::Orchestrator> {
+        self.orchestrator
     }
 
     /// Its steps.

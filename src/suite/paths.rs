@@ -180,7 +180,7 @@ impl RunPaths {
     async fn make(&self, kind: Kind, path: &Path) -> Result<PathBuf, PathError> {
         match self.create_cmd(kind) {
             Some(cmd) => {
-                let out = run_path_cmd(cmd, path, self.settings.create_timeout).await?;
+                let out = run_path_cmd(cmd, path, (self.settings.create_timeout, "--create-path-cmd-timeout")).await?;
                 let made = out.trim();
                 if made.is_empty() {
                     return Err(PathError::Command {
@@ -203,7 +203,7 @@ impl RunPaths {
     async fn remove(&self, kind: Kind, path: &Path) {
         match self.remove_cmd(kind) {
             Some(cmd) => {
-                if let Err(e) = run_path_cmd(cmd, path, self.settings.remove_timeout).await {
+                if let Err(e) = run_path_cmd(cmd, path, (self.settings.remove_timeout, "--remove-path-cmd-timeout")).await {
                     tracing::warn!("left behind: {e}");
                 }
             }
@@ -263,8 +263,14 @@ impl RunPaths {
 
     /// Removes paths checks made inside a scenario's directory (another node's staging and
     /// targets), innermost first, with the same care as ours.
+    ///
+    /// Deepest first, whatever order they were recorded in: checks that made two volumes'
+    /// paths under one shared parent record the parent with the first volume.
     pub(crate) fn release_own(&self, own: &[PathBuf]) {
-        for path in own {
+        let mut order: Vec<&PathBuf> = own.iter().collect();
+        order.sort_by(|a, b| b.components().count().cmp(&a.components().count()).then(a.cmp(b)));
+        order.dedup();
+        for path in order {
             remove_own_path(path);
         }
     }
@@ -279,8 +285,10 @@ impl RunPaths {
     }
 }
 
-/// Runs `<cmd> <path>` (no shell, as csi-sanity does) within `timeout`; returns its stdout.
-async fn run_path_cmd(cmd: &Path, path: &Path, timeout: Duration) -> Result<String, PathError> {
+/// Runs `<cmd> <path>` (no shell, as csi-sanity does) within `timeout` (set by the flag
+/// `bound.1`); returns its stdout.
+async fn run_path_cmd(cmd: &Path, path: &Path, bound: (Duration, &str)) -> Result<String, PathError> {
+    let (timeout, flag) = bound;
     let fail = |reason: String| PathError::Command { cmd: cmd.to_owned(), path: path.to_owned(), reason };
     let child = tokio::process::Command::new(cmd)
         .arg(path)
@@ -290,7 +298,7 @@ async fn run_path_cmd(cmd: &Path, path: &Path, timeout: Duration) -> Result<Stri
         .kill_on_drop(true)
         .output();
     let output = match tokio::time::timeout(timeout, child).await {
-        Err(_) => return Err(fail(format!("did not finish within {}", crate::client::human_duration(timeout)))),
+        Err(_) => return Err(fail(format!("did not finish within {} ({flag})", crate::client::human_duration(timeout)))),
         Ok(Err(e)) => return Err(fail(format!("cannot run it: {e}"))),
         Ok(Ok(output)) => output,
     };
@@ -337,6 +345,24 @@ mod tests {
         std::fs::create_dir(&s.target).unwrap();
         paths.release(&s, &[]).await;
         assert!(!s.dir.exists());
+        paths.close().await;
+        assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+    }
+
+    /// Two volumes' paths under one shared parent, recorded parent-first with the first
+    /// volume (as an orchestrator's layout does): all of it goes, the scenario directory too.
+    #[tokio::test]
+    async fn paths_checks_made_go_deepest_first_whatever_order_they_were_recorded_in() {
+        let work = tempfile::tempdir().unwrap();
+        let paths = RunPaths::open(&PathSettings::default(), work.path(), "abc").await.unwrap();
+        let s = paths.scenario(0, "two volumes").await.unwrap();
+        let co = s.dir.join("co");
+        let (parent, one, two) = (co.join("staging"), co.join("staging/v1"), co.join("staging/v2"));
+        for dir in [&co, &parent, &one, &two] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        paths.release(&s, &[one.clone(), parent.clone(), co.clone(), two.clone(), one]).await;
+        assert!(!s.dir.exists(), "{:?}", std::fs::read_dir(&s.dir).map(|d| d.count()));
         paths.close().await;
         assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
     }
@@ -411,6 +437,6 @@ mod tests {
         let slow = script(tmp.path(), "slow", "sleep 5");
         let settings = PathSettings { create_mount_cmd: Some(slow), create_timeout: Duration::from_millis(100), ..PathSettings::default() };
         let e = RunPaths::open(&settings, tmp.path(), "r").await.unwrap_err().to_string();
-        assert!(e.contains("did not finish within"), "{e}");
+        assert!(e.contains("did not finish within 100ms (--create-path-cmd-timeout)"), "{e}");
     }
 }

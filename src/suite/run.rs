@@ -47,6 +47,10 @@ pub async fn run_until(
     let started_at =
         time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let started = Instant::now();
+    // With --orchestrator, the instances of orchestrated scenarios (the engine copies them;
+    // what an orchestrator does is in the pattern their checks read).
+    let expanded = super::instances::with_instances(suites, &config.orchestrators);
+    let suites = expanded.as_slice();
     let run_id = builtin_vars::run_id(config.seed);
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
@@ -77,6 +81,8 @@ pub async fn run_until(
         dead: Mutex::new(HashMap::new()),
         reconnecting: tokio::sync::Mutex::new(()),
         facts: std::sync::OnceLock::new(),
+        versions: Mutex::new(BTreeMap::new()),
+        controller_publish: tokio::sync::Mutex::new(()),
     });
     let selected: Vec<(usize, usize)> = suites
         .iter()
@@ -94,7 +100,7 @@ pub async fn run_until(
         match timeout {
             Some(t) => {
                 tokio::time::sleep(t).await;
-                format!("the run timeout of {} was reached", crate::client::human_duration(t))
+                format!("the run timeout of {} (--run-timeout) was reached", crate::client::human_duration(t))
             }
             None => std::future::pending().await,
         }
@@ -176,7 +182,7 @@ pub async fn run_until(
             }
             () = &mut cleanup_deadline, if deadline_armed && !tasks.is_empty() => {
                 tracing::error!(
-                    "teardown did not finish within the cleanup timeout of {}; abandoning {} scenario(s), what they created stays in the journal",
+                    "teardown did not finish within the cleanup timeout of {} (--cleanup-timeout); abandoning {} scenario(s), what they created stays in the journal",
                     crate::client::human_duration(cleanup_timeout),
                     tasks.len()
                 );
@@ -207,7 +213,7 @@ pub async fn run_until(
                     Severity::Error,
                     "interrupted",
                     format!(
-                        "{reason}; the scenario did not finish its teardown within the cleanup timeout of {}: \
+                        "{reason}; the scenario did not finish its teardown within the cleanup timeout of {} (--cleanup-timeout): \
                          what it created is left in the journal for `csi-conform cleanup`",
                         crate::client::human_duration(cleanup_timeout)
                     ),
@@ -236,6 +242,7 @@ pub async fn run_until(
         }
     }
 
+    let orchestrators = super::instances::matrix(&config.orchestrators, &suite_results);
     let fp = &plugin.fingerprint;
     let mut endpoints: Vec<String> =
         plugin.controller.iter().chain(&plugin.nodes).map(|c| c.endpoint().to_string()).collect();
@@ -261,11 +268,34 @@ pub async fn run_until(
             small_bytes: *small,
             why: why.clone(),
         }),
-        spec: Some(crate::report::SpecJudged {
-            version: fp.spec.version.as_str().to_owned(),
-            stated: fp.spec.stated,
-            reason: fp.spec.reason.clone(),
-        }),
+        orchestrators,
+        spec: Some(spec_judged(&fp.spec, &shared.versions.lock().unwrap_or_else(|p| p.into_inner()))),
+    }
+}
+
+/// The version the run judged by and everything it saw of the one the plugin speaks: what
+/// it advertises (contradicting only a stated version), then what its answers showed.
+fn spec_judged(
+    assumed: &crate::version::Assumed,
+    answers: &BTreeMap<crate::version::Evidence, BTreeSet<String>>,
+) -> crate::report::SpecJudged {
+    let advertised = assumed.advertised.iter().map(|e| crate::report::SpecEvidence {
+        version: e.version.as_str().to_owned(),
+        what: e.what.clone(),
+        contradicts: assumed.stated && e.version != assumed.version,
+        scenarios: Vec::new(),
+    });
+    let answered = answers.iter().map(|(e, scenarios)| crate::report::SpecEvidence {
+        version: e.version.as_str().to_owned(),
+        what: e.what.clone(),
+        contradicts: assumed.contradicted_by(e),
+        scenarios: scenarios.iter().cloned().collect(),
+    });
+    crate::report::SpecJudged {
+        version: assumed.version.as_str().to_owned(),
+        stated: assumed.stated,
+        reason: assumed.reason.clone(),
+        evidence: advertised.chain(answered).collect(),
     }
 }
 
@@ -322,6 +352,7 @@ fn blank_result(scenario: &Scenario) -> ScenarioResult {
         duration: Duration::ZERO,
         expectation: None,
         rpcs: 0,
+        exercised: Vec::new(),
     }
 }
 
@@ -487,6 +518,7 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticke
     }
     result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
     result.rpcs = ctx.rpcs;
+    result.exercised = ctx.exercised.iter().map(|b| (*b).to_owned()).collect();
     if let Flow::Skip(reason) = flow {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(shared.scrub(&reason));
@@ -510,5 +542,6 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
         got: s(&f.got),
         plugin_message: s(&f.plugin_message),
         requirements: f.requirements.clone(),
+        behaviour: f.behaviour.clone(),
     }
 }

@@ -128,6 +128,10 @@ pub struct RunConfig {
     /// `--existing-volume-writable`: the run may write to the existing volumes (without it,
     /// nothing is ever written to them, not even a write probe).
     pub existing_writable: bool,
+    /// `--orchestrator`: for each, the scenarios with an orchestrated check run once more as
+    /// `<id>@<orchestrator>`, following its call pattern, and the report gets its
+    /// compatibility matrix. Empty: neither.
+    pub orchestrators: Vec<crate::orchestrator::Orchestrator>,
 }
 
 /// Hears of scenarios as they start and finish, for a live display. Calls come from the
@@ -213,6 +217,7 @@ impl Default for RunConfig {
             progress: None,
             existing_volumes: Vec::new(),
             existing_writable: false,
+            orchestrators: Vec::new(),
         }
     }
 }

@@ -236,7 +236,7 @@ pub(crate) fn poll_condition(
         Err(AssertError::Failed(e)) if Instant::now() + poll.interval > deadline => {
             let rpc = call.method.name();
             let within = crate::client::human_duration(poll.timeout);
-            let message = format!("{rpc} never met the poll condition within {within}: {e}");
+            let message = format!("{rpc} never met the poll condition within {within} (the step's poll.timeout): {e}");
             ctx.push(call_finding(call.expect.otherwise, "poll-timeout", message, rpc, sent));
             Some(flow_after(call.expect.otherwise))
         }

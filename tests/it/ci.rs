@@ -106,6 +106,7 @@ fn scenario(id: &str, requirements: Vec<RequirementRef>, findings: Vec<Finding>)
         duration: Duration::from_millis(12),
         expectation: None,
         rpcs: 0,
+        exercised: Vec::new(),
     };
     s.settle();
     s
@@ -168,6 +169,7 @@ pub(crate) fn one_cause_report() -> RunReport {
         mounts: Vec::new(),
         spec: None,
         sizes: None,
+        orchestrators: Vec::new(),
     }
 }
 

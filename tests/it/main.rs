@@ -21,6 +21,7 @@ mod loaders;
 mod misbehaving;
 mod mount_namespace;
 mod mounts;
+mod orchestrators;
 mod proto;
 mod quirks;
 mod quirks_detected;

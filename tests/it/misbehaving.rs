@@ -136,6 +136,7 @@ async fn a_plugin_that_stays_dead_fails_the_rest_as_errors_after_bounded_retries
         message.starts_with(&format!("plugin unreachable: {endpoint} stopped answering earlier in the run (2 reconnect attempts over ")),
         "{message}"
     );
+    assert!(message.contains(" failed, --reconnect-attempts)"), "the bound is named with its flag: {message}");
     assert!(report.failed());
 }
 
@@ -392,7 +393,7 @@ async fn a_stop_bounds_teardown_by_the_cleanup_timeout_and_leaves_the_rest_in_th
         findings(stuck),
         [(
             "interrupted".to_owned(),
-            "interrupted by SIGINT; the scenario did not finish its teardown within the cleanup timeout of 200ms: what it created is left in the journal for `csi-conform cleanup`".to_owned()
+            "interrupted by SIGINT; the scenario did not finish its teardown within the cleanup timeout of 200ms (--cleanup-timeout): what it created is left in the journal for `csi-conform cleanup`".to_owned()
         )]
     );
     let never = scenario(&report, "abandon.never");
@@ -456,14 +457,14 @@ async fn the_run_timeout_bounds_a_run_stuck_in_a_hung_rpc() {
     let args = ["--rpc-timeout", "10m", "--run-timeout", "300ms", "--cleanup-timeout", "200ms", "-j", "1"];
     let (out, report, _cwd) = cli_run(&fake, HANG_SUITE, &args).await;
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
-    assert_eq!(report.interrupted.as_deref(), Some("the run timeout of 300ms was reached"));
+    assert_eq!(report.interrupted.as_deref(), Some("the run timeout of 300ms (--run-timeout) was reached"));
     let hung = scenario(&report, "hang.create");
     assert_eq!(hung.outcome, Severity::Error);
     assert_eq!(hung.findings[0].kind, "interrupted");
     let after = scenario(&report, "hang.after");
     assert_eq!(
         (after.outcome, after.skip_reason.as_deref()),
-        (Severity::Skip, Some("not run: the run timeout of 300ms was reached"))
+        (Severity::Skip, Some("not run: the run timeout of 300ms (--run-timeout) was reached"))
     );
 }
 

@@ -40,6 +40,7 @@ fn scenario(id: &str, title: &str, findings: Vec<Finding>, millis: u64) -> Scena
         duration: Duration::from_millis(millis),
         expectation: None,
         rpcs: 0,
+        exercised: Vec::new(),
     };
     s.settle();
     s
@@ -210,6 +211,7 @@ fn sample_report(strict: bool) -> RunReport {
         mounts: Vec::new(),
         sizes: None,
         spec: None,
+        orchestrators: Vec::new(),
     }
 }
 

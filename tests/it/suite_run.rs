@@ -528,7 +528,7 @@ scenarios:
     cfg.progress = Some(progress.clone());
     let suites = vec![suite::load_str("held.yaml", text).unwrap()];
     let report = tokio::time::timeout(Duration::from_secs(60), suite::run(&plugin, &suites, &cfg)).await.expect("the run ends");
-    let reason = "the run timeout of 1s was reached";
+    let reason = "the run timeout of 1s (--run-timeout) was reached";
     assert_eq!(report.interrupted.as_deref(), Some(reason));
     assert_eq!(progress.events(), ["started held.a".to_owned(), format!("interrupted: {reason}"), "finished held.a".to_owned()]);
     let outcomes: Vec<(Severity, Option<String>)> =
@@ -584,4 +584,23 @@ async fn a_step_names_the_requirement_its_failure_breaks() {
     let bad = text.replace("spec: [GetPluginInfo.name.format]", "spec: [GetPluginInfo.nope]");
     let e = suite::load_str("o.yaml", &bad).unwrap_err().to_string();
     assert!(e.starts_with("o.yaml:9:") && e.contains("GetPluginInfo.nope"), "{e}");
+}
+
+/// A poll that never meets its condition ends at its own bound, and the finding names it: what
+/// was waited for, how long, and the setting that sets it (the step's `poll.timeout`). The
+/// assertion is on the message, not on elapsed time.
+#[tokio::test]
+async fn a_poll_that_never_ends_stops_at_its_bound_and_names_it() {
+    let plugin = crate::support::TestPlugin::start(csi_conform::reference::Config::default()).await;
+    let engine = crate::support::engine_plugin(&plugin).await;
+    let text = "suite: o\ntitle: t\nscenarios:\n\
+        \x20 - id: never\n    title: t\n    steps:\n      - call: Probe\n\
+        \x20       poll: { until: { path: ready, equals: false }, timeout: 60ms, interval: 10ms }\n";
+    let suite = suite::load_str("o.yaml", text).unwrap_or_else(|e| panic!("{e}"));
+    let work = tempfile::tempdir().unwrap();
+    let report = suite::run(&engine, &[suite], &config(work.path(), 1)).await;
+    let s = &report.suites[0].scenarios[0];
+    assert_eq!(s.outcome, Severity::Fail, "{:#?}", s.findings);
+    let f = s.findings.iter().find(|f| f.kind == "poll-timeout").expect("a poll-timeout finding");
+    assert!(f.message.starts_with("Probe never met the poll condition within 60ms (the step's poll.timeout): "), "{}", f.message);
 }

@@ -1,14 +1,16 @@
 //! CSI v1.13 against the reference plugin over a real socket: a degraded volume is reported by
 //! the controller and the node; the health quirks are caught on a degraded volume with the
 //! finding expected and nothing else; paging ControllerListVolumeHealth; which version a run
-//! judges by; a v1.12 reference run still passes as before; `list --spec --spec-version 1.13`.
+//! judges by, and the evidence its answers give (consistent at both versions, warned where a
+//! plugin mixes them, never a failure); a v1.12 reference run still passes as before;
+//! `list --spec --spec-version 1.13`.
 
 use std::collections::BTreeSet;
 
 use csi_conform::{
     proto::v1::{self, volume_capability},
     reference::{Config, HEALTH_PARAMETER, Quirk},
-    report::{RunReport, Severity},
+    report::{self, RunReport, Severity, SpecEvidence},
     suite::{self, RunConfig},
     version::SpecVersion,
 };
@@ -190,4 +192,120 @@ async fn list_spec_shows_the_v1_13_requirements() {
     let v12 = csi_conform(&["list", "--spec", "--requirements"], dir.path()).await;
     let v12 = String::from_utf8_lossy(&v12.stdout);
     assert!(v12.contains("ListVolumes.status.condition") && !v12.contains("ControllerListVolumeHealth"), "{v12}");
+}
+
+/// The scenarios that read what only one version defines in answers: v1.12's volume_condition
+/// (ListVolumes, ControllerGetVolume, NodeGetVolumeStats), v1.13's health RPCs and snapshot
+/// topology.
+const VERSIONED: &str = r"^(extras\.(list-volumes|controller-get-volume|volume-stats)\.condition|health\..*|snapshots\.topology\..*|controller\.list-volumes.*)$";
+
+async fn versioned_run(plugin: &TestPlugin, stated: Option<SpecVersion>) -> RunReport {
+    let mut engine = engine_plugin(plugin).await;
+    engine.fingerprint.state_spec_version(stated);
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        seed: 7,
+        work_dir: work.path().join("work"),
+        focus: vec![Regex::new(VERSIONED).unwrap()],
+        ..RunConfig::default()
+    };
+    suite::run(&engine, &suite::builtin(), &config).await
+}
+
+fn evidence(report: &RunReport) -> Vec<SpecEvidence> {
+    report.spec.as_ref().expect("the report says which version").evidence.clone()
+}
+
+/// (version, what, contradicts) of each piece of evidence.
+fn pieces(report: &RunReport) -> BTreeSet<(String, String, bool)> {
+    evidence(report).into_iter().map(|e| (e.version, e.what, e.contradicts)).collect()
+}
+
+#[tokio::test]
+async fn the_answers_of_either_reference_version_agree_with_the_version_judged_by() {
+    let v13 = TestPlugin::start(Config::default()).await;
+    let report = versioned_run(&v13, None).await;
+    assert_eq!(problems(&report), BTreeSet::new());
+    let seen = pieces(&report);
+    assert!(seen.contains(&("1.13".into(), "capability node:GET_VOLUME_HEALTH".into(), false)), "{seen:#?}");
+    assert!(seen.contains(&("1.13".into(), "NodeGetVolumeHealth answered OK".into(), false)), "{seen:#?}");
+    assert!(seen.iter().all(|(v, _, against)| v == "1.13" && !against), "{seen:#?}");
+    let health = evidence(&report).into_iter().find(|e| e.what == "ControllerGetVolumeHealth answered OK").unwrap();
+    assert!(health.scenarios.iter().any(|s| s.starts_with("health.controller.")), "{health:?}");
+    let summary = report::console::summary(&report, false);
+    assert!(summary.contains("Version evidence: consistent with v1.13: 5 capabilities and "), "{summary}");
+
+    let v12 = TestPlugin::start(Config { spec_version: SpecVersion::V1_12, ..Config::default() }).await;
+    let report = versioned_run(&v12, None).await;
+    assert_eq!(problems(&report), BTreeSet::new());
+    let seen = pieces(&report);
+    let listed = ("1.12".to_owned(), "ListVolumes's answer sets entries[].status.volume_condition".to_owned(), false);
+    assert!(seen.contains(&listed), "{seen:#?}");
+    assert!(seen.contains(&("1.12".into(), "NodeGetVolumeStats's answer sets volume_condition".into(), false)), "{seen:#?}");
+    assert!(seen.iter().all(|(v, _, against)| v == "1.12" && !against), "{seen:#?}");
+}
+
+#[tokio::test]
+async fn a_v1_13_plugin_that_still_sets_volume_condition_is_warned_never_failed() {
+    let plugin = TestPlugin::start(Config { quirks: [Quirk::MixedVersions].into(), ..Config::default() }).await;
+    let report = versioned_run(&plugin, None).await;
+    assert_eq!(report.spec.as_ref().map(|s| s.version.as_str()), Some("1.13"), "judged by what it advertises");
+    let found = problems(&report);
+    assert!(!found.is_empty());
+    assert!(found.iter().all(|(_, kind, sev)| kind == "spec-version" && *sev == Severity::Warn), "{found:#?}");
+    let warned: BTreeSet<&str> = found.iter().map(|(id, ..)| id.as_str()).collect();
+    let seen = evidence(&report);
+    let against: Vec<&SpecEvidence> = seen.iter().filter(|e| e.contradicts).collect();
+    assert!(against.iter().all(|e| e.version == "1.12" && e.what.contains("volume_condition")), "{against:#?}");
+    // Every scenario whose calls showed it is warned, and named in the report's evidence.
+    let named: BTreeSet<&str> = against.iter().flat_map(|e| e.scenarios.iter().map(String::as_str)).collect();
+    assert_eq!(warned, named);
+    let f = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| &s.findings)
+        .find(|f| f.kind == "spec-version")
+        .unwrap();
+    assert!(f.message.contains("(only CSI v1.12 defines it), but the run judges the plugin by CSI v1.13"), "{}", f.message);
+    assert!(f.message.contains("node:GET_VOLUME_HEALTH") && f.message.contains("--spec-version 1.12"), "{}", f.message);
+    assert_eq!(f.requirements, ["VolumeHealth.migration"]);
+    assert!(f.rpc.is_some() && f.step.is_some(), "at the call that showed it: {f:?}");
+    assert!(!report.failed(), "a version guess never fails a plugin");
+    let summary = report::console::summary(&report, false);
+    let line = summary.lines().find(|l| l.starts_with("Version evidence: ")).expect(&summary);
+    assert!(line.starts_with("Version evidence: the plugin speaks against the version judged by: ListVolumes's answer sets"), "{line}");
+    assert!(line.contains("(v1.12, against the v1.13 judged by; in ") && line.contains("that agree (the JSON"), "{line}");
+    assert!(!line.contains("capability node:GET_VOLUME_HEALTH"), "what agrees is counted, not listed: {line}");
+}
+
+#[tokio::test]
+async fn a_v1_12_plugin_with_snapshot_topology_is_judged_by_v1_12_and_the_answer_warns() {
+    let plugin = TestPlugin::start(Config {
+        spec_version: SpecVersion::V1_12,
+        quirks: [Quirk::SnapshotTopologyWithoutCapability].into(),
+        ..Config::default()
+    })
+    .await;
+    let report = versioned_run(&plugin, None).await;
+    assert_eq!(report.spec.as_ref().map(|s| s.version.as_str()), Some("1.12"));
+    let id = "snapshots.topology.unset-without-capability".to_owned();
+    let expected: BTreeSet<_> = [(id.clone(), "assertion".to_owned(), Severity::Fail), (id, "spec-version".to_owned(), Severity::Warn)].into();
+    assert_eq!(problems(&report), expected);
+    let seen = pieces(&report);
+    assert!(seen.contains(&("1.13".into(), "CreateSnapshot's answer sets snapshot.accessible_topology".into(), true)), "{seen:#?}");
+    let junit = report::to_junit_xml(&report);
+    assert!(junit.contains("spec-version-evidence") && junit.contains("against the v1.12 judged by"), "{junit}");
+}
+
+#[tokio::test]
+async fn a_stated_version_against_the_capabilities_is_stated_in_the_evidence_not_warned_per_answer() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let report = versioned_run(&plugin, Some(SpecVersion::V1_12)).await;
+    let spec = report.spec.as_ref().unwrap();
+    assert!(spec.stated && spec.version == "1.12");
+    assert!(!problems(&report).iter().any(|(_, kind, _)| kind == "spec-version"), "{:#?}", problems(&report));
+    let seen = pieces(&report);
+    assert!(seen.contains(&("1.13".into(), "capability node:GET_VOLUME_HEALTH".into(), true)), "{seen:#?}");
+    assert!(seen.contains(&("1.13".into(), "NodeGetStorageHealth answered OK".into(), false)), "{seen:#?}");
 }

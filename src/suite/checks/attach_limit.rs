@@ -26,6 +26,7 @@ pub(super) static CHECK: CheckDef = CheckDef {
         holds: &[],
         demand,
         cost: |u| 2 * u.max_volumes_per_node.clamp(0, ATTACH_LIMIT_MAX) as u64 + 4,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(attach_limit(ctx, args)),
 };

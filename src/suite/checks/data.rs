@@ -44,6 +44,7 @@ pub(super) static CHECK: CheckDef = CheckDef {
         demand,
         // Create, publish, write, and the way back, once or twice.
         cost: |_| 16,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(run(ctx, args)),
 };
@@ -100,6 +101,8 @@ pub const SNAPSHOT_READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long after an expansion the node may take to show the new size.
 pub const GROW_TIMEOUT: Duration = Duration::from_secs(10);
+/// How a finding names the bound of a data scenario's wait: no flag sets one.
+const FIXED_BOUND: &str = "a fixed bound of the data scenarios, no flag sets it";
 
 /// The file-system overhead allowed after an expansion: a mount volume's file system must
 /// hold at least the new capacity less a tenth of it and less 16 MiB (metadata, journal and
@@ -653,7 +656,7 @@ impl Data<'_> {
             }
             if Instant::now() >= deadline {
                 return Err(CheckOutcome::Skip(format!(
-                    "snapshot {} was not ready to use within {}",
+                    "snapshot {} was not ready to use within {} ({FIXED_BOUND})",
                     snapshot.snapshot_id,
                     crate::client::human_duration(SNAPSHOT_READY_TIMEOUT)
                 )));
@@ -715,7 +718,7 @@ impl Data<'_> {
             }
             if Instant::now() >= deadline {
                 return Err(CheckOutcome::Skip(format!(
-                    "group snapshot {} was not ready to use within {}",
+                    "group snapshot {} was not ready to use within {} ({FIXED_BOUND})",
                     group.group_snapshot_id,
                     crate::client::human_duration(SNAPSHOT_READY_TIMEOUT)
                 )));
@@ -848,8 +851,9 @@ impl Data<'_> {
                         "volume-size",
                         format!(
                             "{done}, the {what} at {} is {size} bytes, less than the {new} bytes it was expanded \
-                             to{allowance}",
-                            published.at()
+                             to{allowance}, after looking again for {} ({FIXED_BOUND})",
+                            published.at(),
+                            crate::client::human_duration(GROW_TIMEOUT)
                         ),
                     ));
                 }

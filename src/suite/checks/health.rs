@@ -40,6 +40,7 @@ pub(super) static HEALTH_ENTRIES: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(health_entries(ctx, args)),
 };
@@ -54,6 +55,7 @@ pub(super) static HEALTH_MIGRATION: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(health_migration(ctx, args)),
 };

@@ -43,11 +43,16 @@ use crate::{
     client::{RpcError, code_name},
     fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService},
     mounts,
+    orchestrator::CallPattern,
     proto::{self, v1},
     report::{Finding, Severity},
 };
 
+mod args;
 mod node;
+mod orchestrated;
+
+use args::{bool_arg, list_arg, map_arg, str_arg};
 
 pub(in crate::suite) static CHECK: CheckDef = CheckDef {
     spec: CheckSpec {
@@ -59,6 +64,7 @@ pub(in crate::suite) static CHECK: CheckDef = CheckDef {
         holds: &[],
         demand,
         cost: |u| 4 + u.times * (2 + 6 * u.int("nodes").unwrap_or(1).max(1) as u64),
+        orchestrated: true,
     },
     run: |ctx, args| Box::pin(run(ctx, args)),
 };
@@ -74,13 +80,19 @@ pub(in crate::suite) static EXISTING: CheckDef = CheckDef {
         holds: &[Pool::ExistingVolumes],
         demand: |_| CheckDemand { publish: vec![1], ..CheckDemand::default() },
         cost: |u| 4 + u.times * 8,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(run_existing(ctx, args)),
 };
 
-/// One volume, published on each of its `nodes` (default 1).
+/// One volume, published on each of its `nodes` (default 1); or `volumes` of them, all on
+/// node 0 at once.
 fn demand(u: &CheckUse<'_>) -> CheckDemand {
     let on = u.int("nodes").unwrap_or(1).clamp(1, u.nodes as i64) as usize;
+    let volumes = u.int("volumes").unwrap_or(1).clamp(1, orchestrated::MAX_VOLUMES as i64) as u32;
+    if volumes > 1 {
+        return CheckDemand { volumes, publish: vec![volumes], ..CheckDemand::default() };
+    }
     CheckDemand { volumes: 1, publish: vec![1; on], ..CheckDemand::default() }
 }
 
@@ -117,6 +129,7 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "refused_code", kind: ArgKind::Str, required: false },
     ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "long_paths", kind: ArgKind::Bool, required: false },
+    ArgSpec { name: "volumes", kind: ArgKind::Int, required: false },
 ];
 
 /// With `long_paths`, node 0's staging and target paths live in a directory with a name this
@@ -215,53 +228,8 @@ struct Plan {
     /// After staging, NodeUnstageVolume without a staging_target_path must be refused with
     /// INVALID_ARGUMENT (and leave the staging in place).
     unstage_without_path: bool,
-}
-
-fn str_arg(args: &CheckArgs, name: &str) -> Option<String> {
-    match args.get(name) {
-        None | Some(Val::Null) => None,
-        Some(v) => v.to_text(),
-    }
-}
-
-fn bool_arg(args: &CheckArgs, name: &str) -> Result<bool, String> {
-    match args.get(name) {
-        None | Some(Val::Null) => Ok(false),
-        Some(Val::Bool(b)) => Ok(*b),
-        Some(Val::Str(s)) if s == "true" || s == "false" => Ok(s == "true"),
-        Some(other) => Err(format!("argument {name} must be true or false, not {}", other.describe())),
-    }
-}
-
-fn list_arg(args: &CheckArgs, name: &str) -> Result<Option<Vec<String>>, String> {
-    match args.get(name) {
-        None | Some(Val::Null) => Ok(None),
-        Some(Val::List(items)) => items
-            .iter()
-            .map(|v| match v {
-                Val::List(_) | Val::Map(_) | Val::Message(_) | Val::Null => {
-                    Err(format!("argument {name} must be a list of strings, not a list holding {}", v.describe()))
-                }
-                v => Ok(v.to_text().unwrap_or_default()),
-            })
-            .collect::<Result<_, _>>()
-            .map(Some),
-        Some(other) => Err(format!("argument {name} must be a list of strings, not {}", other.describe())),
-    }
-}
-
-fn map_arg(args: &CheckArgs, name: &str) -> Result<BTreeMap<String, String>, String> {
-    match args.get(name) {
-        None | Some(Val::Null) => Ok(BTreeMap::new()),
-        Some(Val::Map(entries)) => entries
-            .iter()
-            .map(|(k, v)| match v.to_text() {
-                Some(t) if !matches!(v, Val::Null) => Ok((k.clone(), t)),
-                _ => Err(format!("argument {name}: the value of {k:?} must be a string, not {}", v.describe())),
-            })
-            .collect(),
-        Some(other) => Err(format!("argument {name} must be a mapping of strings, not {}", other.describe())),
-    }
+    /// Volumes on node 0 at once (`volumes`; above 1 only in an orchestrator instance).
+    volumes: usize,
 }
 
 impl Plan {
@@ -305,7 +273,8 @@ impl Plan {
         Ok(Plan {
             block,
             mode,
-            readonly: bool_arg(args, "readonly")?,
+            // Swarm never sets `readonly` (Docker's bind mount makes a task's use read-only).
+            readonly: bool_arg(args, "readonly")? && ctx.pattern().is_none_or(|p| p.sets_readonly),
             volume_mount,
             request_mount,
             configured_context: map_arg(args, "volume_context")?,
@@ -320,6 +289,7 @@ impl Plan {
             existing: false,
             writes: true,
             unstage_without_path: bool_arg(args, "unstage_without_path")?,
+            volumes: orchestrated::volumes_arg(ctx, args)?,
         })
     }
 
@@ -412,6 +382,10 @@ struct Lifecycle<'a> {
     /// Why the plugin declined the node capability, when ValidateVolumeCapabilities left
     /// unconfirmed a capability that differs from the one the volume was created with.
     declined: Option<String>,
+    /// In an orchestrator instance: how that orchestrator calls the plugin.
+    pattern: Option<&'static CallPattern>,
+    /// Which of the plan's `volumes` this is (0 for the first).
+    volume_index: usize,
 }
 
 /// The RPCs that carry the node capability to the plugin after ValidateVolumeCapabilities.
@@ -429,8 +403,11 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
     if let Some(reason) = plan.skip_reason(ctx) {
         return CheckOutcome::Skip(reason);
     }
-    let mut lifecycle = Lifecycle { ctx, plan, volume_id: String::new(), context: HashMap::new(), declined: None };
-    match lifecycle.go().await {
+    let pattern = ctx.pattern();
+    let mut lifecycle =
+        Lifecycle { ctx, plan, volume_id: String::new(), context: HashMap::new(), declined: None, pattern, volume_index: 0 };
+    let gone = if lifecycle.plan.volumes > 1 { lifecycle.go_several().await } else { lifecycle.go().await };
+    match gone {
         Ok(()) => CheckOutcome::Done(BTreeMap::new()),
         Err(outcome) => outcome,
     }
@@ -522,7 +499,8 @@ pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: CheckArgs) -> Chec
             let _ = std::fs::create_dir_all(&ctx.paths.staging);
         }
         let context = volume.context.clone().into_iter().collect();
-        let mut lifecycle = Lifecycle { ctx, plan, volume_id: volume.id.clone(), context, declined: None };
+        let mut lifecycle =
+            Lifecycle { ctx, plan, volume_id: volume.id.clone(), context, declined: None, pattern: None, volume_index: 0 };
         if let Err(outcome) = lifecycle.go().await {
             return outcome;
         }
@@ -549,7 +527,7 @@ impl Lifecycle<'_> {
         self.ctx.fingerprint().nodes.get(node).is_some_and(|n| n.capabilities.contains(&capability))
     }
 
-    fn controller_publishes(&self) -> bool {
+    pub(super) fn controller_publishes(&self) -> bool {
         self.supports(Capability::Controller(ControllerCapability::PublishUnpublishVolume))
     }
 
@@ -602,6 +580,9 @@ impl Lifecycle<'_> {
         if !self.plan.existing {
             self.create_volume(&nodes).await?;
             self.validate().await?;
+        }
+        for node in &mut nodes {
+            self.place(node)?;
         }
         let mut used: Vec<NodeUse> = Vec::new();
         for mut node in nodes {
@@ -693,13 +674,15 @@ impl Lifecycle<'_> {
     async fn create_volume(&mut self, nodes: &[NodeUse]) -> Result<(), CheckOutcome> {
         let config = self.ctx.config();
         let mut request = v1::CreateVolumeRequest {
-            name: self.ctx.name().to_owned(),
+            name: self.volume_name(),
             capacity_range: Some(v1::CapacityRange { required_bytes: self.ctx.small_size(), limit_bytes: 0 }),
             volume_capabilities: vec![self.plan.volume_capability()],
             parameters: config.parameters.clone().into_iter().collect(),
             ..Default::default()
         };
-        if self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints)) {
+        if self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints))
+            && self.requisite_from_nodes()
+        {
             let mut requisite: Vec<v1::Topology> = Vec::new();
             for n in nodes.iter().filter(|n| !n.topology.is_empty()) {
                 let t = v1::Topology { segments: n.topology.clone().into_iter().collect() };
@@ -730,19 +713,16 @@ impl Lifecycle<'_> {
         }
         self.volume_id = volume.volume_id;
         self.context = forwarded_context(&volume.volume_context, &self.plan.configured_context);
-        Ok(())
+        self.match_topology(nodes, &volume.accessible_topology)
     }
 
     /// ValidateVolumeCapabilities with the capability the nodes will use; its answer is
     /// reconciled with the request as an orchestrator depends on it.
     async fn validate(&mut self) -> Result<(), CheckOutcome> {
-        let request = v1::ValidateVolumeCapabilitiesRequest {
-            volume_id: self.volume_id.clone(),
-            volume_context: self.context.clone(),
-            volume_capabilities: vec![self.plan.node_capability()],
-            parameters: self.ctx.config().parameters.clone().into_iter().collect(),
-            ..Default::default()
-        };
+        if let Some(pattern) = self.pattern {
+            return self.validate_as(pattern).await;
+        }
+        let request = self.validate_request(self.plan.node_capability());
         let sent = proto::to_dynamic(&request);
         let response = self.call("ValidateVolumeCapabilities", sent.clone(), None, 1).await?;
         let reconciliation = capability::reconcile(&request, &typed(&response));
@@ -780,7 +760,7 @@ impl Lifecycle<'_> {
         let request = v1::ControllerPublishVolumeRequest {
             volume_id: self.volume_id.clone(),
             node_id: node.node_id.clone(),
-            volume_capability: Some(self.plan.node_capability()),
+            volume_capability: Some(self.controller_capability()),
             readonly,
             volume_context: self.context.clone(),
             ..Default::default()
@@ -836,6 +816,7 @@ impl Lifecycle<'_> {
     }
 
     async fn controller_unpublish(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
+        self.exercise_detach();
         if !self.controller_publishes() {
             return Ok(());
         }

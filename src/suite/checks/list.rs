@@ -29,6 +29,7 @@ pub(super) static LIST_ALL_VOLUMES: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(list_all(ctx, args, LIST_VOLUMES)),
 };
@@ -47,6 +48,7 @@ pub(super) static LIST_ALL_SNAPSHOTS: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(list_all(ctx, args, LIST_SNAPSHOTS)),
 };
@@ -165,7 +167,7 @@ pub(super) async fn page_to_end(
     }
     // The response rule answer.list-*.pages-end has recorded it at the last call.
     if !ctx.findings.iter().any(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(lister.rpc)) {
-        ctx.fail("pagination", format!("{} did not reach the last page within {MAX_PAGES} pages", lister.rpc));
+        ctx.fail("pagination", format!("{} did not reach the last page within {MAX_PAGES} pages (a fixed bound, no flag sets it)", lister.rpc));
     }
     Err(CheckOutcome::Stop)
 }

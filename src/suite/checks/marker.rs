@@ -23,6 +23,7 @@ pub(super) static CHECK: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(marker_step(ctx, args)),
 };

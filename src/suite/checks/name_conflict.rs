@@ -35,6 +35,7 @@ pub(super) static CHECK: CheckDef = CheckDef {
         // Its volume, and a second one if the plugin answers OK with another.
         demand: |_| CheckDemand { volumes: 2, ..CheckDemand::default() },
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(name_conflict(ctx, args)),
 };

@@ -27,6 +27,7 @@ pub(super) static CHECK: CheckDef = CheckDef {
         holds: &[],
         demand,
         cost: |u| 2 * u.int("volumes").unwrap_or(5).max(0) as u64 + 6,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(volume_pagination(ctx, args)),
 };

@@ -26,6 +26,7 @@ pub(super) static CHECK: CheckDef = CheckDef {
         holds: &[],
         demand: CheckSpec::no_demand,
         cost: CheckSpec::few_rpcs,
+        orchestrated: false,
     },
     run: |ctx, args| Box::pin(vvc_reconcile(ctx, args)),
 };

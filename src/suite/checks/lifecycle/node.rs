@@ -6,10 +6,12 @@
 use std::path::Path;
 
 use super::*;
+use crate::orchestrator::{Layout, ids};
 
 impl Lifecycle<'_> {
     pub(super) async fn stage(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
         if !node.stage {
+            self.exercise(ids::STAGE_WITHOUT_CAPABILITY);
             return Ok(());
         }
         let request = v1::NodeStageVolumeRequest {
@@ -20,6 +22,9 @@ impl Lifecycle<'_> {
             volume_context: self.context.clone(),
             ..Default::default()
         };
+        if self.pattern.is_some() {
+            self.stage_as(node, &request).await?;
+        }
         self.call("NodeStageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
         // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
         self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
@@ -59,7 +64,7 @@ impl Lifecycle<'_> {
             Err(e) => Err(format!("--allow-restart-cmd could not be started: {e}")),
             Ok(child) => match tokio::time::timeout(RESTART_TIMEOUT, child.wait_with_output()).await {
                 Err(_) => Err(format!(
-                    "--allow-restart-cmd did not finish within {}",
+                    "--allow-restart-cmd did not finish within {} (a fixed bound, no flag sets it)",
                     crate::client::human_duration(RESTART_TIMEOUT)
                 )),
                 Ok(Err(e)) => Err(format!("--allow-restart-cmd failed: {e}")),
@@ -88,7 +93,8 @@ impl Lifecycle<'_> {
                 Ok(r) if r.ready != Some(false) => return Ok(()),
                 _ if Instant::now() >= deadline => {
                     self.ctx.push(error(format!(
-                        "node endpoint {} ({endpoint}) did not answer Probe ready within {} after --allow-restart-cmd",
+                        "node endpoint {} ({endpoint}) did not answer Probe ready within {} after --allow-restart-cmd (a fixed \
+                         bound, no flag sets it)",
                         node.index,
                         crate::client::human_duration(RESTART_TIMEOUT)
                     )));
@@ -107,12 +113,21 @@ impl Lifecycle<'_> {
             target_path: target.display().to_string(),
             volume_capability: Some(self.plan.node_capability()),
             readonly: self.plan.read_only(),
-            volume_context: self.context.clone(),
+            volume_context: self.publish_volume_context(),
             ..Default::default()
         }
     }
 
     pub(super) async fn publish(&mut self, node: &NodeUse, target: &Path, times: u32) -> Result<(), CheckOutcome> {
+        // Pod information is exercised where it is sent, and where the orchestrator never adds any.
+        let pod_info = if self.pattern.is_some_and(|p| p.pod_info || p.undriven(ids::POD_INFO).is_none()) {
+            ids::POD_INFO
+        } else {
+            ids::READONLY
+        };
+        for id in [ids::DIRS_TARGET, ids::READONLY, pod_info, Layout::target_id(self.plan.block)] {
+            self.exercise(id);
+        }
         let request = self.publish_request(node, target);
         self.call("NodePublishVolume", proto::to_dynamic(&request), Some(node.index), times).await?;
         self.check_published(node, target).await
@@ -190,6 +205,12 @@ impl Lifecycle<'_> {
                 format!("after NodeUnpublishVolume, {} is still a mount point", target.display()),
             ));
         }
+        // An orchestrator that removes an empty target the plugin left (Nomad, the kubelet)
+        // does so now: under it, that is no failure.
+        if self.pattern.is_some_and(|p| p.removes_left_target) {
+            self.exercise(ids::DIRS_TARGET);
+            let _ = std::fs::remove_dir(target);
+        }
         // The plugin created the target, so it must remove it ("the SP MUST delete the file or
         // directory it created at this path").
         self.expect_kind(node, target, PathKind::NotFound, "NodeUnpublishVolume").await
@@ -197,6 +218,13 @@ impl Lifecycle<'_> {
 
     pub(super) async fn unstage(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
         if !node.stage {
+            return Ok(());
+        }
+        self.exercise(ids::UNSTAGE);
+        // An orchestrator that never unstages (Swarm) goes on to ControllerUnpublishVolume and
+        // DeleteVolume with the volume staged; what they answer is filed under `rpc.unstage`.
+        // The scenario's teardown unstages it all the same.
+        if self.pattern.is_some_and(|p| !p.unstages) {
             return Ok(());
         }
         let request = v1::NodeUnstageVolumeRequest {

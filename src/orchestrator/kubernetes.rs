@@ -1,0 +1,154 @@
+//! What Kubernetes does at each point where the CSI spec leaves a choice to the CO, one
+//! [`Behaviour`] per row of its table in `docs/orchestrators.md` (same ids, same order; a
+//! unit test keeps the two equal). Summaries in our own words; sources are paths in the
+//! orchestrator's public repository or issue numbers.
+
+use super::{Behaviour, row};
+
+/// Kubernetes's behaviours.
+pub(super) const BEHAVIOURS: &[Behaviour] = &[
+    row(
+        "paths.staging",
+        "Stages a mount volume at <kubelet>/plugins/kubernetes.io/csi/<driver>/<sha256 of the volume handle>/globalmount.",
+        "current main (4cb9cbb); the release that switched was not verified",
+        "pkg/volume/csi/csi_attacher.go makeDeviceMountPath",
+    ),
+    row(
+        "paths.staging-block",
+        "Stages a block volume at <kubelet>/plugins/kubernetes.io/csi/volumeDevices/staging/<pv name> (a directory).",
+        "all versions read",
+        "pkg/volume/csi/csi_block.go getStagingPath and the file's path table",
+    ),
+    row(
+        "paths.publish-mount",
+        "Publishes a mount volume at <kubelet>/pods/<pod uid>/volumes/kubernetes.io~csi/<pv name>/mount.",
+        "all versions read",
+        "pkg/volume/csi/csi_mounter.go GetPath, SetUpAt",
+    ),
+    row(
+        "paths.publish-block",
+        "Publishes a block volume at a file path, <kubelet>/plugins/kubernetes.io/csi/volumeDevices/publish/<pv name>/<pod uid>; the plugin must create the file (bind-mount the device onto it, or make a device node).",
+        "per-pod path in current code; when it changed was not verified",
+        "csi_block.go getPublishPath, publishVolumeForBlock and the path table of the newer copy",
+    ),
+    row(
+        "dirs.staging",
+        "Makes the staging directory (0750) before NodeStageVolume, and writes its own vol_data.json in the staging directory's parent (<sha256>/).",
+        "all versions read",
+        "csi_attacher.go MountDevice; csi_block.go stageVolumeForBlock",
+    ),
+    row(
+        "dirs.target",
+        "Makes the target's parent (0750) and writes vol_data.json there; leaves the target itself to the plugin.",
+        "all versions read",
+        "csi_mounter.go SetUpAt, TearDownAt; csi_block.go publishVolumeForBlock",
+    ),
+    row(
+        "rpc.stage-without-capability",
+        "Asks NodeGetCapabilities before each stage/unstage; without STAGE_UNSTAGE_VOLUME it skips NodeStageVolume and NodeUnstageVolume and sends NodePublishVolume an empty staging path.",
+        "all versions read",
+        "csi_attacher.go MountDevice, UnmountDevice; csi_mounter.go SetUpAt",
+    ),
+    row(
+        "rpc.unstage",
+        "Unstages (UnmountDevice) when no pod on the node uses the volume any more, then deletes the staging directory and its vol_data.json.",
+        "all versions read",
+        "csi_attacher.go UnmountDevice; csi_block.go TearDownDevice; kubernetes#129825",
+    ),
+    row(
+        "rpc.detach-order",
+        "NodeUnpublishVolume (per pod) → NodeUnstageVolume (last pod) on the node; then the attach/detach controller deletes the VolumeAttachment and the external-attacher calls ControllerUnpublishVolume.",
+        "all versions read",
+        "csi_attacher.go Detach, waitForVolumeDetachmentWithLister; kubernetes#102486, #121357",
+    ),
+    row(
+        "rpc.stage-order",
+        "NodeStageVolume only after the VolumeAttachment reports attached (the kubelet reads the publish context from its status).",
+        "all versions read",
+        "csi_attacher.go MountDevice (getPublishContext)",
+    ),
+    row(
+        "fields.volume-context",
+        "Sends the PV's volumeAttributes (what CreateVolume returned) to NodeStageVolume and NodePublishVolume.",
+        "all versions read",
+        "csi_attacher.go MountDevice; csi_mounter.go SetUpAt",
+    ),
+    row(
+        "fields.pod-info",
+        "When the CSIDriver object sets podInfoOnMount, NodePublishVolume's volume context also gets the pod's name, namespace, uid, service account name and whether the volume is ephemeral (csi.storage.k8s.io/... keys); with tokenRequests, a service-account token entry.",
+        "all versions read",
+        "csi_mounter.go SetUpAt (podInfoEnabled, getPodInfoAttrs, podServiceAccountTokenAttrs)",
+    ),
+    row(
+        "fields.publish-context",
+        "Passes the VolumeAttachment's attachment metadata (ControllerPublishVolume's publish_context) to NodeStageVolume and NodePublishVolume.",
+        "all versions read",
+        "csi_attacher.go MountDevice; csi_mounter.go SetUpAt",
+    ),
+    row(
+        "fields.secrets",
+        "A separate secret reference per RPC in the PV/StorageClass: node-stage, node-publish, node-expand (feature gate CSINodeExpandSecret), controller-publish, controller-expand, provisioner (create/delete).",
+        "all versions read (node-expand: behind its gate)",
+        "csi_attacher.go MountDevice (NodeStageSecretRef); csi_mounter.go (NodePublishSecretRef); expander.go (NodeExpandSecretRef)",
+    ),
+    row(
+        "fields.readonly",
+        "NodePublishVolume's readonly is the mount's read-only flag (pod volume or PV).",
+        "all versions read",
+        "csi_mounter.go SetUpAt (readOnly, AccessModes[0])",
+    ),
+    row(
+        "fields.mount-options",
+        "The PV's mountOptions are sent as mount_flags on stage and publish; fs_type from the PV.",
+        "all versions read",
+        "csi_attacher.go MountDevice; csi_mounter.go SetUpAt",
+    ),
+    row(
+        "fields.expand-staging-path",
+        "NodeExpandVolume gets the staging path when the kubelet knows it.",
+        "1.27+ for the re-mount case; the RWX block case in current releases (per the plugin reports)",
+        "pkg/volume/csi/expander.go nodeExpandWithClient (DeviceStagePath); kubernetes#115343; hpe-storage/csi-driver#552",
+    ),
+    row(
+        "topology.match",
+        "CreateVolume's accessible_topology becomes the PV's node affinity: one selector term per topology, each segment a required label.",
+        "all versions read",
+        "external-provisioner pkg/controller/topology.go GenerateVolumeNodeAffinity; node labels in pkg/volume/csi/nodeinfomanager/nodeinfomanager.go (not re-read)",
+    ),
+    row(
+        "topology.requisite",
+        "CreateVolume's requisite is the StorageClass's allowedTopologies flattened, or else the topologies of every node that has the driver's topology keys; preferred puts the scheduler's selected node first.",
+        "all versions read",
+        "external-provisioner topology.go GenerateAccessibilityRequirements, aggregateTopologies",
+    ),
+    row(
+        "validate.when",
+        "Not called by the kubelet, the external-provisioner or the external-attacher in the paths read; plugin authors report never seeing the RPC (spec#494).",
+        "all versions read",
+        "spec#494; absence in pkg/volume/csi/csi_client.go (not re-read in full)",
+    ),
+    row(
+        "concurrency.controller",
+        "The external-attacher works VolumeAttachments with several workers (10 by default, --worker-threads), so ControllerPublishVolume calls for different volumes, to the same node, overlap.",
+        "external-attacher with PR #175",
+        "kubernetes-csi/external-attacher#175",
+    ),
+    row(
+        "concurrency.node",
+        "One operation at a time per volume on a node; different volumes are staged and published concurrently.",
+        "(not re-read)",
+        "pkg/volume/util/nestedpendingoperations",
+    ),
+    row(
+        "limits.max-volumes",
+        "The kubelet copies max_volumes_per_node into the CSINode object's allocatable count; the scheduler's volume-limits filter refuses a pod that would exceed it.",
+        "(not re-read)",
+        "pkg/volume/csi/nodeinfomanager/nodeinfomanager.go; scheduler plugin nodevolumelimits",
+    ),
+    row(
+        "caps.required",
+        "Whether ControllerPublishVolume is called at all is the CSIDriver's attachRequired (default true); the external-attacher does not call it for plugins without PUBLISH_UNPUBLISH_VOLUME and marks the attachment done.",
+        "all versions read (attacher side not re-read)",
+        "csi_attacher.go; openshift-docs#8783 (attacher without publish capability)",
+    ),
+];

@@ -1,0 +1,172 @@
+//! What Nomad does at each point where the CSI spec leaves a choice to the CO, one
+//! [`Behaviour`] per row of its table in `docs/orchestrators.md` (same ids, same order; a
+//! unit test keeps the two equal). Summaries in our own words; sources are paths in the
+//! orchestrator's public repository or issue numbers.
+
+use super::{Behaviour, row};
+
+/// Nomad's behaviours.
+pub(super) const BEHAVIOURS: &[Behaviour] = &[
+    row(
+        "paths.staging",
+        "Stages at <mount_dir>/staging/<volume id>/<usage>, where <usage> is ro- or rw- followed by the attachment mode and access mode (rw-file-system-single-node-writer).",
+        "<namespace> in releases from May 2024 on (main and the 1.7.x/1.6.x backports of PR #20532; patch releases not pinned); without it before",
+        "client/pluginmanager/csimanager/volume.go stagingDirForVolume; interface.go UsageOptions.ToFS; nomad#18741, PR #20532 (#20572, #20573)",
+    ),
+    row(
+        "paths.staging-per-usage",
+        "The usage is part of the staging path, so one volume claimed on one node with two usages (one allocation read-only, another read-write) is staged twice, at two staging paths.",
+        "all versions read",
+        "volume.go stagingDirForVolume, usage_tracker.go (claims keyed by volume, namespace and usage)",
+    ),
+    row(
+        "paths.publish-mount",
+        "Publishes at <mount_dir>/per-alloc/<alloc id>/<volume id>/<usage>: one target per allocation, never shared.",
+        "all versions read",
+        "volume.go targetForVolume",
+    ),
+    row(
+        "paths.publish-block",
+        "Block volumes use the same target path as mount volumes; nothing marks it as a file.",
+        "all versions read",
+        "volume.go targetForVolume (no branch on the attachment mode)",
+    ),
+    row(
+        "dirs.staging",
+        "Makes the staging path itself (mode 0700, all parents) on the host before NodeStageVolume.",
+        "all versions read",
+        "volume.go ensureStagingDir",
+    ),
+    row(
+        "dirs.target",
+        "Makes the target's parent (per-alloc/<alloc>/<volume>) and leaves the target to the plugin.",
+        "all versions read",
+        "volume.go ensureAllocDir, unpublishVolume",
+    ),
+    row(
+        "rpc.stage-if-mounted",
+        "Decides \"already staged\" / \"already published\" by looking at the host's mount table: if the staging (or target) path is already a mount point it skips NodeStageVolume (or NodePublishVolume).",
+        "all versions read",
+        "volume.go ensureStagingDir, stageVolume, publishVolume",
+    ),
+    row(
+        "rpc.stage-without-capability",
+        "Calls NodeStageVolume/NodeUnstageVolume only when the node plugin advertised STAGE_UNSTAGE_VOLUME at its first fingerprint (the answer is cached); otherwise NodePublishVolume gets an empty staging path.",
+        "all versions read",
+        "csimanager/fingerprint.go fingerprint (requiresStaging), volume.go MountVolume, publishVolume",
+    ),
+    row(
+        "rpc.unstage",
+        "Unstages when the last claim of that volume *and usage* on the node is released (a usage tracker counts allocations per volume, namespace and usage).",
+        "all versions read",
+        "volume.go UnmountVolume; usage_tracker.go Free",
+    ),
+    row(
+        "rpc.detach-order",
+        "NodeUnpublishVolume → (NodeUnstageVolume if last) on the client, then ControllerUnpublishVolume from the server; the claim moves through taken → node-detached → controller-detached → ready-to-free.",
+        "all versions read",
+        "nomad/structs/csi.go CSIVolumeClaimState; plugins/csi/client.go ControllerUnpublishVolume, NodeUnstageVolume, NodeUnpublishVolume; the server side in nomad/csi_endpoint.go Unpublish (not re-read)",
+    ),
+    row(
+        "rpc.retries",
+        "NodeStage/NodePublish/NodeUnpublish/NodeUnstage are retried up to 3 times (exponential backoff from 100 ms, 2 minutes per try) on timeouts, UNAVAILABLE and RESOURCE_EXHAUSTED; other codes are final.",
+        "all versions read",
+        "volume.go (grpc_retry options on each call)",
+    ),
+    row(
+        "fields.volume-context",
+        "Sends the volume's context (what the operator registered, or for a created volume what CreateVolume returned: that it is stored from the answer was not re-read) on ControllerPublishVolume, ValidateVolumeCapabilities, NodeStageVolume and NodePublishVolume.",
+        "node RPCs since 0.12.0 (PR #8239, June 2020); controller RPCs from PR #7957",
+        "plugins/csi/plugin.go NodeStageVolumeRequest, NodePublishVolumeRequest, ControllerPublishVolumeRequest, ControllerValidateVolumeRequest (ToCSIRepresentation); nomad#7771",
+    ),
+    row(
+        "fields.publish-context",
+        "Passes ControllerPublishVolume's publish_context to NodeStageVolume and NodePublishVolume.",
+        "all versions read",
+        "volume.go stageVolume, publishVolume",
+    ),
+    row(
+        "fields.secrets",
+        "One secrets map per volume (secrets block of the volume spec) sent on every RPC that has a secrets field: CreateVolume, DeleteVolume, ValidateVolumeCapabilities, ControllerPublish/Unpublish, NodeStage, NodePublish, snapshots.",
+        "stored main",
+        "plugins/csi/plugin.go request types; volume.go (vol.Secrets)",
+    ),
+    row(
+        "fields.readonly",
+        "NodePublishVolume's readonly comes from the claim (read_only of the job's volume block).",
+        "all versions read",
+        "volume.go publishVolume; plugins/csi/plugin.go ControllerPublishVolumeRequest",
+    ),
+    row(
+        "fields.mount-options",
+        "The capability's fs_type and mount_flags are the volume's mount_options with the claim's merged over them field by field (a claim's flags replace the volume's as a whole).",
+        "all versions read",
+        "volume.go volumeCapability; nomad/structs/csi.go CSIMountOptions.Merge",
+    ),
+    row(
+        "fields.pod-info",
+        "Nothing like Kubernetes' pod information is added to the volume context.",
+        "all versions read",
+        "plugins/csi/plugin.go (context passed through untouched)",
+    ),
+    row(
+        "fields.expand-staging-path",
+        "NodeExpandVolume exists in the client interface; which paths it sends was not verified.",
+        "—",
+        "plugins/csi/plugin.go NodeExpandVolume",
+    ),
+    row(
+        "topology.match",
+        "A volume with topologies is schedulable on a node only if the node plugin's accessible_topology is exactly equal (same keys, same values) to one of the volume's topologies.",
+        "1.3.0 and later (PR #12129, Feb 2022)",
+        "scheduler/feasible/feasible.go CSIVolumeChecker.isFeasible; nomad/structs/node.go CSITopology.Equal, MatchFound",
+    ),
+    row(
+        "topology.requisite",
+        "CreateVolume's accessibility requirements come from the operator's topology_request in the volume spec, not from the nodes.",
+        "1.3.0 and later",
+        "PR #12129 description; nomad/structs/node.go CSITopologyRequest",
+    ),
+    row(
+        "validate.when",
+        "Calls ValidateVolumeCapabilities when a volume is registered (nomad volume register), sending every capability of the volume spec, its context, parameters and secrets.",
+        "stored main",
+        "plugins/csi/client.go ControllerValidateCapabilities; call site in nomad/csi_endpoint.go (not re-read)",
+    ),
+    row(
+        "validate.reconcile",
+        "No confirmed at all is accepted (the message is only logged).",
+        "stored main",
+        "plugins/csi/client.go ControllerValidateCapabilities, compareCapabilities",
+    ),
+    row(
+        "concurrency.controller",
+        "Destructive controller RPCs (publish, unpublish, create, delete...) go through a per-plugin serializer: one at a time per plugin across the cluster.",
+        "releases from July 2023 on: main and the 1.6.x, 1.5.x and 1.4.x backports of PR #17996 (exact patch releases not pinned)",
+        "PR #17996 (#18013–#18015); nomad#8336",
+    ),
+    row(
+        "concurrency.node",
+        "Node RPCs for one volume are serialised per volume on the client; different volumes proceed concurrently.",
+        "releases from Sept 2025 on: main and the 1.10.x backport of PR #26832 (patch releases not pinned)",
+        "PR #26832 (#26839)",
+    ),
+    row(
+        "limits.max-volumes",
+        "The scheduler counts the volumes of that plugin already claimed on the node and refuses placement when the count reaches max_volumes_per_node; the client turns 0 into \"unlimited\".",
+        "stored main",
+        "scheduler/feasible/feasible.go CSIVolumeChecker.isFeasible; plugins/csi/client.go NodeGetInfo",
+    ),
+    row(
+        "caps.required",
+        "CONTROLLER_SERVICE makes volumes unschedulable until a healthy controller plugin runs; controller PUBLISH_UNPUBLISH_VOLUME turns on the attach/detach flow; CREATE_DELETE_VOLUME is needed for nomad volume create/delete; node STAGE_UNSTAGE_VOLUME turns on staging; VOLUME_ACCESSIBILITY_CONSTRAINTS marks the plugin as topology-aware.",
+        "stored main",
+        "csimanager/fingerprint.go buildBasicFingerprint, applyCapabilitySetToControllerInfo, buildNodeFingerprint; nomad/structs/node.go CSIInfo",
+    ),
+    row(
+        "errors.translation",
+        "Turns the spec's error codes into sentences for the operator (ControllerPublish FAILED_PRECONDITION: \"already published on another node and does not have MULTI_NODE capability\", RESOURCE_EXHAUSTED: \"node has reached the maximum allowable number of attached volumes\", ...).",
+        "stored main",
+        "plugins/csi/client.go (each RPC's switch code)",
+    ),
+];

@@ -1,0 +1,184 @@
+//! Orchestrator instances (`--orchestrator`): every scenario that uses an orchestrated check
+//! runs once more per chosen orchestrator as `<id>@<orchestrator>`, carrying that
+//! orchestrator's call pattern down to its checks as a value, and the compatibility matrix is
+//! folded from the instances' results and the orchestrators' tables. The engine never looks
+//! at an orchestrator's name: it copies scenarios and counts findings by behaviour id.
+
+use std::collections::BTreeMap;
+
+use super::{
+    builtin,
+    model::{Action, ORCHESTRATOR_ONLY, Scenario, Suite},
+};
+use crate::{
+    orchestrator::{Orchestrator, ids},
+    report::{BehaviourResult, OrchestratorResult, Severity, SuiteResult},
+};
+
+
+/// Whether a scenario uses a check that follows a call pattern.
+fn orchestrated(scenario: &Scenario) -> bool {
+    scenario.steps.iter().any(|s| matches!(&s.action, Action::Check(c) if c.check.orchestrated))
+}
+
+/// `suites` with the orchestrator-only built-in suite and, after each scenario that uses an
+/// orchestrated check, its instances for `orchestrators`; `suites` itself when there are none.
+pub fn with_instances(suites: &[Suite], orchestrators: &[Orchestrator]) -> Vec<Suite> {
+    if orchestrators.is_empty() {
+        return suites.to_vec();
+    }
+    let mut all: Vec<Suite> = suites.to_vec();
+    all.extend(builtin::orchestrator_suites());
+    for suite in &mut all {
+        let mut scenarios = Vec::new();
+        for scenario in std::mem::take(&mut suite.scenarios) {
+            let instances: Vec<Scenario> = if orchestrated(&scenario) {
+                orchestrators
+                    .iter()
+                    .map(|&o| {
+                        let mut s = scenario.clone();
+                        s.id = format!("{}@{o}", scenario.id);
+                        s.title = format!("{} (as {} calls the plugin)", scenario.title, o.title());
+                        s.orchestrator = Some(o);
+                        s
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if !scenario.tags.iter().any(|t| t == ORCHESTRATOR_ONLY) {
+                scenarios.push(scenario);
+            }
+            scenarios.extend(instances);
+        }
+        suite.scenarios = scenarios;
+    }
+    all.retain(|s| !s.scenarios.is_empty());
+    all
+}
+
+/// The compatibility matrix: for each orchestrator, one cell per driven behaviour of its
+/// table: the worst finding its instances filed under it, pass when exercised without one,
+/// skip when no instance exercised it.
+pub fn matrix(orchestrators: &[Orchestrator], suites: &[SuiteResult]) -> Vec<OrchestratorResult> {
+    orchestrators
+        .iter()
+        .map(|&o| {
+            let suffix = format!("@{o}");
+            let instances: Vec<_> =
+                suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id.ends_with(&suffix)).collect();
+            let mut cells: BTreeMap<&str, BehaviourResult> = BTreeMap::new();
+            let behaviours = o.table().iter().filter(|b| ids::DRIVEN.contains(&b.id));
+            for b in behaviours {
+                let mut cell = BehaviourResult {
+                    id: b.id.to_owned(),
+                    summary: b.summary.to_owned(),
+                    holds_for: b.holds_for.to_owned(),
+                    source: b.source.to_owned(),
+                    deviation: o.pattern().deviation(b.id).map(str::to_owned),
+                    outcome: Severity::Skip,
+                    skip_reason: None,
+                    findings: Vec::new(),
+                    instances: Vec::new(),
+                };
+                for s in &instances {
+                    let found: Vec<_> =
+                        s.findings.iter().filter(|f| f.behaviour.as_deref() == Some(b.id) && f.severity > Severity::Pass).collect();
+                    let ran = s.exercised.iter().any(|e| e == b.id);
+                    if !ran && found.is_empty() {
+                        continue;
+                    }
+                    cell.instances.push(s.id.clone());
+                    if cell.outcome == Severity::Skip {
+                        cell.outcome = Severity::Pass;
+                    }
+                    for f in found.into_iter().filter(|f| f.severity != Severity::Skip) {
+                        cell.outcome = cell.outcome.max(f.severity);
+                        cell.findings.push(f.clone());
+                    }
+                }
+                if cell.outcome == Severity::Skip {
+                    cell.skip_reason = Some(if let Some(why) = o.pattern().undriven(b.id) {
+                        why.to_owned()
+                    } else if instances.is_empty() {
+                        format!("no scenario ran as {} calls the plugin (none selected, or all skipped)", o.title())
+                    } else {
+                        format!(
+                            "no {} instance got to it (they were skipped, stopped earlier, or the plugin lacks the \
+                             capability it needs)",
+                            o.title()
+                        )
+                    });
+                }
+                cells.insert(b.id, cell);
+            }
+            OrchestratorResult {
+                name: o.name().to_owned(),
+                title: o.title().to_owned(),
+                behaviours: ids::DRIVEN.iter().filter_map(|id| cells.remove(id)).collect(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Finding, ScenarioResult};
+
+    fn suite(text: &str) -> Suite {
+        super::super::load_str("test", text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const TEXT: &str = "suite: t\ntitle: t\nscenarios:\n  - id: life\n    title: l\n    steps:\n      - check: lifecycle\n\
+        \x20 - id: plain\n    title: p\n    steps:\n      - call: Probe\n";
+
+    #[test]
+    fn orchestrated_scenarios_get_an_instance_per_orchestrator_right_after_them() {
+        let suites = vec![suite(TEXT)];
+        assert_eq!(with_instances(&suites, &[])[0].scenarios.len(), 2, "no orchestrator: the suites as given");
+        let all = with_instances(&suites, &[Orchestrator::Nomad, Orchestrator::Swarm]);
+        let ids: Vec<&str> = all[0].scenarios.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["t.life", "t.life@nomad", "t.life@swarm", "t.plain"]);
+        assert_eq!(all[0].scenarios[2].orchestrator, Some(Orchestrator::Swarm));
+        assert_eq!(all[0].scenarios[0].orchestrator, None);
+        // The orchestrator-only suite comes along, as instances only.
+        let extra: Vec<&str> = all[1..].iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+        assert!(!extra.is_empty() && extra.iter().all(|id| id.contains('@')), "{extra:?}");
+    }
+
+    #[test]
+    fn a_cell_is_the_worst_finding_filed_under_it_pass_when_exercised_skip_otherwise() {
+        let result = |id: &str, exercised: &[&str], findings: Vec<Finding>| ScenarioResult {
+            id: id.into(),
+            title: String::new(),
+            requirements: Vec::new(),
+            tags: Vec::new(),
+            parity: Vec::new(),
+            outcome: Severity::Pass,
+            skip_reason: None,
+            findings,
+            duration: std::time::Duration::ZERO,
+            expectation: None,
+            rpcs: 0,
+            exercised: exercised.iter().map(|e| (*e).to_owned()).collect(),
+        };
+        let filed = |severity, behaviour: &str| Finding { behaviour: Some(behaviour.into()), ..Finding::new(severity, "k", "m") };
+        let scenarios = vec![
+            result("a@nomad", &["topology.match", "rpc.unstage"], vec![filed(Severity::Warn, "rpc.unstage")]),
+            result("b@nomad", &["rpc.unstage"], vec![filed(Severity::Fail, "rpc.unstage")]),
+            result("a@swarm", &["topology.match"], vec![filed(Severity::Fail, "topology.match")]),
+            result("a", &[], vec![filed(Severity::Fail, "topology.match")]),
+        ];
+        let suites = vec![SuiteResult { id: "s".into(), title: String::new(), source: String::new(), scenarios }];
+        let m = matrix(&[Orchestrator::Nomad], &suites);
+        let cell = |id: &str| m[0].behaviours.iter().find(|b| b.id == id).unwrap();
+        assert_eq!(cell("topology.match").outcome, Severity::Pass, "another orchestrator's and the base's findings do not count");
+        assert_eq!(cell("rpc.unstage").outcome, Severity::Fail);
+        assert_eq!(cell("rpc.unstage").instances, ["a@nomad", "b@nomad"]);
+        assert_eq!(cell("rpc.unstage").findings.len(), 2);
+        assert_eq!(cell("paths.staging").outcome, Severity::Skip);
+        assert!(cell("paths.staging").skip_reason.is_some());
+        assert!(m[0].behaviours.iter().all(|b| ids::DRIVEN.contains(&b.id.as_str())));
+    }
+}

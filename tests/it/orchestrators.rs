@@ -1,0 +1,164 @@
+//! `--orchestrator`: the compatibility matrix of the reference plugin over a real socket. The
+//! default plugin has no fail cell under Nomad, Kubernetes or Swarm (and exactly the two
+//! Swarm warnings where Swarm bends the spec); each orchestrator quirk fails its own
+//! orchestrator's behaviour and leaves every other cell as the default plugin has it; the
+//! matrix reaches the JSON, the JUnit (one testsuite per orchestrator) and the console; a run
+//! without `--orchestrator` has no instance and no matrix.
+
+use std::collections::BTreeMap;
+
+use csi_conform::{
+    orchestrator::Orchestrator,
+    reference::{Config, Quirk},
+    report::{self, RunReport, Severity},
+    suite::{self, RunConfig},
+};
+use regex::Regex;
+
+use crate::support::{TestPlugin, engine_plugin};
+
+/// Each orchestrator quirk, the orchestrator it breaks and the behaviour it breaks there.
+pub(crate) const QUIRKS: [(Quirk, &str, &str); 3] = [
+    (Quirk::TopologyExtraNodeSegment, "nomad", "topology.match"),
+    (Quirk::AttachRace, "kubernetes", "concurrency.controller"),
+    (Quirk::StageStateInParent, "swarm", "paths.staging"),
+];
+
+/// The cells where the default plugin warns: Swarm never unstages (its DeleteVolume refuses a
+/// staged volume) and sends a block volume's ControllerPublishVolume a mount capability.
+const DEFAULT_WARNINGS: [(&str, &str); 2] = [("swarm", "rpc.unstage"), ("swarm", "fields.capability")];
+
+/// The instances only (`@` in the id) of the built-in suites, against the reference plugin
+/// with `quirks`, as every orchestrator calls it.
+async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>) -> RunReport {
+    let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        seed: 7,
+        work_dir: work.path().join("work"),
+        focus: vec![Regex::new("@").unwrap()],
+        orchestrators,
+        ..RunConfig::default()
+    };
+    suite::run(&engine, &suite::builtin(), &config).await
+}
+
+/// Every cell: (orchestrator, behaviour) -> outcome.
+fn cells(report: &RunReport) -> BTreeMap<(String, String), Severity> {
+    report
+        .orchestrators
+        .iter()
+        .flat_map(|o| o.behaviours.iter().map(move |b| ((o.name.clone(), b.id.clone()), b.outcome)))
+        .collect()
+}
+
+fn worse_than_pass(report: &RunReport) -> Vec<(String, String, Severity)> {
+    cells(report).into_iter().filter(|(_, s)| *s >= Severity::Warn).map(|((o, b), s)| (o, b, s)).collect()
+}
+
+#[tokio::test]
+async fn the_default_reference_plugin_fails_under_no_orchestrator() {
+    let report = matrix_run(Vec::new(), Orchestrator::ALL.to_vec()).await;
+    let names: Vec<&str> = report.orchestrators.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["nomad", "kubernetes", "swarm"]);
+    let expected: Vec<(String, String, Severity)> =
+        DEFAULT_WARNINGS.iter().map(|(o, b)| ((*o).to_owned(), (*b).to_owned(), Severity::Warn)).collect();
+    let mut found = worse_than_pass(&report);
+    found.sort();
+    let mut expected_sorted = expected.clone();
+    expected_sorted.sort();
+    assert_eq!(found, expected_sorted, "{:#?}", report.orchestrators);
+    assert!(!report.failed(), "a warning is no failure");
+    // Every driven behaviour of each orchestrator is exercised (pass) but those a run cannot
+    // follow with this plugin, each skipped with its reason.
+    for o in &report.orchestrators {
+        for b in o.behaviours.iter().filter(|b| b.outcome == Severity::Skip) {
+            assert!(b.skip_reason.as_deref().is_some_and(|r| !r.is_empty()), "{} {}", o.name, b.id);
+            assert!(
+                ["rpc.stage-without-capability", "fields.pod-info", "paths.publish-block"].contains(&b.id.as_str()),
+                "{} {} skipped: {:?}",
+                o.name,
+                b.id,
+                b.skip_reason
+            );
+        }
+        assert!(o.count(Severity::Pass) >= 10, "{}: {:#?}", o.name, o.behaviours);
+    }
+    // The warning says plainly that it will not work there, and why the plugin is not at fault.
+    let swarm = &report.orchestrators[2];
+    let unstage = swarm.behaviours.iter().find(|b| b.id == "rpc.unstage").unwrap();
+    let f = &unstage.findings[0];
+    assert!(f.message.contains("will not work under Docker Swarm") && f.message.contains("swarmkit#3178"), "{}", f.message);
+    assert!(unstage.deviation.is_some() && unstage.instances.iter().all(|i| i.ends_with("@swarm")));
+
+    // JSON: the matrix round-trips; JUnit: one testsuite per orchestrator, a case per cell.
+    let back = report::from_json(&report::to_json(&report)).unwrap();
+    assert_eq!(back.orchestrators, report.orchestrators);
+    let xml = report::to_junit_xml(&report);
+    for o in &report.orchestrators {
+        assert!(xml.contains(&format!("<testsuite name=\"orchestrator:{}\" tests=\"{}\"", o.name, o.behaviours.len())), "{xml}");
+        assert!(xml.contains(&format!("name=\"topology.match\" classname=\"{}\"", o.name)), "{xml}");
+    }
+    let html = report::html::to_html(&report);
+    let table = &html[html.find("<table id=\"matrix\">").expect("the matrix table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("<th>Nomad</th><th>Kubernetes</th><th>Docker Swarm</th>"), "{table}");
+    assert_eq!(table.matches("<td class=\"warn\"").count(), 2, "{table}");
+    assert_eq!(table.matches("<td class=\"fail\"").count(), 0, "{table}");
+    let console = report::summary(&report, false);
+    assert!(console.contains("swarm: ") && console.contains("rpc.unstage") && console.contains("WARN"), "{console}");
+}
+
+/// Each quirk fails exactly its orchestrator's behaviour; every other cell is what the
+/// default plugin gets (so it fails no other orchestrator).
+#[tokio::test]
+async fn each_orchestrator_quirk_fails_its_own_orchestrator_only() {
+    let default = cells(&matrix_run(Vec::new(), Orchestrator::ALL.to_vec()).await);
+    for (quirk, orchestrator, behaviour) in QUIRKS {
+        let report = matrix_run(vec![quirk], Orchestrator::ALL.to_vec()).await;
+        let found = cells(&report);
+        let key = (orchestrator.to_owned(), behaviour.to_owned());
+        assert_eq!(found.get(&key), Some(&Severity::Fail), "{quirk}: {:#?}", report.orchestrators);
+        let failed: Vec<_> = found.iter().filter(|(_, s)| **s >= Severity::Fail).map(|(k, _)| k.clone()).collect();
+        assert_eq!(failed, [key.clone()], "{quirk} fails elsewhere too");
+        for (cell, outcome) in &found {
+            if cell.0 != orchestrator {
+                assert_eq!(Some(outcome), default.get(cell), "{quirk}: {cell:?} differs from the default plugin's");
+            }
+        }
+        assert!(report.failed(), "{quirk}: a fail cell fails the run");
+        let o = report.orchestrators.iter().find(|o| o.name == orchestrator).unwrap();
+        let cell = o.behaviours.iter().find(|b| b.id == behaviour).unwrap();
+        assert!(!cell.findings.is_empty() && !cell.source.is_empty(), "{quirk}: {cell:#?}");
+    }
+}
+
+#[tokio::test]
+async fn a_quirk_is_judged_only_by_the_orchestrators_asked_for() {
+    let report = matrix_run(vec![Quirk::TopologyExtraNodeSegment], vec![Orchestrator::Kubernetes]).await;
+    assert_eq!(report.orchestrators.len(), 1);
+    assert!(worse_than_pass(&report).is_empty(), "{:#?}", report.orchestrators);
+    let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+    assert!(!ids.is_empty() && ids.iter().all(|id| id.ends_with("@kubernetes")), "{ids:?}");
+    assert!(!report.failed());
+}
+
+#[tokio::test]
+async fn without_orchestrators_there_is_no_instance_and_no_matrix() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        seed: 7,
+        work_dir: work.path().join("work"),
+        focus: vec![Regex::new("^lifecycle\\.mount\\.read-write$").unwrap()],
+        ..RunConfig::default()
+    };
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["lifecycle.mount.read-write"]);
+    assert!(report.orchestrators.is_empty());
+    let json = report::to_json(&report);
+    assert!(!json.contains("\"orchestrators\"") && !json.contains("\"behaviour\"") && !json.contains("\"exercised\""));
+}
