@@ -172,8 +172,10 @@ mod tests {
     #[test]
     fn scrubs_held_values_longest_first_and_ignores_short_ones() {
         let s = Scrubber::new();
+        assert!(s.is_empty(), "a new scrubber holds nothing");
         s.add(["hunter2", "hunter2-extended", "ro", "hunter2"]);
         assert_eq!(s.len(), 2, "short and repeated values are not held");
+        assert!(!s.is_empty());
         assert_eq!(s.scrub("a hunter2-extended b hunter2 error"), "a <redacted> b <redacted> error");
         assert!(matches!(s.scrub("nothing here"), Cow::Borrowed(_)));
         assert_eq!(format!("{s:?}"), "Scrubber { values: 2 }");
