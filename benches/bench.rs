@@ -14,8 +14,9 @@
 //!    (`--allocate --data-dir` on the machine's temporary directory, as kubernetes-csi's
 //!    hostpath plugin: block volumes fallocated, snapshots and clones copied): wall time against
 //!    the in-memory run (target at most 1.5x) and the peak bytes its volumes and snapshots take
-//!    (target under 64 MiB); the RPCs the run sent, in total and the ten most expensive
-//!    scenarios.
+//!    (target under 64 MiB); `--profile csi-sanity` on the same plugin, its wall and its RPCs
+//!    against the full run's (target at most 3x); the RPCs the run sent, in total and the ten
+//!    most expensive scenarios.
 //!
 //! 5. Budgets (a two-node reference cluster, as `csi-conform run` starts one without an
 //!    endpoint): the full run with `--max-volumes-per-node 2` against the unconstrained one
@@ -180,11 +181,16 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// The RPCs a run's scenarios sent (the fingerprint and the probe before them not counted).
+fn rpcs_sent(report: &RunReport) -> u64 {
+    report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.rpcs).sum()
+}
+
 /// The RPCs a run sent: the total and the ten scenarios that sent the most.
 fn rpc_table(report: &RunReport) {
     let mut scenarios: Vec<(u64, &str)> =
         report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.rpcs, s.id.as_str())).collect();
-    let total: u64 = scenarios.iter().map(|(n, _)| n).sum();
+    let total = rpcs_sent(report);
     scenarios.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
     println!("  RPCs sent by the scenarios    {total:>8}   (the probe before them not counted); the ten most:");
     for (n, id) in scenarios.iter().take(10) {
@@ -293,8 +299,10 @@ async fn main() {
     }
     // csi-sanity's share of the checks on the same plugin: what "within 3x of csi-sanity"
     // is measured against here (csi-sanity itself is not part of the build).
-    let disk_sanity =
-        median((0..RUNS).map(|_| cli_run_with(&disk, work, None, &["--profile", "csi-sanity"]).wall).collect());
+    let sanity_args: Vec<std::ffi::OsString> =
+        vec!["--endpoint".into(), disk.socket.clone().into(), "--profile".into(), "csi-sanity".into()];
+    let sanity_runs: Vec<(RunFigures, RunReport)> = (0..RUNS).map(|_| cli_run_on(&sanity_args, work, None)).collect();
+    let disk_sanity = median(sanity_runs.iter().map(|(f, _)| f.wall).collect());
     drop(disk);
     let disk_wall = median(disk_walls);
     let ratio = disk_wall.as_secs_f64() / wall.as_secs_f64();
@@ -310,6 +318,12 @@ full built-in suites, reference plugin --allocate (disk-backed, as hostpath):");
         verdict(sanity_ratio <= 3.0)
     );
     if let Some(report) = &disk_report {
+        let (full, sanity) = (rpcs_sent(report), rpcs_sent(&sanity_runs[0].1));
+        let rpc_ratio = full as f64 / sanity.max(1) as f64;
+        println!(
+            "  RPCs: full run against --profile csi-sanity  {full} against {sanity}, {rpc_ratio:.1}x, target <= 3x  {}",
+            verdict(rpc_ratio <= 3.0)
+        );
         rpc_table(report);
     }
 

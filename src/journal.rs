@@ -165,6 +165,15 @@ pub enum Entry {
         /// What the plugin answered.
         why: String,
     },
+    /// A delete of the resource with this id was answered OK, yet the plugin still showed it
+    /// (found or listed) after the grace period: it is left behind by the plugin, and `cleanup`
+    /// does not try it again (a second delete only answers OK again).
+    KeptByPlugin {
+        /// The id of the `created` entry, settled by this one.
+        id: String,
+        /// What the plugin answered, and where it still showed.
+        why: String,
+    },
 }
 
 /// Why the journal could not be written or read.
@@ -273,6 +282,13 @@ impl Journal {
         write_entry(&self.path, &mut state.0, &entry)
     }
 
+    /// Records that a delete of the resource with `id` was answered OK but the plugin keeps
+    /// it: settled, never undone.
+    pub fn kept_by_plugin(&self, id: &str, why: &str) -> Result<(), JournalError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        write_entry(&self.path, &mut state.0, &Entry::KeptByPlugin { id: id.to_owned(), why: why.to_owned() })
+    }
+
     /// Records that the resource with `id` is gone.
     pub fn done(&self, id: &str) -> Result<(), JournalError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -328,7 +344,7 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Outstanding)>, JournalErr
                 index.insert(id.clone(), n);
                 open.insert(n, (id, Outstanding::Resource(record)));
             }
-            Ok(Entry::Done { id } | Entry::LostByPlugin { id, .. }) => settle(&id, &mut open, &mut index),
+            Ok(Entry::Done { id } | Entry::LostByPlugin { id, .. } | Entry::KeptByPlugin { id, .. }) => settle(&id, &mut open, &mut index),
             Err(_) if n + 1 == last => {}
             Err(e) => {
                 return Err(JournalError::Corrupt {
@@ -533,6 +549,15 @@ impl crate::suite::ResourceObserver for JournalObserver {
             && let Err(e) = self.journal.done(&id)
         {
             tracing::error!("{e}: the release of {} is not journaled", tracked.resource);
+        }
+    }
+
+    fn kept(&self, tracked: &crate::suite::Tracked, why: &str) {
+        let id = self.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&(tracked.scenario.clone(), tracked.seq));
+        if let Some(id) = id
+            && let Err(e) = self.journal.kept_by_plugin(&id, why)
+        {
+            tracing::error!("{e}: that the plugin kept {} is not journaled", tracked.resource);
         }
     }
 

@@ -156,8 +156,10 @@ pub struct RunArgs {
     #[arg(help_heading = "Selection", long)]
     pub seed: Option<u64>,
 
-    /// Generated cases each property step checks (0 skips the property scenarios).
-    #[arg(help_heading = "Selection", long, value_name = "N", default_value_t = 256)]
+    /// Generated cases each property step checks (0 skips the property scenarios). The
+    /// default tries every access mode with both access types in nearly every run; 256 or
+    /// more for a deep run.
+    #[arg(help_heading = "Selection", long, value_name = "N", default_value_t = crate::suite::DEFAULT_PROPERTY_CASES)]
     pub property_cases: u32,
 
     /// The access type of the default volume capability.
@@ -233,6 +235,12 @@ pub struct RunArgs {
     /// on it.
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
     pub contention_timeout: Duration,
+
+    /// How long a volume or snapshot that DeleteVolume/DeleteSnapshot answered OK for may
+    /// still be found or listed (a backend that finishes deleting in the background) before
+    /// that fails the step that deleted it; it is looked up again within this time.
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2s", value_parser = crate::units::parse_duration)]
+    pub delete_grace: Duration,
 
     /// The longest the whole run may take; scenarios not started by then are not run, and
     /// those in flight get --cleanup-timeout to finish and tear down.

@@ -58,6 +58,7 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
             max_live_bytes: args.max_live_bytes,
             contention_timeout: args.contention_timeout,
         },
+        delete_grace: args.delete_grace,
         replay_command: Some(replay_command(std::env::args())),
         timeout: args.run_timeout,
         cleanup_timeout: args.cleanup_timeout,
@@ -466,6 +467,7 @@ mod tests {
         let defaults = run_config(&plain, &Scrubber::new()).unwrap();
         assert_eq!(defaults.budgets, suite::BudgetConfig::default());
         assert_eq!(defaults.property_time, suite::DEFAULT_PROPERTY_TIME);
+        assert_eq!(defaults.property_cases, suite::DEFAULT_PROPERTY_CASES);
         for bad in [["--max-live-bytes", "0"], ["--max-live-volumes", "0"]] {
             let args: Vec<String> = ["csi-conform", "run", bad[0], bad[1]].iter().map(ToString::to_string).collect();
             assert!(matches!(parse(&args), Err(Parsed::Clap(_))), "{bad:?}");

@@ -346,6 +346,9 @@ impl Plugin {
                     req.volume_id
                 )));
             }
+            if self.quirk(super::Quirk::DeleteKeepsVolume) {
+                return Ok(v1::DeleteVolumeResponse {});
+            }
             self.data.volume(&req.volume_id).remove().map_err(|e| {
                 Status::internal(format!("could not remove the backing store: {e}"))
             })?;

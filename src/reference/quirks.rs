@@ -114,6 +114,10 @@ pub enum Quirk {
     EmptyErrorMessage,
     /// Error answers carry status details.
     ErrorDetails,
+    /// DeleteVolume answers OK and keeps the volume (still listed, found and holding space).
+    DeleteKeepsVolume,
+    /// DeleteSnapshot answers OK and keeps the snapshot (still listed and found).
+    DeleteKeepsSnapshot,
     /// NodeGetInfo reports a second topology segment that volumes never carry.
     TopologyExtraNodeSegment,
     /// Overlapping ControllerPublishVolume calls for one node pick the same device, and the
@@ -132,7 +136,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 41] = [
+    pub const ALL: [Quirk; 43] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -171,6 +175,8 @@ impl Quirk {
         Quirk::RepeatNextToken,
         Quirk::EmptyErrorMessage,
         Quirk::ErrorDetails,
+        Quirk::DeleteKeepsVolume,
+        Quirk::DeleteKeepsSnapshot,
         Quirk::TopologyExtraNodeSegment,
         Quirk::AttachRace,
         Quirk::StageStateInParent,
@@ -217,6 +223,8 @@ impl Quirk {
             Quirk::RepeatNextToken => "repeat-next-token",
             Quirk::EmptyErrorMessage => "empty-error-message",
             Quirk::ErrorDetails => "error-details",
+            Quirk::DeleteKeepsVolume => "delete-keeps-volume",
+            Quirk::DeleteKeepsSnapshot => "delete-keeps-snapshot",
             Quirk::TopologyExtraNodeSegment => "topology-extra-node-segment",
             Quirk::AttachRace => "attach-race",
             Quirk::StageStateInParent => "stage-state-in-parent",
@@ -324,6 +332,12 @@ impl Quirk {
             Quirk::RepeatNextToken => "ListVolumes answers every page after the first with the same next_token, so paging never ends",
             Quirk::EmptyErrorMessage => "every error answer has an empty status message",
             Quirk::ErrorDetails => "every error answer carries status details",
+            Quirk::DeleteKeepsVolume => {
+                "DeleteVolume answers OK but keeps the volume: it is still listed, still found by ControllerGetVolume and still holds its space (plugins that acknowledge a delete their backend then refuses or never runs)"
+            }
+            Quirk::DeleteKeepsSnapshot => {
+                "DeleteSnapshot answers OK but keeps the snapshot: it is still listed and still found by GetSnapshot (plugins that acknowledge a delete their backend then refuses or never runs)"
+            }
             Quirk::TopologyExtraNodeSegment => {
                 "NodeGetInfo reports a second topology segment (zone) that CreateVolume's accessible_topology leaves out: fine where a volume's segments need only be among the node's (Kubernetes, Swarm), unschedulable where they must equal them (Nomad; hetznercloud/csi-driver#333, #771)"
             }
@@ -350,6 +364,8 @@ impl Quirk {
             Quirk::RepeatNextToken => "answer.list-volumes.token-not-repeated",
             Quirk::EmptyErrorMessage => "answer.error.message",
             Quirk::ErrorDetails => "answer.error.details-empty",
+            Quirk::DeleteKeepsVolume => "answer.delete-volume.gone",
+            Quirk::DeleteKeepsSnapshot => "answer.delete-snapshot.gone",
             _ => return None,
         })
     }

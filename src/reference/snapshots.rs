@@ -161,6 +161,9 @@ impl Plugin {
                     req.snapshot_id
                 )));
             }
+            if self.quirk(super::Quirk::DeleteKeepsSnapshot) {
+                return Ok(v1::DeleteSnapshotResponse {});
+            }
             self.data
                 .snapshot(&req.snapshot_id)
                 .remove()

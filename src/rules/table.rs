@@ -107,6 +107,12 @@ pub enum Check {
         /// GetMetadataAllocated or GetMetadataDelta.
         rpc: &'static str,
     },
+    /// What a DeleteVolume / DeleteSnapshot (`rpc`) answered OK for is gone. Not judged from
+    /// the answer alone: the engine looks the object up again (`suite::deleted`).
+    Gone {
+        /// DeleteVolume or DeleteSnapshot.
+        rpc: &'static str,
+    },
     /// An error answer has a message.
     ErrorMessage,
     /// An error answer has no status details.
@@ -290,6 +296,13 @@ pub const RULES: &[Rule] = &[
         "No changed range ends at or before the requested starting offset", Check::MetadataStart { rpc: "GetMetadataDelta" }),
     rule("answer.metadata-delta.max-results", "GetMetadataDelta.max-results", Must,
         "No stream message carries more ranges than max_results", Check::MetadataMaxResults { rpc: "GetMetadataDelta" }),
+    // Deletions (looked up again by the engine, within --delete-grace).
+    rule("answer.delete-volume.gone", "DeleteVolume.deletes", Must,
+        "A volume DeleteVolume answered OK for is gone: ControllerGetVolume answers NOT_FOUND and ListVolumes no longer lists it (after a short grace for backends that finish in the background)",
+        Check::Gone { rpc: "DeleteVolume" }),
+    rule("answer.delete-snapshot.gone", "DeleteSnapshot.deletes", Must,
+        "A snapshot DeleteSnapshot answered OK for is gone: GetSnapshot answers NOT_FOUND and ListSnapshots no longer lists it (after a short grace for backends that finish in the background)",
+        Check::Gone { rpc: "DeleteSnapshot" }),
     // Error answers.
     rule("answer.error.message", "ErrorScheme.message.human-readable", Must,
         "An error answer (but UNIMPLEMENTED, whose code says it all and which gRPC frameworks send bare for a service the plugin does not register) carries a human-readable message",

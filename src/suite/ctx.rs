@@ -20,6 +20,7 @@ use super::{
     budget::{Budget, Retried},
     catalog::CheckArgs,
     builtin_vars,
+    deleted::{self, Look},
     inspect::Inspector,
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
@@ -195,9 +196,12 @@ pub struct ScenarioCtx {
     pub(crate) rpcs: u64,
     /// Where the response rules' violations of this context's calls are collected.
     pub(crate) rules: RuleLog,
-    /// An answer the scenario cannot go on from (a creation without a usable id): the
-    /// scenario stops after the step that got it.
+    /// An answer the scenario cannot go on from (a creation without a usable id, a delete
+    /// the plugin did not carry out): the scenario stops after the step that got it.
     pub(crate) halted: bool,
+    /// The ids of what a delete answered OK for and the plugin still showed after the grace
+    /// period (see [`super::deleted`]).
+    pub(crate) kept: Vec<String>,
     /// The orchestrator an instance follows (`None`: not an instance).
     pub(crate) orchestrator: Option<Orchestrator>,
     /// The orchestrator's behaviour being exercised: findings are filed under it.
@@ -244,6 +248,7 @@ impl ScenarioCtx {
             rpcs: 0,
             rules: RuleLog::new(),
             halted: false,
+            kept: Vec::new(),
             orchestrator: None,
             behaviour: None,
             exercised: BTreeSet::new(),
@@ -273,6 +278,7 @@ impl ScenarioCtx {
             rpcs: 0,
             rules: RuleLog::new(),
             halted: false,
+            kept: Vec::new(),
             orchestrator: self.orchestrator,
             behaviour: self.behaviour,
             exercised: BTreeSet::new(),
@@ -288,6 +294,7 @@ impl ScenarioCtx {
         self.findings.extend(fork.findings);
         self.own_paths.extend(fork.own_paths);
         self.halted |= fork.halted;
+        self.kept.extend(fork.kept);
         self.exercised.extend(fork.exercised);
     }
 
@@ -495,6 +502,99 @@ impl ScenarioCtx {
         Some(why)
     }
 
+    /// After a DeleteVolume or DeleteSnapshot of `request` answered OK at `answered`: whether
+    /// the plugin still shows the object, looked up again (the cheapest way it advertises,
+    /// see [`super::deleted`]) until it is gone or the grace period (`--delete-grace`, from
+    /// the answer) is over; never by deleting again. `None`: gone, or no way to tell (a
+    /// plugin that advertises no lookup is not checked this way). Also returns the calls made;
+    /// their rule violations wait in the rule log.
+    async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> (Option<Kept>, u64) {
+        let Some((noun, id)) = deleted::deleted_id(rpc, request) else { return (None, 0) };
+        let Some(method) = deleted::lookup(rpc, self.fingerprint()).and_then(proto::method) else {
+            tracing::debug!(rpc, "the plugin advertises no way to look a deleted {noun} up: not checked");
+            return (None, 0);
+        };
+        let grace = self.shared.config.delete_grace;
+        let mut pause = Duration::from_millis(100);
+        let (mut looks, mut calls) = (0, 0);
+        loop {
+            looks += 1;
+            let (look, n) = self.look_up(&method, &id).await;
+            calls += n;
+            match look {
+                Look::Still(how) => {
+                    let left = grace.saturating_sub(answered.elapsed());
+                    if left.is_zero() {
+                        let kept = Kept { rpc: rpc.to_owned(), noun, id, how, looks, after: answered.elapsed() };
+                        return (Some(kept), calls);
+                    }
+                    tokio::time::sleep(pause.min(left)).await;
+                    pause = pause.saturating_mul(2);
+                }
+                Look::Unknown(why) => {
+                    tracing::info!(rpc, "whether the deleted {noun} is gone is unknown: {why}");
+                    return (None, calls);
+                }
+                Look::Gone | Look::Next(_) => return (None, calls),
+            }
+        }
+    }
+
+    /// One look at `id` through `method` (every page of a listing, at most
+    /// [`crate::rules::MAX_PAGES`], until it shows), and the calls it took.
+    async fn look_up(&self, method: &MethodDescriptor, id: &str) -> (Look, u64) {
+        let mut token = String::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut calls = 0;
+        while calls < crate::rules::MAX_PAGES as u64 {
+            let mut request = deleted::request(method.name(), id, &token);
+            self.apply_secrets(&mut request, method.name(), &SecretsMode::Auto);
+            let conn = match self.connection(method, None) {
+                Ok(c) => c.with_rules(&self.rules),
+                Err(e) => return (Look::Unknown(e.message), calls),
+            };
+            let answer = conn.call_dynamic(method, request).await;
+            calls += 1;
+            match deleted::look(method.name(), id, answer.as_ref().map_err(|e| (e.code, e.message.as_str()))) {
+                Look::Next(next) if seen.insert(next.clone()) => token = next,
+                Look::Next(next) => return (Look::Unknown(format!("{} repeated next_token {next:?}", method.name())), calls),
+                other => return (other, calls),
+            }
+        }
+        (Look::Unknown(format!("{} did not end within {} pages", method.name(), crate::rules::MAX_PAGES)), calls)
+    }
+
+    /// Takes in what [`ScenarioCtx::watch`] found for the delete `request` (`node`): its calls and
+    /// their rule violations; when the plugin kept the object, a finding of the current step
+    /// (rule `answer.delete-*.gone`), the scenario stopping after the step, and the object
+    /// handed back to the plugin in the tracker (the journal: kept by the plugin, never
+    /// retried by `cleanup`).
+    fn settle_delete(&mut self, request: &DynamicMessage, node: usize, (kept, calls): (Option<Kept>, u64)) {
+        self.rpcs += calls;
+        for violation in self.rules.take() {
+            self.push_violation(&violation, &deleted::request(&violation.rpc, "", ""));
+        }
+        let Some(Kept { rpc, noun, id, how, looks, after }) = kept else { return };
+        let Some(rule) = crate::rules::by_id(if noun == "snapshot" { "answer.delete-snapshot.gone" } else { "answer.delete-volume.gone" })
+        else {
+            return;
+        };
+        let why = format!(
+            "{rpc} answered OK, yet {how} {} later ({looks} looks within --delete-grace {}): the {noun} was not \
+             deleted. Asking again would only get another OK (a delete is idempotent), so it stays on the plugin: it \
+             is recorded as kept by the plugin (the journal and this report), not retried by `cleanup`",
+            crate::client::human_duration(after),
+            crate::client::human_duration(self.shared.config.delete_grace),
+        );
+        let detail = if self.step.is_some() { format!("{why}; the scenario stops here") } else { why.clone() };
+        let path = format!("{noun}_id");
+        let violation = Violation { rule, rpc: rpc.clone(), path, value: Some(format!("{id:?}")), detail };
+        self.push_violation(&violation, request);
+        self.halted |= self.step.is_some();
+        self.tracker.kept(&rpc, request, node, &why);
+        self.kept.push(id);
+    }
+
     /// Records a failure at the current step.
     pub fn fail(&mut self, kind: &str, message: impl Into<String>) {
         self.push(Finding::new(Severity::Fail, kind, message));
@@ -581,6 +681,12 @@ impl ScenarioCtx {
             Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),
             _ => None,
         };
+        // A delete a step made, answered OK, of something the scenario holds: is it gone?
+        // (Teardown looks at its deletes together, see `teardown`.)
+        if track && answer.is_ok() && self.tracker.holds(method.name(), &request, node_index) {
+            let watched = self.watch(method.name(), &request, Instant::now()).await;
+            self.settle_delete(&request, node_index, watched);
+        }
         if track {
             let outcome = match &answer {
                 Ok(Response::Unary(m)) => Some(Ok(m)),
@@ -723,6 +829,9 @@ impl ScenarioCtx {
         self.behaviour = None;
         self.step = None;
         self.step_name = None;
+        // The objects deleted OK, looked up again together once every delete is sent: a
+        // plugin that keeps them costs the grace period once, not once per object.
+        let mut deletes = Vec::new();
         for tracked in self.tracker.teardown_order() {
             let (rpc, request) = tracked.resource.teardown();
             let Some(method) = proto::method(rpc) else {
@@ -731,6 +840,7 @@ impl ScenarioCtx {
             let mode = if tracked.secrets_key.is_some() { SecretsMode::Auto } else { SecretsMode::None };
             let (sent, answer) = self.send(&method, request, tracked.resource.node(), &mode, false).await;
             match answer {
+                Ok(_) if deleted::deleted_id(rpc, &sent).is_some() => deletes.push((tracked, sent, Instant::now())),
                 Ok(_) => self.tracker.release(tracked.seq),
                 Err(e) if e.code == Code::NotFound => self.tracker.release(tracked.seq),
                 Err(e) => {
@@ -743,7 +853,27 @@ impl ScenarioCtx {
                 }
             }
         }
+        let watched = futures_util::future::join_all(
+            deletes.iter().map(|(tracked, sent, answered)| self.watch(tracked.resource.teardown().0, sent, *answered)),
+        )
+        .await;
+        for ((tracked, sent, _), watched) in deletes.into_iter().zip(watched) {
+            self.settle_delete(&sent, tracked.resource.node().unwrap_or(0), watched);
+            self.tracker.release(tracked.seq);
+        }
     }
+}
+
+/// A delete answered OK whose object the plugin still showed after the grace period.
+struct Kept {
+    rpc: String,
+    noun: &'static str,
+    id: String,
+    /// Where it still showed (`ListVolumes still lists it`).
+    how: String,
+    looks: u32,
+    /// How long after the answer it was last seen.
+    after: Duration,
 }
 
 /// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("marker.rs", 1, "values"),
     ("resources.rs", 1, "values"),
     ("request.rs", 1, "values"),
+    ("deleted.rs", 1, "values"),
     ("catalog.rs", 2, "vocabulary"),
     ("model.rs", 3, "model"),
     ("assert.rs", 3, "model"),

@@ -8,7 +8,7 @@
 //!
 //! | layer | files | what it owns |
 //! |---|---|---|
-//! | 1 values | `vars`, `error`, `pool`, `existing`, `inspect`, `marker`, `resources`, `request` | values and their types, load errors, the plugin's pools, existing volumes, path and mount inspection, data markers, tracked resources, requests built from YAML |
+//! | 1 values | `vars`, `error`, `pool`, `existing`, `inspect`, `marker`, `resources`, `request`, `deleted` | values and their types, load errors, the plugin's pools, existing volumes, path and mount inspection, data markers, tracked resources, requests built from YAML, how a deleted object is looked up again |
 //! | 2 vocabulary | `catalog` | argument kinds, [`CheckSpec`] / [`PropertySpec`] (name, docs, args, outputs, RPCs, pools held, demand and cost, as data) and the [`Catalog`] the loader reads |
 //! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
 //! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name) |
@@ -26,6 +26,7 @@ mod builtin;
 mod builtin_vars;
 mod catalog;
 mod checks;
+mod deleted;
 mod error;
 mod existing;
 #[cfg(test)]
@@ -77,6 +78,6 @@ pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use ctx::{CheckOutcome, Response, ScenarioCtx};
 pub use run::{run, run_until};
-pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
+pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_GRACE, DEFAULT_PROPERTY_CASES, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

@@ -135,9 +135,7 @@ async fn learn(ctx: &mut ScenarioCtx) -> RunFacts {
         facts.gone_group_snapshot_id = gone_group_snapshot(ctx, &volume_id).await;
     }
     let delete = v1::DeleteVolumeRequest { volume_id: volume_id.clone(), ..Default::default() };
-    if ctx.call("DeleteVolume", proto::to_dynamic(&delete), None).await.is_ok() {
-        facts.gone_volume_id = Some(volume_id);
-    }
+    facts.gone_volume_id = deleted(ctx, "DeleteVolume", proto::to_dynamic(&delete), volume_id).await;
     facts
 }
 
@@ -193,9 +191,11 @@ async fn gone_group_snapshot(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<S
     deleted(ctx, "DeleteVolumeGroupSnapshot", proto::to_dynamic(&delete), group.group_snapshot_id).await
 }
 
+/// The id of what `request` deletes, if it is gone: the delete answered OK and the plugin
+/// did not keep it (an id it still shows is no id of a deleted object).
 async fn deleted(ctx: &mut ScenarioCtx, rpc: &str, request: DynamicMessage, id: String) -> Option<String> {
     ctx.call(rpc, request, None).await.ok()?;
-    Some(id).filter(|id| !id.is_empty())
+    Some(id).filter(|id| !id.is_empty() && !ctx.kept.contains(id))
 }
 
 #[cfg(test)]

@@ -331,6 +331,13 @@ pub trait ResourceObserver: Send + Sync {
         let _ = why;
         self.answered(call);
     }
+    /// A delete of `resource` was answered OK but the plugin still shows it: it stays the
+    /// plugin's, out of reach (deleting again only answers OK again), and nothing more is to
+    /// be undone for it.
+    fn kept(&self, resource: &Tracked, why: &str) {
+        let _ = why;
+        self.released(resource);
+    }
 }
 
 /// The resources of one scenario.
@@ -433,13 +440,33 @@ impl Tracker {
         self.live.push(tracked);
     }
 
-    fn release_matching(&mut self, rpc: &str, request: &DynamicMessage, node: usize) {
-        let (gone, kept): (Vec<Tracked>, Vec<Tracked>) =
+    /// Takes out what a call of `rpc` with `request` undoes.
+    fn take_matching(&mut self, rpc: &str, request: &DynamicMessage, node: usize) -> Vec<Tracked> {
+        let (matching, live): (Vec<Tracked>, Vec<Tracked>) =
             std::mem::take(&mut self.live).into_iter().partition(|t| t.resource.released_by(rpc, request, node));
-        self.live = kept;
-        for t in &gone {
+        self.live = live;
+        matching
+    }
+
+    fn release_matching(&mut self, rpc: &str, request: &DynamicMessage, node: usize) {
+        for t in self.take_matching(rpc, request, node) {
             if let Some(o) = &self.observer {
-                o.released(t);
+                o.released(&t);
+            }
+        }
+    }
+
+    /// Whether a call of `rpc` with `request` undoes something this tracker holds.
+    pub fn holds(&self, rpc: &str, request: &DynamicMessage, node: usize) -> bool {
+        self.live.iter().any(|t| t.resource.released_by(rpc, request, node))
+    }
+
+    /// A call of `rpc` with `request` answered OK without undoing what it names (see
+    /// [`ResourceObserver::kept`]): forgets it, telling the observer `why`.
+    pub fn kept(&mut self, rpc: &str, request: &DynamicMessage, node: usize, why: &str) {
+        for t in self.take_matching(rpc, request, node) {
+            if let Some(o) = &self.observer {
+                o.kept(&t, why);
             }
         }
     }

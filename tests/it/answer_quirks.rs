@@ -28,7 +28,7 @@ const fn case(quirk: Quirk, scenario: &'static str, rpc: &'static str, severity:
     Case { quirk, scenario, rpc, severity }
 }
 
-pub const CASES: [Case; 11] = [
+pub const CASES: [Case; 13] = [
     case(Quirk::CreateEmptyId, "controller.create-volume.one-gib", "CreateVolume", Severity::Fail),
     case(Quirk::MockEmptySource, "extras.create-volume.content-source-empty", "CreateVolume", Severity::Fail),
     case(Quirk::SnapshotNoCreationTime, "snapshots.get-snapshot", "CreateSnapshot", Severity::Fail),
@@ -40,6 +40,8 @@ pub const CASES: [Case; 11] = [
     case(Quirk::RepeatNextToken, "controller.list-volumes.pagination", "ListVolumes", Severity::Fail),
     case(Quirk::EmptyErrorMessage, "controller.create-volume.no-name", "CreateVolume", Severity::Fail),
     case(Quirk::ErrorDetails, "controller.create-volume.no-name", "CreateVolume", Severity::Fail),
+    case(Quirk::DeleteKeepsVolume, "controller.delete-volume", "DeleteVolume", Severity::Fail),
+    case(Quirk::DeleteKeepsSnapshot, "snapshots.delete-snapshot", "DeleteSnapshot", Severity::Fail),
 ];
 
 /// A default run of the built-in suites against the reference plugin with `quirk`, journaled:
@@ -75,6 +77,28 @@ async fn volumes_left(plugin: &TestPlugin) -> Vec<String> {
     answer.entries.into_iter().filter_map(|e| e.volume).map(|v| v.volume_id).collect()
 }
 
+async fn snapshots_left(plugin: &TestPlugin) -> Vec<String> {
+    let answer = plugin.controller().list_snapshots(v1::ListSnapshotsRequest::default()).await.unwrap().into_inner();
+    answer.entries.into_iter().filter_map(|e| e.snapshot).map(|s| s.snapshot_id).collect()
+}
+
+/// The ids the journal records as kept by the plugin (a delete answered OK, the object still
+/// there): the id of each `kept-by-plugin` line's `created` entry, resolved to its resource.
+fn journaled_as_kept(journal: &str) -> Vec<String> {
+    let lines: Vec<serde_json::Value> = journal.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let kept: Vec<&str> = lines.iter().filter(|l| l["op"] == "kept-by-plugin").filter_map(|l| l["id"].as_str()).collect();
+    let mut ids: Vec<String> = lines
+        .iter()
+        .filter(|l| l["op"] == "created" && l["id"].as_str().is_some_and(|id| kept.contains(&id)))
+        .filter_map(|l| {
+            let r = &l["record"]["resource"];
+            r["volume_id"].as_str().or(r["snapshot_id"].as_str()).map(str::to_owned)
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
 async fn caught(case: &Case) {
     let work = tempfile::tempdir().unwrap();
     let (report, took, plugin) = journaled_run(Some(case.quirk), &work).await;
@@ -101,6 +125,16 @@ async fn caught(case: &Case) {
         assert!(!left.is_empty(), "{}: the plugin holds what it did not name", case.quirk);
         assert!(text.contains("\"op\":\"lost-by-plugin\""), "{}: journaled as left by the plugin", case.quirk);
         assert!(f.message.contains("no CSI call can delete"), "{f:#?}");
+    } else if matches!(case.quirk, Quirk::DeleteKeepsVolume | Quirk::DeleteKeepsSnapshot) {
+        // What is left is exactly what the plugin answered OK for and kept, each journaled so.
+        let mut left = if case.quirk == Quirk::DeleteKeepsVolume { left } else { snapshots_left(&plugin).await };
+        left.sort();
+        assert!(!left.is_empty(), "{}: the plugin keeps what it said it deleted", case.quirk);
+        assert_eq!(journaled_as_kept(&text), left, "{}: journaled as kept by the plugin", case.quirk);
+        assert!(f.message.contains("was not deleted") && f.message.contains("the scenario stops here"), "{f:#?}");
+        if case.quirk == Quirk::DeleteKeepsSnapshot {
+            assert_eq!(volumes_left(&plugin).await, Vec::<String>::new(), "{}: volumes left", case.quirk);
+        }
     } else {
         assert_eq!(left, Vec::<String>::new(), "{}: volumes left on the plugin", case.quirk);
     }
@@ -128,7 +162,18 @@ async fn size_limits_and_topology_formats_are_checked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paging_that_never_ends_and_bare_errors_fail() {
-    for c in &CASES[8..] {
+    for c in &CASES[8..11] {
+        caught(c).await;
+    }
+}
+
+/// A delete answered OK for a volume or snapshot the plugin keeps fails the step that
+/// deleted it, naming DeleteVolume.deletes / DeleteSnapshot.deletes; the run waits no longer
+/// than the grace period per delete and leaves on the plugin only what it kept, each
+/// journaled as kept by the plugin (so `cleanup` has nothing to do).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_the_plugin_does_not_carry_out_fail_where_they_were_answered() {
+    for c in &CASES[11..] {
         caught(c).await;
     }
 }

@@ -158,6 +158,34 @@ async fn lifecycles_pass_on_two_nodes_in_mount_and_block_modes_and_leave_nothing
     cluster.assert_clean().await;
 }
 
+/// `repeat_at_most: 2` caps the variants' sends whatever `--idempotency-count` asks, while
+/// mount.read-write still sends each state-changing call that many times (issue 19: the full
+/// count is spent once per access type). Broken once by ignoring the cap in `Plan::from_args`:
+/// the read-only variant then sent 56 more RPCs at 10 than at 3.
+#[tokio::test]
+async fn variants_send_each_state_changing_call_at_most_twice_whatever_the_idempotency_count() {
+    if !can_mount("variants_send_each_state_changing_call_at_most_twice_whatever_the_idempotency_count") {
+        return;
+    }
+    let cluster = Cluster::start(Config::default(), 1).await;
+    let engine = cluster.engine().await;
+    let work = tempfile::tempdir().unwrap();
+    let focus = r"^lifecycle\.mount\.read-(write|only)$";
+    let mut sent = Vec::new();
+    for count in [3, 10] {
+        let report = run(&engine, &RunConfig { idempotency_count: count, ..config(&work, focus) }).await;
+        assert!(non_passes(&report).is_empty(), "{:#?}", not_passed(&report));
+        let rpcs = |id| scenario(&report, id).rpcs;
+        sent.push((rpcs("lifecycle.mount.read-write"), rpcs("lifecycle.mount.read-only")));
+    }
+    let ((full_3, capped_3), (full_10, capped_10)) = (sent[0], sent[1]);
+    assert_eq!(capped_3, capped_10, "the capped variant sends the same at any --idempotency-count");
+    // Seven more sends of each of the eight state-changing calls on one node.
+    assert_eq!(full_10 - full_3, 7 * 8, "mount.read-write follows --idempotency-count");
+    assert!(capped_3 < full_3);
+    cluster.assert_clean().await;
+}
+
 fn distinct_secrets() -> BTreeMap<String, BTreeMap<String, String>> {
     SecretKey::ALL
         .iter()

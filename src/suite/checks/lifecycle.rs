@@ -7,7 +7,7 @@
 //! NodeGetInfo) → NodeStageVolume (with STAGE_UNSTAGE_VOLUME) → NodePublishVolume → then
 //! NodeGetVolumeStats (with GET_VOLUME_STATS) → per node, last first: NodeUnpublishVolume →
 //! NodeUnstageVolume → ControllerUnpublishVolume → DeleteVolume. Each mutating call is sent
-//! `--idempotency-count` times and every answer must equal the first.
+//! `--idempotency-count` times (at most `repeat_at_most`) and every answer must equal the first.
 //!
 //! What is forwarded, as a CO must: the `volume_context` CreateVolume returned (plus a
 //! configured one's keys it lacks) to ValidateVolumeCapabilities, ControllerPublishVolume,
@@ -63,7 +63,7 @@ pub(in crate::suite) static CHECK: CheckDef = CheckDef {
         rpcs: RPCS,
         holds: &[],
         demand,
-        cost: |u| 4 + u.times * (2 + 6 * u.int("nodes").unwrap_or(1).max(1) as u64),
+        cost: |u| 4 + repeats(u) * (2 + 6 * u.int("nodes").unwrap_or(1).max(1) as u64),
         orchestrated: true,
     },
     run: |ctx, args| Box::pin(run(ctx, args)),
@@ -84,6 +84,12 @@ pub(in crate::suite) static EXISTING: CheckDef = CheckDef {
     },
     run: |ctx, args| Box::pin(run_existing(ctx, args)),
 };
+
+/// How often `lifecycle` sends each state-changing call: `--idempotency-count`, capped by a
+/// literal `repeat_at_most`.
+fn repeats(u: &CheckUse<'_>) -> u64 {
+    u.int("repeat_at_most").map_or(u.times, |most| u.times.min(most.max(1) as u64))
+}
 
 /// One volume, published on each of its `nodes` (default 1); or `volumes` of them, all on
 /// node 0 at once.
@@ -123,6 +129,7 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
     ArgSpec { name: "secrets", kind: ArgKind::Choice(&["auto", "none", "required"]), required: false },
     REPEAT_ARG,
+    ArgSpec { name: "repeat_at_most", kind: ArgKind::Int, required: false },
     ArgSpec { name: "nodes", kind: ArgKind::Int, required: false },
     ArgSpec { name: "second_node", kind: ArgKind::Choice(&["works", "refused"]), required: false },
     ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works", "refused"]), required: false },
@@ -270,6 +277,11 @@ impl Plan {
         }
         let secrets_word = str_arg(args, "secrets").unwrap_or_else(|| "auto".to_owned());
         let repeat = args.get("repeat").is_none_or(|v| !matches!(v, Val::Bool(false)));
+        let at_most = match super::support::int_arg(args, "repeat_at_most")? {
+            None => u32::MAX,
+            Some(n) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
+            Some(n) => return Err(format!("argument repeat_at_most must be at least 1, not {n}")),
+        };
         Ok(Plan {
             block,
             mode,
@@ -280,7 +292,7 @@ impl Plan {
             configured_context: map_arg(args, "volume_context")?,
             secrets: if secrets_word == "none" { SecretsMode::None } else { SecretsMode::Auto },
             secrets_required: secrets_word == "required",
-            times: if repeat { ctx.config().idempotency_count.max(1) } else { 1 },
+            times: if repeat { ctx.config().idempotency_count.clamp(1, at_most) } else { 1 },
             nodes,
             second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
             second_target: second(str_arg(args, "second_target")),
