@@ -172,8 +172,10 @@ mod tests {
     #[test]
     fn scrubs_held_values_longest_first_and_ignores_short_ones() {
         let s = Scrubber::new();
+        assert!(s.is_empty(), "a new scrubber holds nothing");
         s.add(["hunter2", "hunter2-extended", "ro", "hunter2"]);
         assert_eq!(s.len(), 2, "short and repeated values are not held");
+        assert!(!s.is_empty());
         assert_eq!(s.scrub("a hunter2-extended b hunter2 error"), "a <redacted> b <redacted> error");
         assert!(matches!(s.scrub("nothing here"), Cow::Borrowed(_)));
         assert_eq!(format!("{s:?}"), "Scrubber { values: 2 }");
@@ -190,5 +192,18 @@ mod tests {
             w.write_all(b"ecret end\n").unwrap();
         }
         assert_eq!(String::from_utf8(out).unwrap(), "token=<redacted> end\n");
+    }
+
+    #[test]
+    fn flush_writes_the_buffered_line_scrubbed_while_the_writer_lives() {
+        let s = Scrubber::new();
+        s.add(["Zq7secret"]);
+        let mut w = ScrubbingWriter::new(s, Vec::new());
+        w.write_all(b"token=Zq7secret\n").unwrap();
+        assert!(w.inner.is_empty(), "nothing reaches the inner writer before the event ends");
+        w.flush().unwrap();
+        assert_eq!(w.inner, b"token=<redacted>\n", "flush emits the line, scrubbed");
+        w.flush().unwrap();
+        assert_eq!(w.inner, b"token=<redacted>\n", "a second flush writes nothing again");
     }
 }

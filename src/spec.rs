@@ -255,10 +255,10 @@ pub fn load_str(origin: &str, text: &str) -> Result<Inventory, InventoryErrors> 
         match h.as_seq() {
             Some(items) => {
                 for item in items {
-                    if let Some(text) = l.string(item, "a heading") {
-                        if !anchors.insert(slug(&text)) {
-                            l.err(item.pos, format!("heading {text:?} is listed twice"));
-                        }
+                    if let Some(text) = l.string(item, "a heading")
+                        && !anchors.insert(slug(&text))
+                    {
+                        l.err(item.pos, format!("heading {text:?} is listed twice"));
                     }
                 }
             }

@@ -74,12 +74,12 @@ mod tests {
     fn each_requested_capability_needs_a_matching_confirmed_one() {
         let rw = cap(false, Mode::SingleNodeWriter, &["noexec"]);
         let ro = cap(false, Mode::MultiNodeReaderOnly, &[]);
-        assert!(accepts(&[rw.clone()], &answer(None)).is_ok(), "no confirmed is accepted");
-        assert!(accepts(&[rw.clone()], &answer(Some(vec![rw.clone()]))).is_ok());
+        assert!(accepts(std::slice::from_ref(&rw), &answer(None)).is_ok(), "no confirmed is accepted");
+        assert!(accepts(std::slice::from_ref(&rw), &answer(Some(vec![rw.clone()]))).is_ok());
         let err = accepts(&[rw.clone(), ro.clone()], &answer(Some(vec![rw.clone()]))).unwrap_err();
         assert!(err.contains("MULTI_NODE_READER_ONLY"), "{err}");
-        assert!(accepts(&[rw.clone()], &answer(Some(vec![cap(false, Mode::SingleNodeWriter, &[])]))).is_err(), "a flag left out");
-        assert!(accepts(&[rw.clone()], &answer(Some(vec![cap(true, Mode::SingleNodeWriter, &[])]))).is_err(), "block for mount");
+        assert!(accepts(std::slice::from_ref(&rw), &answer(Some(vec![cap(false, Mode::SingleNodeWriter, &[])]))).is_err(), "a flag left out");
+        assert!(accepts(std::slice::from_ref(&rw), &answer(Some(vec![cap(true, Mode::SingleNodeWriter, &[])]))).is_err(), "block for mount");
         let no_mode = v1::VolumeCapability { access_mode: None, ..rw.clone() };
         assert!(accepts(&[rw], &answer(Some(vec![no_mode]))).is_ok(), "an unset mode matches any");
     }

@@ -35,7 +35,7 @@ pub fn scratch_dir() -> io::Result<TempDir> {
     let shm = Path::new("/dev/shm");
     let roomy = |path: &Path| {
         nix::sys::statvfs::statvfs(path)
-            .is_ok_and(|v| u64::from(v.blocks_available()).saturating_mul(v.fragment_size()) >= SCRATCH_MIN_FREE)
+            .is_ok_and(|v| v.blocks_available().saturating_mul(v.fragment_size()) >= SCRATCH_MIN_FREE)
     };
     if std::env::var_os("TMPDIR").is_none() && shm.is_dir() && roomy(shm)
         && let Ok(dir) = builder.tempdir_in(shm)

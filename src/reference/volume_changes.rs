@@ -39,16 +39,6 @@ impl Plugin {
         Ok(())
     }
 
-    /// The validated content source of a CreateVolume request.
-    ///
-    /// An unset source is no source, and so is a source that is set but names neither a
-    /// snapshot nor a volume. spec.md says of VolumeContentSource "One of the type fields MUST
-    /// be specified", so a CO sending the empty message is at fault; but orchestrators have
-    /// sent exactly that where they meant "no source" (a zero-value struct serialised as
-    /// present), and a plugin that fails those requests breaks them for no gain: the empty
-    /// message asks for nothing a blank volume does not give. `empty-source-rejected` is the
-    /// quirk that refuses it. A snapshot or volume source without its id is a real request
-
     pub(super) fn controller_expand_volume(
         &self,
         req: v1::ControllerExpandVolumeRequest,

@@ -52,7 +52,9 @@ fn key(f: &Finding) -> (Option<&str>, String, String) {
 /// The causes shared by at least [`MIN_MEMBERS`] failed or errored scenarios (expected
 /// failures left out), largest first, then in report order.
 pub fn causes(report: &RunReport) -> Vec<Cause<'_>> {
-    let mut groups: Vec<((Option<&str>, String, String), Cause<'_>)> = Vec::new();
+    // Keyed by (RPC, code, message).
+    type Key<'a> = (Option<&'a str>, String, String);
+    let mut groups: Vec<(Key<'_>, Cause<'_>)> = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
         if s.expectation.is_some() || s.outcome < Severity::Fail {
             continue;

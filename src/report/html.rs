@@ -116,10 +116,10 @@ fn banner(out: &mut String, report: &RunReport, counts: &Counts) {
     let ran = counts.total() - counts.skip;
     let (checked, named) = requirement_coverage(report);
     let percent = |part: usize, whole: usize| if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 };
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<div class=\"banner {class}\" id=\"verdict\">{word}<small>coverage: {checked} of {named} requirements \
-         checked ({:.0}%); {ran} of {} scenarios ran ({:.0}%), {} skipped</small></div>\n",
+         checked ({:.0}%); {ran} of {} scenarios ran ({:.0}%), {} skipped</small></div>",
         percent(checked, named),
         counts.total(),
         percent(ran, counts.total()),

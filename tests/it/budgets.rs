@@ -119,12 +119,13 @@ scenarios:
 async fn a_scenario_over_the_attach_limit_or_the_live_volume_limit_is_skipped_with_the_reason() {
     let mut suites = suite::builtin();
     suites.push(suite::load_str("budgets.yaml", TWO_AT_ONCE).unwrap_or_else(|e| panic!("{e}")));
+    let focus = regex::Regex::new(r"^budgets\.|^controller\.publish\.|^controller\.list-volumes\.pagination$").unwrap();
     for max in [1, 2] {
         let cluster = Cluster::start(Config { max_volumes_per_node: max, ..Config::default() }, 2).await;
         let engine = cluster.engine().await;
         let work = tempfile::tempdir().unwrap();
         let mut config = config(&work, 8);
-        config.focus = vec![regex::Regex::new(r"^budgets\.|^controller\.publish\.|^controller\.list-volumes\.pagination$").unwrap()];
+        config.focus = vec![focus.clone()];
         config.budgets.max_live_volumes = Some(4);
         let report = suite::run(&engine, &suites, &config).await;
         cluster.assert_clean().await;

@@ -189,7 +189,7 @@ fn root_causes_lead_the_console_summary_and_the_html_page() {
     for id in STAGED {
         expected += &format!("    FAIL  {id}\n");
     }
-    assert!(block.ends_with(&format!("{expected}")), "{block}");
+    assert!(block.ends_with(&expected.to_string()), "{block}");
     assert!(!block.contains("CreateVolume"), "one failure alone is no shared cause:\n{block}");
     // Every scenario is still listed, with its rerun command.
     for id in STAGED.iter().chain(&["controller.create-volume.no-name"]) {

@@ -294,7 +294,7 @@ async fn an_unanswered_creation_asked_again_while_the_plugin_cannot_answer_stays
         assert!(out[0].starts_with(&prefix) && out[0].ends_with("(left in the journal)"), "{out:?}");
         assert_eq!(out[1], "cleanup: 0 undone, 1 left");
         assert_eq!(csi_conform::journal::outstanding(&journal_path).unwrap().len(), 1, "the record is kept");
-        assert_eq!(fake.volume_ids(), [made.clone()], "the volume is still there");
+        assert_eq!(fake.volume_ids(), std::slice::from_ref(&made), "the volume is still there");
     }
 
     // The plugin answers again: the next cleanup learns the id and undoes it.

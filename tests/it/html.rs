@@ -118,7 +118,9 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
     assert_eq!(html.find("<h2>"), Some(first + html[first..].find("<h2>").unwrap()), "they are the first sections");
     assert!(html[first..section_at].matches("<h2>").count() <= 1);
     let section = &html[section_at..html[section_at..].find("</section>").unwrap() + section_at];
-    let mut groups: Vec<(Option<String>, Vec<(String, String, String)>)> = Vec::new();
+    // (a warning's level, or None for failures) -> its (scenario, message, severity) rows.
+    type Group = (Option<String>, Vec<(String, String, String)>);
+    let mut groups: Vec<Group> = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
         for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
             let key = if f.severity == Severity::Warn {

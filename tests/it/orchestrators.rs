@@ -121,7 +121,7 @@ async fn each_orchestrator_quirk_fails_its_own_orchestrator_only() {
         let key = (orchestrator.to_owned(), behaviour.to_owned());
         assert_eq!(found.get(&key), Some(&Severity::Fail), "{quirk}: {:#?}", report.orchestrators);
         let failed: Vec<_> = found.iter().filter(|(_, s)| **s >= Severity::Fail).map(|(k, _)| k.clone()).collect();
-        assert_eq!(failed, [key.clone()], "{quirk} fails elsewhere too");
+        assert_eq!(failed, std::slice::from_ref(&key), "{quirk} fails elsewhere too");
         for (cell, outcome) in &found {
             if cell.0 != orchestrator {
                 assert_eq!(Some(outcome), default.get(cell), "{quirk}: {cell:?} differs from the default plugin's");

@@ -59,7 +59,7 @@ impl Drop for Tmpfs {
 
 fn used(path: &Path) -> u64 {
     nix::sys::statvfs::statvfs(path)
-        .map(|v| u64::from(v.blocks().saturating_sub(v.blocks_free())).saturating_mul(v.fragment_size()))
+        .map(|v| v.blocks().saturating_sub(v.blocks_free()).saturating_mul(v.fragment_size()))
         .unwrap_or(0)
 }
 

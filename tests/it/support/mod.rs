@@ -345,6 +345,7 @@ pub struct EventLog {
 
 /// When an [`EventLog`] lets a held fake call go.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)] // `Release::OnStop` reads as the sentence it stands for.
 pub enum Release {
     /// When the run stops.
     OnStop,
