@@ -224,16 +224,45 @@ fn capability_evidence(advertised: &[(&str, &str)]) -> Vec<Evidence> {
 /// plugin speaks: each field only one version defines that it sets (the path without list
 /// indices), and a v1.13-only RPC served. Sorted, each once.
 pub fn answer_evidence(rpc: &str, messages: &[DynamicMessage]) -> Vec<Evidence> {
+    answer_evidence_of(rpc, messages, |_| true)
+}
+
+/// The RPCs whose answers list every object of the plugin, not only the ones asked about:
+/// (RPC, the entry's object field, that object's id field).
+const LISTINGS: [(&str, &str, &str); 2] = [("ListVolumes", "volume", "volume_id"), ("ListSnapshots", "snapshot", "snapshot_id")];
+
+/// [`answer_evidence`], reading a listing's entries only for the objects whose id `own`
+/// accepts. A listing shows whatever other scenarios hold at that moment, so evidence read
+/// from their entries would land on a scenario by chance of timing; the caller passes the
+/// ids it holds, so what it is told is the same at any `--jobs` and in any order.
+pub fn answer_evidence_of(rpc: &str, messages: &[DynamicMessage], own: impl Fn(&str) -> bool) -> Vec<Evidence> {
     let mut out = Vec::new();
     if let Some((_, requirement)) = V1_13_RPCS.iter().find(|(r, _)| *r == rpc) {
         out.push(Evidence { version: SpecVersion::V1_13, what: format!("{rpc} answered OK"), requirement });
     }
+    let listing = LISTINGS.iter().find(|(r, ..)| *r == rpc);
     for m in messages {
-        walk(rpc, m, "", &mut out);
+        match listing {
+            Some((_, object, id)) => {
+                let mut kept = m.clone();
+                if let Some(Value::List(entries)) = kept.get_field_by_name_mut("entries") {
+                    entries.retain(|entry| entry_id(entry, object, id).is_some_and(|id| own(&id)));
+                }
+                walk(rpc, &kept, "", &mut out);
+            }
+            None => walk(rpc, m, "", &mut out),
+        }
     }
     out.sort();
     out.dedup();
     out
+}
+
+/// The id of a listing's entry: `entry.<object>.<id>`.
+fn entry_id(entry: &Value, object: &str, id: &str) -> Option<String> {
+    let object = entry.as_message()?.get_field_by_name(object)?;
+    let id = object.as_message()?.get_field_by_name(id)?;
+    id.as_str().map(str::to_owned)
 }
 
 fn walk(rpc: &str, message: &DynamicMessage, path: &str, out: &mut Vec<Evidence>) {
@@ -323,6 +352,16 @@ mod tests {
         let found = answer_evidence("ListVolumes", &[to_dynamic(&listed)]);
         assert_eq!(found.len(), 1, "one piece per field, whatever the entries: {found:?}");
         assert_eq!(found[0].what, "ListVolumes's answer sets entries[].status.volume_condition");
+        // Read for the scenario that holds a volume: only its own entry counts.
+        let mut mixed = listed.clone();
+        mixed.entries[0].volume = Some(v1::Volume { volume_id: "theirs".into(), ..Default::default() });
+        mixed.entries[1].volume = Some(v1::Volume { volume_id: "mine".into(), ..Default::default() });
+        mixed.entries[1].status = None;
+        let own = |id: &str| id == "mine";
+        assert!(answer_evidence_of("ListVolumes", &[to_dynamic(&mixed)], own).is_empty(), "only another's entry shows it");
+        assert_eq!(answer_evidence("ListVolumes", &[to_dynamic(&mixed)]).len(), 1, "the report still hears it");
+        mixed.entries[1].status = listed.entries[0].status.clone();
+        assert_eq!(answer_evidence_of("ListVolumes", &[to_dynamic(&mixed)], own).len(), 1);
         let snapshot = v1::CreateSnapshotResponse {
             snapshot: Some(v1::Snapshot { accessible_topology: vec![Default::default()], ..Default::default() }),
         };

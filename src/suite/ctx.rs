@@ -443,12 +443,18 @@ impl ScenarioCtx {
     /// Notes what an OK answer shows of the spec version the plugin speaks, for the report;
     /// evidence against the version the run judges by (judged when the run began, and not
     /// changed mid-run) warns at the step that first got some, once per scenario: never a
-    /// failure, as a version is a guess.
+    /// failure, as a version is a guess. A listing's entries for objects other scenarios hold
+    /// go to the report only: whether they are there depends on timing, and a scenario's
+    /// verdict must not.
     fn version_evidence(&mut self, rpc: &str, request: &DynamicMessage, response: &Response) {
         let found = crate::version::answer_evidence(rpc, response.messages());
         if found.is_empty() {
             return;
         }
+        let own = {
+            let ids = self.tracker.object_ids();
+            crate::version::answer_evidence_of(rpc, response.messages(), |id| ids.contains(id))
+        };
         let shared = self.shared.clone();
         let assumed = &shared.plugin.fingerprint.spec;
         let mut contradicting = Vec::new();
@@ -456,7 +462,10 @@ impl ScenarioCtx {
             let mut seen = self.shared.versions.lock().unwrap_or_else(|p| p.into_inner());
             for evidence in found {
                 let scenarios = seen.entry(evidence.clone()).or_default();
-                if scenarios.insert(self.scenario_id.clone()) && assumed.contradicted_by(&evidence) {
+                if own.contains(&evidence)
+                    && scenarios.insert(self.scenario_id.clone())
+                    && assumed.contradicted_by(&evidence)
+                {
                     contradicting.push(evidence);
                 }
             }

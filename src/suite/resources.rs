@@ -541,6 +541,23 @@ impl Tracker {
         order
     }
 
+    /// The ids of the volumes and snapshots (group members included) this tracker holds.
+    pub fn object_ids(&self) -> std::collections::BTreeSet<&str> {
+        let mut ids = std::collections::BTreeSet::new();
+        for t in &self.live {
+            match &t.resource {
+                Resource::Volume { volume_id } => ids.insert(volume_id.as_str()),
+                Resource::Snapshot { snapshot_id } => ids.insert(snapshot_id.as_str()),
+                Resource::GroupSnapshot { snapshot_ids, .. } => {
+                    ids.extend(snapshot_ids.iter().map(String::as_str));
+                    true
+                }
+                _ => false,
+            };
+        }
+        ids
+    }
+
     /// Whether nothing is left.
     pub fn is_empty(&self) -> bool {
         self.live.is_empty()

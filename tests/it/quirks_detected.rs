@@ -63,9 +63,10 @@ const PROPERTIES: [&str; 2] = ["properties.validate-never-fails", "properties.cr
 
 /// Beside [`LIFECYCLE`] (whose NodeGetVolumeStats answers carry it), the scenarios of a
 /// default run whose answers carry volume_condition under `mixed-versions` (ListVolumes,
-/// ControllerGetVolume, NodeGetVolumeStats).
-const MIXED_VERSIONS: [&str; 9] = [
-    "controller.list-volumes",
+/// ControllerGetVolume, NodeGetVolumeStats) for a volume they hold. `controller.list-volumes`
+/// holds none: the volumes its listing shows are other scenarios', there or not by timing, so
+/// they reach the report's evidence but warn no scenario (it did, now and then, under load).
+const MIXED_VERSIONS: [&str; 8] = [
     "controller.list-volumes.create-delete",
     "controller.list-volumes.pagination",
     "extras.controller-get-volume",
