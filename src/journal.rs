@@ -725,6 +725,33 @@ mod tests {
     }
 
     #[test]
+    fn what_is_outstanding_is_undone_publications_first_whether_made_or_only_asked_for() {
+        // cleanup sorts by this rank: a volume deleted before its publication is undone fails.
+        let call = |rpc: &str| {
+            Outstanding::Call(CallRecord {
+                endpoint: "unix:///x.sock".into(),
+                scenario: "s.x".into(),
+                secrets_key: None,
+                rpc: rpc.into(),
+                node: 0,
+                request: serde_json::json!({}),
+            })
+        };
+        let published = Record {
+            resource: Resource::NodePublication { volume_id: "a".into(), target_path: "/t".into(), node: 0 },
+            ..volume("a")
+        };
+        let ranks = [
+            Outstanding::Resource(published).undo_rank(),
+            call("NodePublishVolume").undo_rank(),
+            call("NodeStageVolume").undo_rank(),
+            Outstanding::Resource(volume("a")).undo_rank(),
+            call("CreateVolume").undo_rank(),
+        ];
+        assert_eq!(ranks, [0, 0, 1, 3, 3]);
+    }
+
+    #[test]
     fn compaction_removes_only_its_own_leftovers() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.jsonl");
