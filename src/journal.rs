@@ -687,4 +687,83 @@ mod tests {
     fn a_missing_journal_has_nothing_outstanding() {
         assert!(outstanding(Path::new("/nonexistent/journal.jsonl")).unwrap().is_empty());
     }
+
+    #[test]
+    fn what_the_plugin_lost_or_kept_is_settled_and_never_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let j = Journal::open(&path, "r").unwrap();
+        let call = CallRecord {
+            endpoint: "unix:///x.sock".into(),
+            scenario: "s.x".into(),
+            secrets_key: None,
+            rpc: "CreateVolume".into(),
+            node: 0,
+            request: serde_json::json!({ "name": "lost" }),
+        };
+        let lost = j.sending(&call).unwrap();
+        let kept = j.created(&volume("kept")).unwrap();
+        let _open = j.created(&volume("open")).unwrap();
+        assert_eq!(outstanding(&path).unwrap().len(), 3);
+        j.lost_by_plugin(&lost, &call, "answered OK with an empty volume id").unwrap();
+        j.kept_by_plugin(&kept, "still listed after the delete").unwrap();
+        assert_eq!(names(&path), ["volume open (name-open) on unix:///x.sock (scenario s.x)"]);
+        // What the plugin answered is written down for the operator.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("empty volume id") && text.contains("still listed"), "{text}");
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_opened_is_an_error_not_an_empty_one() {
+        // Only a missing journal has nothing outstanding: any other failure to open it (here a
+        // path through a regular file) must not read as "nothing to clean up".
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "").unwrap();
+        let e = outstanding(&file.join("journal.jsonl")).unwrap_err();
+        assert!(matches!(e, JournalError::Io { .. }), "{e}");
+    }
+
+    #[test]
+    fn what_is_outstanding_is_undone_publications_first_whether_made_or_only_asked_for() {
+        // cleanup sorts by this rank: a volume deleted before its publication is undone fails.
+        let call = |rpc: &str| {
+            Outstanding::Call(CallRecord {
+                endpoint: "unix:///x.sock".into(),
+                scenario: "s.x".into(),
+                secrets_key: None,
+                rpc: rpc.into(),
+                node: 0,
+                request: serde_json::json!({}),
+            })
+        };
+        let published = Record {
+            resource: Resource::NodePublication { volume_id: "a".into(), target_path: "/t".into(), node: 0 },
+            ..volume("a")
+        };
+        let ranks = [
+            Outstanding::Resource(published).undo_rank(),
+            call("NodePublishVolume").undo_rank(),
+            call("NodeStageVolume").undo_rank(),
+            Outstanding::Resource(volume("a")).undo_rank(),
+            call("CreateVolume").undo_rank(),
+        ];
+        assert_eq!(ranks, [0, 0, 1, 3, 3]);
+    }
+
+    #[test]
+    fn compaction_removes_only_its_own_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        Journal::open(&path, "r").unwrap().created(&volume("a")).unwrap();
+        // A directory shared with other files: another tool's temporary file, and one of
+        // another journal's rewrites, are not this journal's to remove.
+        for other in ["download.tmp", ".k.jsonl.1.tmp"] {
+            std::fs::write(dir.path().join(other), "not ours").unwrap();
+        }
+        assert_eq!(compact(&path).unwrap(), Some(1));
+        for other in ["download.tmp", ".k.jsonl.1.tmp"] {
+            assert!(dir.path().join(other).exists(), "{other} was removed");
+        }
+    }
 }
