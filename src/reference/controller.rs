@@ -13,15 +13,12 @@ use crate::proto::v1::{
 
 use super::checks;
 use super::config::{GIB, TOPOLOGY_KEY};
+use super::keys::{DEVICE_KEY, NODE_KEY};
 use super::state::{
     Capability, ControllerPublication, Source, State, StringMap, VolumeRecord, from_map, to_map,
 };
 use super::{Plugin, Service};
 
-/// The publish_context key naming the (pretend) device of a published volume.
-pub const DEVICE_KEY: &str = "csi-conform.dev/device";
-/// The publish_context key naming the node a volume was published to.
-pub const NODE_KEY: &str = "csi-conform.dev/node";
 /// The volume_context key holding the volume's name.
 pub const NAME_KEY: &str = "csi-conform.dev/name";
 /// The volume_context key holding the volume's file system (or `block`).

@@ -28,6 +28,7 @@ mod controller;
 mod group;
 mod health;
 mod identity;
+mod keys;
 mod lies;
 mod node;
 mod quirks;

@@ -542,7 +542,7 @@ impl Plugin {
             .volumes
             .values()
             .filter_map(|v| v.publications.get(node))
-            .filter_map(|p| p.publish_context.get(super::controller::DEVICE_KEY).cloned())
+            .filter_map(|p| p.publish_context.get(super::keys::DEVICE_KEY).cloned())
             .collect();
         let device = (0..).map(|n| format!("/dev/csi-conform/slot-{n}")).find(|d| !taken.contains(d)).unwrap_or_default();
         std::thread::sleep(std::time::Duration::from_millis(150));
@@ -554,7 +554,7 @@ impl Plugin {
     pub(crate) fn quirk_device_taken(state: &super::state::State, node: &str, volume_id: &str, device: &str) -> Option<Status> {
         let holder = state.volumes.values().find(|v| {
             v.id != volume_id
-                && v.publications.get(node).is_some_and(|p| p.publish_context.get(super::controller::DEVICE_KEY).is_some_and(|d| d == device))
+                && v.publications.get(node).is_some_and(|p| p.publish_context.get(super::keys::DEVICE_KEY).is_some_and(|d| d == device))
         })?;
         Some(Status::internal(format!(
             "attaching volume {volume_id} to node {node} as {device} failed: the device is in use (attached for volume {})",

@@ -5,7 +5,6 @@
 use std::fmt::Write as _;
 
 use super::{
-    html::escape,
     model::{BehaviourResult, OrchestratorResult, RunReport, Severity},
     text,
 };
@@ -78,7 +77,7 @@ pub fn html(out: &mut String, report: &RunReport) {
         behaviour of the orchestrator (docs/orchestrators.md); a cell is the worst finding of the scenarios run as that \
         orchestrator calls the plugin (<code>&lt;id&gt;@&lt;orchestrator&gt;</code>).</p>\n<table id=\"matrix\"><tr><th>behaviour</th>");
     for o in &report.orchestrators {
-        let _ = write!(out, "<th>{}</th>", escape(&o.title));
+        let _ = write!(out, "<th>{}</th>", text::escape_markup(&o.title));
     }
     out.push_str("</tr>\n");
     let mut ids: Vec<&str> = Vec::new();
@@ -88,7 +87,7 @@ pub fn html(out: &mut String, report: &RunReport) {
         }
     }
     for id in ids {
-        let _ = write!(out, "<tr><td><code>{}</code></td>", escape(id));
+        let _ = write!(out, "<tr><td><code>{}</code></td>", text::escape_markup(id));
         for o in &report.orchestrators {
             match o.behaviours.iter().find(|b| b.id == id) {
                 None => out.push_str("<td class=\"num\">—</td>"),
@@ -98,8 +97,8 @@ pub fn html(out: &mut String, report: &RunReport) {
                         out,
                         "<td class=\"{sev}\" title=\"{title}\">{sev}<br/><small>{source}</small></td>",
                         sev = b.outcome,
-                        title = escape(&format!("{detail} ({})", b.holds_for)),
-                        source = escape(&b.source)
+                        title = text::escape_markup(&format!("{detail} ({})", b.holds_for)),
+                        source = text::escape_markup(&b.source)
                     );
                 }
             }
