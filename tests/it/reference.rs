@@ -3,6 +3,8 @@
 //! capabilities, secrets, contexts, and several instances sharing one state directory.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -3037,6 +3039,28 @@ async fn concurrent_instances_on_one_state_directory_lose_no_updates() {
     b_handle.shutdown().await.unwrap();
 }
 
+/// Starts the `csi-conform reference-plugin` binary on `socket` with `args`, and returns as
+/// soon as the socket file exists (a client polling for it, as the kubelet's plugin watcher
+/// does, connects at that moment).
+async fn plugin_binary(socket: &Path, args: &[&OsStr]) -> tokio::process::Child {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-conform"))
+        .arg("reference-plugin")
+        .arg("--endpoint")
+        .arg(format!("unix://{}", socket.display()))
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the plugin binary");
+    let started = Instant::now();
+    while !socket.exists() {
+        // Only turns a hang into a failure.
+        assert!(started.elapsed() < Duration::from_secs(30), "the plugin never made its socket");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    child
+}
+
 #[tokio::test]
 async fn a_separate_node_process_registers_and_serves_from_the_shared_state() {
     let state = tempfile::tempdir().unwrap();
@@ -3047,25 +3071,9 @@ async fn a_separate_node_process_registers_and_serves_from_the_shared_state() {
     })
     .await;
     let socket = c.dir.path().join("node-proc.sock");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-conform"))
-        .arg("reference-plugin")
-        .arg("--endpoint")
-        .arg(format!("unix://{}", socket.display()))
-        .arg("--state-dir")
-        .arg(state.path())
-        .args(["--node-only", "--node-id", "proc-node"])
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the plugin binary");
-    let started = Instant::now();
-    while !socket.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the node process did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let state_dir = state.path().as_os_str();
+    let mut child =
+        plugin_binary(&socket, &[OsStr::new("--state-dir"), state_dir, "--node-only".as_ref(), "--node-id".as_ref(), "proc-node".as_ref()]).await;
     let mut node = v1::node_client::NodeClient::new(connect(&socket).await);
     assert_eq!(
         ok(node.node_get_info(v1::NodeGetInfoRequest {}).await).node_id,
@@ -3135,20 +3143,7 @@ async fn the_socket_file_appears_already_listening() {
     watch
         .add_watch(dir.path(), AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
         .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-conform"))
-        .arg("reference-plugin")
-        .arg("--endpoint")
-        .arg(format!("unix://{}", socket.display()))
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the plugin binary");
-    let started = Instant::now();
-    while !socket.exists() {
-        // Only turns a hang into a failure.
-        assert!(started.elapsed() < Duration::from_secs(30), "the plugin never made its socket");
-        tokio::task::yield_now().await;
-    }
+    let mut child = plugin_binary(&socket, &[]).await;
     let stream = tokio::net::UnixStream::connect(&socket).await;
     assert!(stream.is_ok(), "the socket existed but refused: {stream:?}");
     let events: Vec<(String, AddWatchFlags)> = watch
