@@ -312,6 +312,18 @@ fn find_impossible(message: &DynamicMessage, prefix: &str, found: &mut Vec<Impos
     }
 }
 
+/// The string at `path` (field names, outermost first) of `message`, if every message on the
+/// way and the string are there: `str_at(entry, &["volume", "volume_id"])`.
+pub fn str_at(message: &DynamicMessage, path: &[&str]) -> Option<String> {
+    let (last, fields) = path.split_last()?;
+    let mut current = std::borrow::Cow::Borrowed(message);
+    for name in fields {
+        let next = current.get_field_by_name(name)?.as_message()?.clone();
+        current = std::borrow::Cow::Owned(next);
+    }
+    current.get_field_by_name(last)?.as_str().map(str::to_owned)
+}
+
 /// Converts a generated prost message into its dynamic form (for printing and redaction).
 pub fn to_dynamic<M: prost::Message + prost::Name>(message: &M) -> DynamicMessage {
     let descriptor = self::message(&M::full_name())

@@ -260,9 +260,7 @@ pub fn answer_evidence_of(rpc: &str, messages: &[DynamicMessage], own: impl Fn(&
 
 /// The id of a listing's entry: `entry.<object>.<id>`.
 fn entry_id(entry: &Value, object: &str, id: &str) -> Option<String> {
-    let object = entry.as_message()?.get_field_by_name(object)?;
-    let id = object.as_message()?.get_field_by_name(id)?;
-    id.as_str().map(str::to_owned)
+    crate::proto::str_at(entry.as_message()?, &[object, id])
 }
 
 fn walk(rpc: &str, message: &DynamicMessage, path: &str, out: &mut Vec<Evidence>) {

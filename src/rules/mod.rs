@@ -151,10 +151,7 @@ pub fn created_id(rpc: &str, answer: &DynamicMessage) -> Option<(&'static str, O
         "CreateVolumeGroupSnapshot" => ("group snapshot", "group_snapshot", "group_snapshot_id"),
         _ => return None,
     };
-    let id = answer
-        .get_field_by_name(object)
-        .and_then(|o| o.as_message().and_then(|m| m.get_field_by_name(id)).and_then(|v| v.as_str().map(str::to_owned)))
-        .filter(|id| !id.is_empty());
+    let id = crate::proto::str_at(answer, &[object, id]).filter(|id| !id.is_empty());
     Some((noun, id))
 }
 

@@ -83,18 +83,7 @@ pub(crate) fn look(lookup: &str, id: &str, answer: Result<&DynamicMessage, (Code
             return Look::Unknown(format!("{lookup} answered {}: {message}", crate::client::code_name(code)));
         }
     };
-    let text = |m: &DynamicMessage, path: &[&str]| -> String {
-        let mut current = m.clone();
-        for (i, name) in path.iter().enumerate() {
-            let Some(value) = current.get_field_by_name(name) else { return String::new() };
-            if i + 1 == path.len() {
-                return value.as_str().unwrap_or_default().to_owned();
-            }
-            let Some(next) = value.as_message().cloned() else { return String::new() };
-            current = next;
-        }
-        String::new()
-    };
+    let text = |m: &DynamicMessage, path: &[&str]| proto::str_at(m, path).unwrap_or_default();
     let (entries, object, field) = match lookup {
         "ControllerGetVolume" | "GetSnapshot" => {
             return Look::Still(format!("{lookup} still answers OK with it"));
