@@ -813,6 +813,61 @@ mod tests {
         assert!(text.contains("empty volume id") && text.contains("still listed"), "{text}");
     }
 
+    /// What stays in the journal after a run is said to the operator when it happens: an
+    /// unanswered call, and what teardown could not release.
+    #[test]
+    fn the_observer_tells_the_operator_what_stays_for_cleanup() {
+        use crate::suite::{ResourceObserver as _, Sending, Tracked};
+        #[derive(Clone, Default)]
+        struct Log(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Log {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let observer = JournalObserver::new(Journal::open(&path, "r").unwrap(), Some("unix:///c.sock".into()), vec![]);
+        let call = Sending {
+            seq: 1,
+            scenario: "s.x".into(),
+            rpc: "CreateVolume".into(),
+            request: prost_reflect::DynamicMessage::new(crate::proto::method("CreateVolume").unwrap().input()),
+            node: 0,
+            secrets_key: None,
+        };
+        let volume = Tracked {
+            seq: 2,
+            scenario: "s.x".into(),
+            resource: Resource::Volume { volume_id: "v2".into() },
+            secrets_key: None,
+            name: None,
+        };
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            observer.sending(&call);
+            observer.unanswered(&call);
+            observer.registered(&volume);
+            observer.left_behind(&volume, "its delete failed: INTERNAL");
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("CreateVolume of scenario s.x was never answered; it stays in the journal for `csi-conform cleanup`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("volume v2 left on the plugin (its delete failed: INTERNAL); it stays in the journal"),
+            "{text}"
+        );
+        assert_eq!(outstanding(&path).unwrap().len(), 2, "both stay for cleanup");
+    }
+
     #[test]
     fn compaction_removes_only_its_own_leftovers() {
         let dir = tempfile::tempdir().unwrap();
