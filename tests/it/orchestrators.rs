@@ -1,7 +1,8 @@
 //! `--orchestrator`: the compatibility matrix of the reference plugin over a real socket. The
 //! default plugin has no fail cell under Nomad, Kubernetes or Swarm (and exactly the two
 //! Swarm warnings where Swarm bends the spec); each orchestrator quirk fails its own
-//! orchestrator's behaviour and leaves every other cell as the default plugin has it; the
+//! orchestrator's behaviour and leaves every other cell as the default plugin has it (the
+//! expansion quirk only the kubelet's call without a staging path); the
 //! matrix reaches the JSON, the JUnit (one testsuite per orchestrator) and the console; a run
 //! without `--orchestrator` has no instance and no matrix.
 
@@ -18,10 +19,11 @@ use regex::Regex;
 use crate::support::{TestPlugin, engine_plugin};
 
 /// Each orchestrator quirk, the orchestrator it breaks and the behaviour it breaks there.
-pub(crate) const QUIRKS: [(Quirk, &str, &str); 3] = [
+pub(crate) const QUIRKS: [(Quirk, &str, &str); 4] = [
     (Quirk::TopologyExtraNodeSegment, "nomad", "topology.match"),
     (Quirk::AttachRace, "kubernetes", "concurrency.controller"),
     (Quirk::StageStateInParent, "swarm", "paths.staging"),
+    (Quirk::ExpandNeedsStagingPath, "kubernetes", "fields.expand-staging-path"),
 ];
 
 /// The cells where the default plugin warns: Swarm never unstages (its DeleteVolume refuses a
@@ -149,6 +151,53 @@ async fn each_orchestrator_quirk_fails_its_own_orchestrator_only() {
         let cell = o.behaviours.iter().find(|b| b.id == behaviour).unwrap();
         assert!(!cell.findings.is_empty() && !cell.source.is_empty(), "{quirk}: {cell:#?}");
     }
+}
+
+/// `expand-needs-staging-path` fails the one call sent without a staging path: the kubelet's
+/// NodeExpandVolume of a multi-node block volume. Not the kubelet's expansion of a mount
+/// volume, not Nomad's (which sends the staging path), and no scenario of a run without
+/// `--orchestrator` (they all send it).
+#[tokio::test]
+async fn an_expansion_that_needs_the_staging_path_fails_only_the_kubelets_shared_block_volume() {
+    let report = matrix_run(vec![Quirk::ExpandNeedsStagingPath], Orchestrator::ALL.to_vec()).await;
+    let failed: Vec<&str> = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .filter(|s| s.outcome >= Severity::Fail)
+        .map(|s| s.id.as_str())
+        .collect();
+    assert_eq!(failed, ["orchestrator.expand-shared-block@kubernetes"]);
+    let kubernetes = report.orchestrators.iter().find(|o| o.name == "kubernetes").unwrap();
+    let cell = kubernetes.behaviours.iter().find(|b| b.id == "fields.expand-staging-path").unwrap();
+    let f = &cell.findings[0];
+    assert!(
+        f.message.contains("without a staging_target_path")
+            && f.message.contains("will not work under Kubernetes")
+            && f.message.contains("OPTIONAL"),
+        "{}",
+        f.message
+    );
+    assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
+
+    let base = |quirks: Vec<Quirk>| async move {
+        let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
+        let engine = engine_plugin(&plugin).await;
+        let work = tempfile::tempdir().unwrap();
+        let config = RunConfig {
+            seed: 7,
+            work_dir: work.path().join("work"),
+            focus: vec![Regex::new("expand").unwrap()],
+            ..RunConfig::default()
+        };
+        let report = suite::run(&engine, &suite::builtin(), &config).await;
+        let outcomes: Vec<(String, Severity)> =
+            report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
+        outcomes
+    };
+    let with_quirk = base(vec![Quirk::ExpandNeedsStagingPath]).await;
+    assert!(with_quirk.iter().filter(|(_, o)| *o == Severity::Pass).count() >= 4, "{with_quirk:?}");
+    assert_eq!(with_quirk, base(Vec::new()).await);
 }
 
 #[tokio::test]
