@@ -33,13 +33,19 @@ const DEFAULT_WARNINGS: [(&str, &str); 2] = [("swarm", "rpc.unstage"), ("swarm",
 /// The instances only (`@` in the id) of the built-in suites, against the reference plugin
 /// with `quirks`, as every orchestrator calls it.
 async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>) -> RunReport {
+    run(quirks, orchestrators, "@").await
+}
+
+/// The built-in scenarios whose ids match `focus`, against the reference plugin with
+/// `quirks`, with `orchestrators`.
+async fn run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>, focus: &str) -> RunReport {
     let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
     let work = tempfile::tempdir().unwrap();
     let config = RunConfig {
         seed: 7,
         work_dir: work.path().join("work"),
-        focus: vec![Regex::new("@").unwrap()],
+        focus: vec![Regex::new(focus).unwrap()],
         orchestrators,
         ..RunConfig::default()
     };
@@ -181,16 +187,7 @@ async fn an_expansion_that_needs_the_staging_path_fails_only_the_kubelets_shared
     assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
 
     let base = |quirks: Vec<Quirk>| async move {
-        let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
-        let engine = engine_plugin(&plugin).await;
-        let work = tempfile::tempdir().unwrap();
-        let config = RunConfig {
-            seed: 7,
-            work_dir: work.path().join("work"),
-            focus: vec![Regex::new("expand").unwrap()],
-            ..RunConfig::default()
-        };
-        let report = suite::run(&engine, &suite::builtin(), &config).await;
+        let report = run(quirks, Vec::new(), "expand").await;
         let outcomes: Vec<(String, Severity)> =
             report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
         outcomes
@@ -212,16 +209,7 @@ async fn a_quirk_is_judged_only_by_the_orchestrators_asked_for() {
 
 #[tokio::test]
 async fn without_orchestrators_there_is_no_instance_and_no_matrix() {
-    let plugin = TestPlugin::start(Config::default()).await;
-    let engine = engine_plugin(&plugin).await;
-    let work = tempfile::tempdir().unwrap();
-    let config = RunConfig {
-        seed: 7,
-        work_dir: work.path().join("work"),
-        focus: vec![Regex::new("^lifecycle\\.mount\\.read-write$").unwrap()],
-        ..RunConfig::default()
-    };
-    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let report = run(Vec::new(), Vec::new(), "^lifecycle\\.mount\\.read-write$").await;
     let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["lifecycle.mount.read-write"]);
     assert!(report.orchestrators.is_empty());
