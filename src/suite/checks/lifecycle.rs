@@ -51,6 +51,7 @@ use crate::{
 mod args;
 mod node;
 mod orchestrated;
+mod usage;
 
 use args::{bool_arg, list_arg, map_arg, str_arg};
 
@@ -137,6 +138,7 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "long_paths", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "volumes", kind: ArgKind::Int, required: false },
+    ArgSpec { name: "second_usage", kind: ArgKind::Bool, required: false },
 ];
 
 /// With `long_paths`, node 0's staging and target paths live in a directory with a name this
@@ -237,6 +239,8 @@ struct Plan {
     unstage_without_path: bool,
     /// Volumes on node 0 at once (`volumes`; above 1 only in an orchestrator instance).
     volumes: usize,
+    /// A second, read-only use of the volume on node 0 (`second_usage`; only in an instance).
+    second_usage: bool,
 }
 
 impl Plan {
@@ -302,6 +306,7 @@ impl Plan {
             writes: true,
             unstage_without_path: bool_arg(args, "unstage_without_path")?,
             volumes: orchestrated::volumes_arg(ctx, args)?,
+            second_usage: usage::second_usage_arg(ctx, args, mode)?,
         })
     }
 
@@ -328,7 +333,7 @@ impl Plan {
         if self.restart && ctx.config().restart_cmd.is_none() {
             return Some("restarting the node plugin needs --allow-restart-cmd".into());
         }
-        None
+        self.second_usage_skip(ctx)
     }
 
     fn capability(&self, mount: &MountOptions) -> v1::VolumeCapability {
@@ -612,6 +617,9 @@ impl Lifecycle<'_> {
                 node.inspector = self.inspector(node.index).await;
             }
             self.publish(&node, &node.target, self.plan.times).await?;
+            if self.plan.second_usage && node.index == 0 {
+                self.second_usage(&node).await?;
+            }
             used.push(node);
         }
         let second_target = match (self.plan.second_target, used.first()) {
