@@ -272,6 +272,7 @@ impl Plugin {
             }
             let staged: Vec<String> = node.stagings.values().map(|s| s.volume_id.clone()).collect();
             self.quirk_stage_record(&staging, &req.volume_id, &staged)?;
+            self.quirk_staging_dir_made(&staging)?;
             std::fs::create_dir_all(&staging).map_err(|e| internal("create staging_target_path", e))?;
             let mounted = !cap.is_block() && self.mounts;
             if mounted {

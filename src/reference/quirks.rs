@@ -126,6 +126,8 @@ pub enum Quirk {
     /// NodeStageVolume keeps its stage record in the staging path's parent, one volume per
     /// parent.
     StageStateInParent,
+    /// NodeStageVolume refuses a staging path that does not exist instead of making it.
+    StagingDirNotMade,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -136,7 +138,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 43] = [
+    pub const ALL: [Quirk; 44] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -180,6 +182,7 @@ impl Quirk {
         Quirk::TopologyExtraNodeSegment,
         Quirk::AttachRace,
         Quirk::StageStateInParent,
+        Quirk::StagingDirNotMade,
     ];
 
     /// The name `--quirk` takes.
@@ -228,6 +231,7 @@ impl Quirk {
             Quirk::TopologyExtraNodeSegment => "topology-extra-node-segment",
             Quirk::AttachRace => "attach-race",
             Quirk::StageStateInParent => "stage-state-in-parent",
+            Quirk::StagingDirNotMade => "staging-dir-not-made",
         }
     }
 
@@ -346,6 +350,9 @@ impl Quirk {
             }
             Quirk::StageStateInParent => {
                 "NodeStageVolume keeps its stage record in the staging path's parent directory and refuses a second volume there, assuming every volume gets a directory of its own (breaks Swarm's flat /data/staged/<id>; moby/swarmkit#3197)"
+            }
+            Quirk::StagingDirNotMade => {
+                "NodeStageVolume answers INTERNAL when the staging path does not exist instead of making it, relying on the CO to make it as the spec says (breaks Swarm, which makes none; moby/swarmkit#3197, ceph/ceph-csi#3769)"
             }
         }
     }
@@ -582,6 +589,15 @@ impl Plugin {
         std::fs::create_dir_all(parent)
             .and_then(|()| std::fs::write(&record, volume_id))
             .map_err(|e| Status::internal(format!("cannot write the stage record {}: {e}", record.display())))
+    }
+
+    /// `staging-dir-not-made`: a staging path that does not exist is refused, not made (the
+    /// spec has the CO make it).
+    pub(crate) fn quirk_staging_dir_made(&self, staging: &std::path::Path) -> Result<(), Status> {
+        if self.quirk(Quirk::StagingDirNotMade) && !staging.exists() {
+            return Err(Status::internal(format!("staging path {} does not exist", staging.display())));
+        }
+        Ok(())
     }
 
     /// `stage-state-in-parent`: removes the stage record of `volume_id` beside `staging`.
