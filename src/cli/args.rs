@@ -141,8 +141,14 @@ pub struct RunArgs {
     /// repeatable. Each lifecycle scenario runs once more as `<id>@<orchestrator>` with its
     /// paths, directories, RPC order and fields, and the report gets a compatibility matrix:
     /// per orchestrator, pass/fail/warn for each of its behaviours (docs/orchestrators.md).
-    #[arg(help_heading = "Selection", long, value_name = "NAME")]
+    #[arg(help_heading = "Compatibility", long, value_name = "NAME")]
     pub orchestrator: Vec<String>,
+
+    /// With --orchestrator: run the lifecycle scenarios only as the orchestrators' instances
+    /// (`<id>@<orchestrator>`), not as loaded, for the compatibility matrix alone; scenarios
+    /// without instances run as usual. The spec verdicts of those lifecycles are then missing.
+    #[arg(help_heading = "Compatibility", long)]
+    pub orchestrator_only: bool,
 
     /// How often idempotency checks repeat a call (0 skips them).
     #[arg(help_heading = "Selection", long, default_value_t = 10)]
