@@ -264,7 +264,9 @@ impl Plugin {
                     req.volume_id
                 )));
             }
-            if let Some((other, _)) = node.stagings.iter().find(|(_, s)| s.volume_id == req.volume_id) {
+            if let Some((other, _)) =
+                node.stagings.iter().find(|(_, s)| s.volume_id == req.volume_id).filter(|_| !self.quirk_stages_twice())
+            {
                 return Err(Status::failed_precondition(format!(
                     "volume {} is already staged at {other}; a volume has one staging path per node",
                     req.volume_id
@@ -329,6 +331,7 @@ impl Plugin {
                 self.data.volume(&req.volume_id).wipe().map_err(|e| internal("discard the volume's content", e))?;
             }
             node.stagings.remove(&key);
+            self.quirk_release_volume(node, &req.volume_id);
             Ok(v1::NodeUnstageVolumeResponse {})
         })
     }

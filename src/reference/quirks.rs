@@ -128,6 +128,9 @@ pub enum Quirk {
     StageStateInParent,
     /// NodeStageVolume refuses a staging path that does not exist instead of making it.
     StagingDirNotMade,
+    /// A staged volume is staged at a second staging path too, and NodeUnstageVolume of any
+    /// of them takes down every staging and publication of the volume on the node.
+    UnstageByVolume,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -138,7 +141,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 44] = [
+    pub const ALL: [Quirk; 45] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -183,6 +186,7 @@ impl Quirk {
         Quirk::AttachRace,
         Quirk::StageStateInParent,
         Quirk::StagingDirNotMade,
+        Quirk::UnstageByVolume,
     ];
 
     /// The name `--quirk` takes.
@@ -232,6 +236,7 @@ impl Quirk {
             Quirk::AttachRace => "attach-race",
             Quirk::StageStateInParent => "stage-state-in-parent",
             Quirk::StagingDirNotMade => "staging-dir-not-made",
+            Quirk::UnstageByVolume => "unstage-by-volume",
         }
     }
 
@@ -353,6 +358,9 @@ impl Quirk {
             }
             Quirk::StagingDirNotMade => {
                 "NodeStageVolume answers INTERNAL when the staging path does not exist instead of making it, relying on the CO to make it as the spec says (breaks Swarm, which makes none; moby/swarmkit#3197, ceph/ceph-csi#3769)"
+            }
+            Quirk::UnstageByVolume => {
+                "NodeStageVolume stages an already staged volume at a second staging path too, and NodeUnstageVolume of any one of them releases the volume on the node, unmounting every staging and publication of it there (node state kept by volume id: breaks Nomad, which stages a volume once per use and unstages each use alone)"
             }
         }
     }
@@ -598,6 +606,32 @@ impl Plugin {
             return Err(Status::internal(format!("staging path {} does not exist", staging.display())));
         }
         Ok(())
+    }
+
+    /// `unstage-by-volume`: whether a staged volume may be staged at another path too.
+    pub(crate) fn quirk_stages_twice(&self) -> bool {
+        self.quirk(Quirk::UnstageByVolume)
+    }
+
+    /// `unstage-by-volume`: after NodeUnstageVolume of one staging path, every other staging
+    /// and publication of `volume_id` on the node is unmounted and forgotten (the volume was
+    /// released as a whole), their directories left as they are.
+    pub(crate) fn quirk_release_volume(&self, node: &mut super::state::NodeRecord, volume_id: &str) {
+        if !self.quirk(Quirk::UnstageByVolume) {
+            return;
+        }
+        node.publications.retain(|target, p| {
+            if p.volume_id == volume_id && p.mounted {
+                let _ = crate::mounts::unmount(std::path::Path::new(target));
+            }
+            p.volume_id != volume_id
+        });
+        node.stagings.retain(|staging, s| {
+            if s.volume_id == volume_id && s.mounted {
+                let _ = crate::mounts::unmount(std::path::Path::new(staging));
+            }
+            s.volume_id != volume_id
+        });
     }
 
     /// `stage-state-in-parent`: removes the stage record of `volume_id` beside `staging`.

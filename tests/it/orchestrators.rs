@@ -21,8 +21,9 @@ use crate::support::{TestPlugin, csi_conform, engine_plugin};
 /// Each orchestrator quirk, the orchestrator it breaks, the behaviour it breaks there and how:
 /// a failure, or a warning where that orchestrator bends the spec and the plugin is right by
 /// it (Swarm makes no staging directory; the spec makes that the CO's job).
-pub(crate) const QUIRKS: [(Quirk, &str, &str, Severity); 4] = [
+pub(crate) const QUIRKS: [(Quirk, &str, &str, Severity); 5] = [
     (Quirk::TopologyExtraNodeSegment, "nomad", "topology.match", Severity::Fail),
+    (Quirk::UnstageByVolume, "nomad", "rpc.unstage", Severity::Fail),
     (Quirk::AttachRace, "kubernetes", "concurrency.controller", Severity::Fail),
     (Quirk::StageStateInParent, "swarm", "paths.staging", Severity::Fail),
     (Quirk::StagingDirNotMade, "swarm", "dirs.staging", Severity::Warn),
@@ -197,6 +198,14 @@ async fn each_orchestrator_quirk_fails_its_own_orchestrator_only() {
         let o = report.orchestrators.iter().find(|o| o.name == orchestrator).unwrap();
         let cell = o.behaviours.iter().find(|b| b.id == behaviour).unwrap();
         assert!(!cell.findings.is_empty() && !cell.source.is_empty(), "{quirk}: {cell:#?}");
+        if quirk == Quirk::UnstageByVolume {
+            // It took the second staging path (a pass there) and lost the first use with it.
+            let usage = (orchestrator.to_owned(), "paths.staging-per-usage".to_owned());
+            assert_eq!(found.get(&usage), Some(&Severity::Pass), "{:#?}", report.orchestrators);
+            let message = &cell.findings[0].message;
+            assert!(message.contains("ro-file-system-multi-node-multi-writer") && message.contains("is gone"), "{message}");
+            assert_eq!(cell.findings.len(), 1, "only the second use's unstage breaks: {cell:#?}");
+        }
         if severity == Severity::Warn {
             // It will not work there, and the orchestrator, not the plugin, bends the spec.
             let message = &cell.findings[0].message;
