@@ -66,14 +66,7 @@ impl Lifecycle<'_> {
         self.exercise(ids::STAGING_PER_USAGE);
         let mut second = first.clone();
         self.place_use(&mut second, true, "-ro")?;
-        let request = v1::NodeStageVolumeRequest {
-            volume_id: self.volume_id.clone(),
-            publish_context: second.publish_context.clone(),
-            staging_target_path: second.staging.display().to_string(),
-            volume_capability: Some(self.plan.node_capability()),
-            volume_context: self.context.clone(),
-            ..Default::default()
-        };
+        let request = self.stage_request(&second);
         let (sent, answer) = self.send("NodeStageVolume", proto::to_dynamic(&request), Some(second.index)).await;
         match answer {
             Ok(_) => {}
