@@ -115,6 +115,8 @@ pub mod ids {
     pub const STAGING: &str = "paths.staging";
     /// Where a block volume is staged, when it differs.
     pub const STAGING_BLOCK: &str = "paths.staging-block";
+    /// One volume used two ways on one node is staged once per use, at a path of its own.
+    pub const STAGING_PER_USAGE: &str = "paths.staging-per-usage";
     /// Where a mount volume is published.
     pub const PUBLISH_MOUNT: &str = "paths.publish-mount";
     /// Where a block volume is published.
@@ -141,6 +143,8 @@ pub mod ids {
     pub const POD_INFO: &str = "fields.pod-info";
     /// The capability ControllerPublishVolume gets.
     pub const CAPABILITY: &str = "fields.capability";
+    /// Whether NodeExpandVolume gets the staging path (and whether the CO expands at all).
+    pub const EXPAND_STAGING_PATH: &str = "fields.expand-staging-path";
     /// How a volume's topology is matched against a node's.
     pub const TOPOLOGY_MATCH: &str = "topology.match";
     /// Where CreateVolume's accessibility requirements come from.
@@ -156,6 +160,7 @@ pub mod ids {
     pub const DRIVEN: &[&str] = &[
         STAGING,
         STAGING_BLOCK,
+        STAGING_PER_USAGE,
         PUBLISH_MOUNT,
         PUBLISH_BLOCK,
         DIRS_STAGING,
@@ -169,6 +174,7 @@ pub mod ids {
         MOUNT_OPTIONS,
         POD_INFO,
         CAPABILITY,
+        EXPAND_STAGING_PATH,
         TOPOLOGY_MATCH,
         TOPOLOGY_REQUISITE,
         VALIDATE_WHEN,
@@ -209,6 +215,10 @@ pub struct CallPattern {
     pub orchestrator: Orchestrator,
     /// `paths.*`: where it stages and publishes.
     pub layout: Layout,
+    /// `paths.staging-per-usage`: one volume used two ways on one node (read-only and
+    /// read-write) is staged once per use, each at a staging path of its own (otherwise once
+    /// per node, at one path, and a second use is only a second publication).
+    pub stages_per_usage: bool,
     /// `dirs.staging`: it makes the staging directory before NodeStageVolume.
     pub makes_staging_dir: bool,
     /// `dirs.target`: it makes the target's parent (never the target).
@@ -226,6 +236,12 @@ pub struct CallPattern {
     /// `fields.mount-options` (or the access mode, where it has no such row): where the
     /// mount_flags it sends on ControllerPublish, NodeStage and NodePublish come from, in prose.
     pub mount_flags_from: &'static str,
+    /// `fields.expand-staging-path`: it expands volumes (ControllerExpandVolume, then
+    /// NodeExpandVolume where the volume is in use).
+    pub expands: bool,
+    /// `fields.expand-staging-path`: NodeExpandVolume of a multi-node block volume gets no
+    /// staging_target_path, its volume_path being the workload's publish path (the kubelet).
+    pub expands_shared_block_unstaged: bool,
     /// `topology.match`.
     pub topology: TopologyMatch,
     /// `topology.requisite`: CreateVolume's requisite is the nodes' topologies (otherwise
@@ -259,6 +275,7 @@ impl CallPattern {
 const NOMAD: CallPattern = CallPattern {
     orchestrator: Orchestrator::Nomad,
     layout: Layout::Nomad,
+    stages_per_usage: true,
     makes_staging_dir: true,
     makes_target_parent: true,
     removes_left_target: true,
@@ -267,18 +284,27 @@ const NOMAD: CallPattern = CallPattern {
     pod_info: false,
     controller_publish_as_mount: false,
     mount_flags_from: "a claim's mount_options",
+    // The claim's target and the usage's staging path (hashicorp/nomad#24465, PR #25253).
+    expands: true,
+    expands_shared_block_unstaged: false,
     topology: TopologyMatch::Exact,
     requisite_from_nodes: false,
     validates: true,
     // Serialised per plugin since PR #17996 (July 2023).
     parallel_controller_publish: false,
-    deviations: &[],
+    deviations: &[(
+        ids::STAGING_PER_USAGE,
+        "Nomad stages a volume once per use on a node, a read-only and a read-write allocation each at a staging path of \
+         its own, while the spec has the CO keep one staging_target_path per volume and call NodeStageVolume once per \
+         volume per node",
+    )],
     undriven: &[],
 };
 
 const KUBERNETES: CallPattern = CallPattern {
     orchestrator: Orchestrator::Kubernetes,
     layout: Layout::Kubelet,
+    stages_per_usage: false,
     makes_staging_dir: true,
     makes_target_parent: true,
     removes_left_target: true,
@@ -289,6 +315,8 @@ const KUBERNETES: CallPattern = CallPattern {
     pod_info: false,
     controller_publish_as_mount: false,
     mount_flags_from: "a PersistentVolume's mountOptions",
+    expands: true,
+    expands_shared_block_unstaged: true,
     topology: TopologyMatch::Subset,
     requisite_from_nodes: true,
     validates: false,
@@ -304,6 +332,7 @@ const KUBERNETES: CallPattern = CallPattern {
 const SWARM: CallPattern = CallPattern {
     orchestrator: Orchestrator::Swarm,
     layout: Layout::SwarmFlat,
+    stages_per_usage: false,
     makes_staging_dir: false,
     // The target's parent, `/data/published`, is the plugin's propagated mount, which Docker
     // sets up with the plugin: it exists, though Swarm makes nothing in it.
@@ -314,6 +343,8 @@ const SWARM: CallPattern = CallPattern {
     pod_info: false,
     controller_publish_as_mount: true,
     mount_flags_from: "the mount flags of a volume's access mode",
+    expands: false,
+    expands_shared_block_unstaged: false,
     topology: TopologyMatch::Subset,
     requisite_from_nodes: false,
     validates: false,
@@ -335,7 +366,11 @@ const SWARM: CallPattern = CallPattern {
              refuse a capability it cannot serve the volume with",
         ),
     ],
-    undriven: &[],
+    undriven: &[(
+        ids::EXPAND_STAGING_PATH,
+        "Swarm never expands a volume: swarmkit's controller side (manager/csi) has no ControllerExpandVolume and its \
+         node side (agent/csi) no NodeExpandVolume",
+    )],
 };
 
 #[cfg(test)]

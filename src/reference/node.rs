@@ -264,7 +264,9 @@ impl Plugin {
                     req.volume_id
                 )));
             }
-            if let Some((other, _)) = node.stagings.iter().find(|(_, s)| s.volume_id == req.volume_id) {
+            if let Some((other, _)) =
+                node.stagings.iter().find(|(_, s)| s.volume_id == req.volume_id).filter(|_| !self.quirk_stages_twice())
+            {
                 return Err(Status::failed_precondition(format!(
                     "volume {} is already staged at {other}; a volume has one staging path per node",
                     req.volume_id
@@ -272,6 +274,7 @@ impl Plugin {
             }
             let staged: Vec<String> = node.stagings.values().map(|s| s.volume_id.clone()).collect();
             self.quirk_stage_record(&staging, &req.volume_id, &staged)?;
+            self.quirk_staging_dir_made(&staging)?;
             std::fs::create_dir_all(&staging).map_err(|e| internal("create staging_target_path", e))?;
             let mounted = !cap.is_block() && self.mounts;
             if mounted {
@@ -328,6 +331,7 @@ impl Plugin {
                 self.data.volume(&req.volume_id).wipe().map_err(|e| internal("discard the volume's content", e))?;
             }
             node.stagings.remove(&key);
+            self.quirk_release_volume(node, &req.volume_id);
             Ok(v1::NodeUnstageVolumeResponse {})
         })
     }
@@ -612,6 +616,11 @@ impl Plugin {
             && (self.config.mode.serves_controller() || self.config.state_dir.is_some());
         self.store.transact(|state| {
             let at_path = self.capability_at(state, &req.volume_id, &req.volume_path);
+            let unstaged = self.quirk_expand_staging(
+                state.nodes.get(&self.config.node_id),
+                &req.volume_id,
+                &req.staging_target_path,
+            );
             let volume = state
                 .volumes
                 .get_mut(&req.volume_id)
@@ -646,6 +655,10 @@ impl Plugin {
                         self.config.max_volume_size
                     )));
                 }
+            }
+            // `expand-needs-staging-path`, once the request is known to be servable.
+            unstaged?;
+            if required > volume.capacity {
                 if !self.quirk(super::Quirk::ExpandNoGrow) {
                     self.data
                         .volume(&volume.id)

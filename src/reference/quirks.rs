@@ -126,6 +126,15 @@ pub enum Quirk {
     /// NodeStageVolume keeps its stage record in the staging path's parent, one volume per
     /// parent.
     StageStateInParent,
+    /// NodeExpandVolume of a volume staged on the node refuses a request without
+    /// staging_target_path (an OPTIONAL field); ControllerExpandVolume asks for node expansion
+    /// of block volumes too.
+    ExpandNeedsStagingPath,
+    /// NodeStageVolume refuses a staging path that does not exist instead of making it.
+    StagingDirNotMade,
+    /// A staged volume is staged at a second staging path too, and NodeUnstageVolume of any
+    /// of them takes down every staging and publication of the volume on the node.
+    UnstageByVolume,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -136,7 +145,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 43] = [
+    pub const ALL: [Quirk; 46] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -180,6 +189,9 @@ impl Quirk {
         Quirk::TopologyExtraNodeSegment,
         Quirk::AttachRace,
         Quirk::StageStateInParent,
+        Quirk::ExpandNeedsStagingPath,
+        Quirk::StagingDirNotMade,
+        Quirk::UnstageByVolume,
     ];
 
     /// The name `--quirk` takes.
@@ -228,6 +240,9 @@ impl Quirk {
             Quirk::TopologyExtraNodeSegment => "topology-extra-node-segment",
             Quirk::AttachRace => "attach-race",
             Quirk::StageStateInParent => "stage-state-in-parent",
+            Quirk::ExpandNeedsStagingPath => "expand-needs-staging-path",
+            Quirk::StagingDirNotMade => "staging-dir-not-made",
+            Quirk::UnstageByVolume => "unstage-by-volume",
         }
     }
 
@@ -346,6 +361,15 @@ impl Quirk {
             }
             Quirk::StageStateInParent => {
                 "NodeStageVolume keeps its stage record in the staging path's parent directory and refuses a second volume there, assuming every volume gets a directory of its own (breaks Swarm's flat /data/staged/<id>; moby/swarmkit#3197)"
+            }
+            Quirk::ExpandNeedsStagingPath => {
+                "NodeExpandVolume of a volume staged on the node answers INVALID_ARGUMENT without staging_target_path, which the spec makes OPTIONAL, and ControllerExpandVolume asks for node expansion of block volumes too (to rescan the device): breaks where the kubelet sends no staging path, for a multi-node block volume (hpe-storage/csi-driver#552, ceph/ceph-csi#3624)"
+            }
+            Quirk::StagingDirNotMade => {
+                "NodeStageVolume answers INTERNAL when the staging path does not exist instead of making it, relying on the CO to make it as the spec says (breaks Swarm, which makes none; moby/swarmkit#3197, ceph/ceph-csi#3769)"
+            }
+            Quirk::UnstageByVolume => {
+                "NodeStageVolume stages an already staged volume at a second staging path too, and NodeUnstageVolume of any one of them releases the volume on the node, unmounting every staging and publication of it there (node state kept by volume id: breaks Nomad, which stages a volume once per use and unstages each use alone)"
             }
         }
     }
@@ -584,6 +608,41 @@ impl Plugin {
             .map_err(|e| Status::internal(format!("cannot write the stage record {}: {e}", record.display())))
     }
 
+    /// `staging-dir-not-made`: a staging path that does not exist is refused, not made (the
+    /// spec has the CO make it).
+    pub(crate) fn quirk_staging_dir_made(&self, staging: &std::path::Path) -> Result<(), Status> {
+        if self.quirk(Quirk::StagingDirNotMade) && !staging.exists() {
+            return Err(Status::internal(format!("staging path {} does not exist", staging.display())));
+        }
+        Ok(())
+    }
+
+    /// `unstage-by-volume`: whether a staged volume may be staged at another path too.
+    pub(crate) fn quirk_stages_twice(&self) -> bool {
+        self.quirk(Quirk::UnstageByVolume)
+    }
+
+    /// `unstage-by-volume`: after NodeUnstageVolume of one staging path, every other staging
+    /// and publication of `volume_id` on the node is unmounted and forgotten (the volume was
+    /// released as a whole), their directories left as they are.
+    pub(crate) fn quirk_release_volume(&self, node: &mut super::state::NodeRecord, volume_id: &str) {
+        if !self.quirk(Quirk::UnstageByVolume) {
+            return;
+        }
+        node.publications.retain(|target, p| {
+            if p.volume_id == volume_id && p.mounted {
+                let _ = crate::mounts::unmount(std::path::Path::new(target));
+            }
+            p.volume_id != volume_id
+        });
+        node.stagings.retain(|staging, s| {
+            if s.volume_id == volume_id && s.mounted {
+                let _ = crate::mounts::unmount(std::path::Path::new(staging));
+            }
+            s.volume_id != volume_id
+        });
+    }
+
     /// `stage-state-in-parent`: removes the stage record of `volume_id` beside `staging`.
     pub(crate) fn quirk_drop_stage_record(&self, staging: &std::path::Path, volume_id: &str) {
         if let Some(record) = staging.parent().map(|p| p.join(STAGE_RECORD))
@@ -592,6 +651,19 @@ impl Plugin {
         {
             let _ = std::fs::remove_file(record);
         }
+    }
+
+    /// `expand-needs-staging-path`: the refusal of a NodeExpandVolume of `volume_id` without a
+    /// staging path while the volume is staged on `node` (a plugin that finds the staged
+    /// device only through the staging path).
+    pub(crate) fn quirk_expand_staging(&self, node: Option<&super::state::NodeRecord>, volume_id: &str, staging: &str) -> Result<(), Status> {
+        let staged = node.is_some_and(|n| n.stagings.values().any(|s| s.volume_id == volume_id));
+        if self.quirk(Quirk::ExpandNeedsStagingPath) && staging.is_empty() && staged {
+            return Err(Status::invalid_argument(format!(
+                "staging_target_path is required: volume {volume_id} is staged on this node and its device is found through the staging path"
+            )));
+        }
+        Ok(())
     }
 
     /// Whether a quirk is active.
