@@ -1,6 +1,8 @@
 //! Writing report files: parent directories created, each file written to a temporary file in
 //! its own directory, synced, and renamed over the target, so a crash or a full disk leaves
-//! either the old report or the new one, never half of one.
+//! either the old report or the new one, never half of one. A target that is not a regular
+//! file (`/dev/null`, `/dev/stdout`, a FIFO, a symbolic link) is written through, never
+//! replaced.
 
 use std::{
     io::Write as _,
@@ -46,7 +48,16 @@ pub fn write_reports(
 }
 
 /// Writes `contents` to `path` through a temporary file in the same directory and a rename.
+///
+/// Only a regular file (or a path where nothing is yet) is replaced so. Anything else at `path`
+/// is opened and written through: renaming over `/dev/null` as root would put a regular file
+/// in the device's place (every later reader of `/dev/null` would read the report), and
+/// renaming over a symbolic link (`/dev/stdout`, `latest.xml -> run-5.xml`) would replace the
+/// link instead of writing where it points.
 pub fn write_atomically(path: &Path, contents: &str) -> Result<(), ReportError> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file()) {
+        return write_through(path, contents);
+    }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -72,6 +83,16 @@ pub fn write_atomically(path: &Path, contents: &str) -> Result<(), ReportError> 
     Ok(())
 }
 
+/// Writes `contents` into what `path` names (a device, a FIFO, or a symbolic link's target),
+/// leaving `path` itself as it is. A regular file reached through a link is truncated first.
+fn write_through(path: &Path, contents: &str) -> Result<(), ReportError> {
+    let write_err = |source| ReportError::Write { path: path.to_owned(), source };
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_file());
+    let mut file = std::fs::OpenOptions::new().write(true).truncate(regular).open(path).map_err(write_err)?;
+    file.write_all(contents.as_bytes()).map_err(write_err)?;
+    file.flush().map_err(write_err)
+}
+
 #[cfg(unix)]
 fn set_readable(file: &std::fs::File) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
@@ -81,4 +102,55 @@ fn set_readable(file: &std::fs::File) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn set_readable(_file: &std::fs::File) -> std::io::Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileTypeExt as _;
+
+    use super::*;
+
+    #[test]
+    fn a_regular_file_is_replaced_and_a_missing_one_made_with_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reports/junit.xml");
+        write_atomically(&path, "first, and longer").unwrap();
+        write_atomically(&path, "second").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second");
+        let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers, ["junit.xml"], "no temporary file stays behind");
+    }
+
+    /// `latest.xml -> run-5.xml`: the link stays a link, and the file it names gets the
+    /// report (shorter than what was there: truncated, not overwritten in place).
+    #[test]
+    fn a_symbolic_link_is_written_through_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("run-5.xml");
+        std::fs::write(&target, "an older and much longer report").unwrap();
+        let link = dir.path().join("latest.xml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_atomically(&link, "new").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+    }
+
+    /// What `--junit /dev/null` and `--junit >(upload)` meet: a device or a pipe stays what it
+    /// is (renaming over `/dev/null` as root replaced the device with a regular file), and a
+    /// FIFO's reader gets the report.
+    #[test]
+    fn a_fifo_is_written_through_and_stays_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("report.fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write_atomically(&fifo, "<testsuites/>").unwrap();
+        // First, so that a replaced FIFO fails the test rather than leave it waiting on a
+        // reader no writer will ever meet.
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+        assert_eq!(reader.join().unwrap(), "<testsuites/>");
+    }
 }
