@@ -135,7 +135,7 @@ pub struct RunConfig {
     /// `--orchestrator`: for each, the scenarios with an orchestrated check run once more as
     /// `<id>@<orchestrator>`, following its call pattern, and the report gets its
     /// compatibility matrix. Empty: neither.
-    pub orchestrators: Vec<crate::orchestrator::Orchestrator>,
+    pub orchestrators: Vec<crate::orchestrator::Profile>,
 }
 
 /// Hears of scenarios as they start and finish, for a live display. Calls come from the

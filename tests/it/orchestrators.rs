@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use csi_conform::{
-    orchestrator::Orchestrator,
+    orchestrator::{Orchestrator, Profile},
     reference::{Config, Quirk},
     report::{self, RunReport, Severity},
     suite::{self, RunConfig},
@@ -30,7 +30,7 @@ const DEFAULT_WARNINGS: [(&str, &str); 2] = [("swarm", "rpc.unstage"), ("swarm",
 
 /// The instances only (`@` in the id) of the built-in suites, against the reference plugin
 /// with `quirks`, as every orchestrator calls it.
-async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>) -> RunReport {
+async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>) -> RunReport {
     let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
     let work = tempfile::tempdir().unwrap();
@@ -38,7 +38,7 @@ async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>) -> Run
         seed: 7,
         work_dir: work.path().join("work"),
         focus: vec![Regex::new("@").unwrap()],
-        orchestrators,
+        orchestrators: orchestrators.into_iter().map(Into::into).collect(),
         ..RunConfig::default()
     };
     suite::run(&engine, &suite::builtin(), &config).await
@@ -208,4 +208,35 @@ async fn mount_flags_declined_then_refused_warn_under_every_orchestrator() {
             );
         }
     }
+}
+
+/// `--orchestrator nomad@1.5`: the rows of that release. Before PR #17996 Nomad sent
+/// overlapping ControllerPublishVolume calls for one node, so the EBS device-name race
+/// (`attach-race`, nomad#8336) fails Nomad 1.5 and not current Nomad; the older staging path
+/// (no namespace) and the kubelet's before 1.24 (`pv/<pv name>`) are followed, and the
+/// default plugin passes them.
+#[tokio::test]
+async fn a_pinned_release_is_judged_by_the_rows_of_that_release() {
+    let pin = |word: &str| Profile::parse(word).unwrap().remove(0);
+    let old = vec![pin("nomad@1.5"), pin("kubernetes@1.23")];
+    let report = matrix_run(Vec::new(), old).await;
+    let names: Vec<&str> = report.orchestrators.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["nomad@1.5", "kubernetes@1.23"]);
+    assert!(worse_than_pass(&report).is_empty(), "{:#?}", report.orchestrators);
+    for o in &report.orchestrators {
+        assert!(o.release.is_some() && o.title.ends_with(o.release.as_deref().unwrap()), "{o:#?}");
+        let staging = o.behaviours.iter().find(|b| b.id == "paths.staging").unwrap();
+        assert_eq!(staging.outcome, Severity::Pass, "{staging:#?}");
+        assert!(staging.holds_for.starts_with("before ") && !staging.summary.contains("<namespace>"), "{staging:#?}");
+        let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+        assert!(ids.iter().any(|id| id.ends_with(&format!("@{}", o.name))), "{ids:?}");
+    }
+    let xml = report::to_junit_xml(&report);
+    assert!(xml.contains("<testsuite name=\"orchestrator:nomad@1.5\""), "{xml}");
+
+    let report = matrix_run(vec![Quirk::AttachRace], vec![pin("nomad"), pin("nomad@1.5")]).await;
+    let failed: Vec<_> = worse_than_pass(&report).into_iter().filter(|(_, _, s)| *s == Severity::Fail).collect();
+    assert_eq!(failed, [("nomad@1.5".to_owned(), "concurrency.controller".to_owned(), Severity::Fail)], "{:#?}", report.orchestrators);
+    let cell = report.orchestrators[1].behaviours.iter().find(|b| b.id == "concurrency.controller").unwrap();
+    assert!(cell.summary.contains("overlapping") || cell.summary.contains("overlap"), "{cell:#?}");
 }

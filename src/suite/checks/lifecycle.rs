@@ -395,7 +395,7 @@ struct Lifecycle<'a> {
     /// unconfirmed a capability that differs from the one the volume was created with.
     declined: Option<String>,
     /// In an orchestrator instance: how that orchestrator calls the plugin.
-    pattern: Option<&'static CallPattern>,
+    pattern: Option<CallPattern>,
     /// Which of the plan's `volumes` this is (0 for the first).
     volume_index: usize,
 }
@@ -732,7 +732,7 @@ impl Lifecycle<'_> {
     /// reconciled with the request as an orchestrator depends on it.
     async fn validate(&mut self) -> Result<(), CheckOutcome> {
         if let Some(pattern) = self.pattern {
-            self.validate_as(pattern).await?;
+            self.validate_as(&pattern).await?;
             self.learn_declined().await;
             return Ok(());
         }

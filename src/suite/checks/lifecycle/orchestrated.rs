@@ -12,7 +12,7 @@ use std::{
 };
 
 use super::*;
-use crate::orchestrator::{Layout, TopologyMatch, ids, paths::Use, validate};
+use crate::orchestrator::{TopologyMatch, ids, paths::Use, validate};
 
 /// The most volumes `volumes` takes.
 pub(super) const MAX_VOLUMES: usize = 4;
@@ -272,7 +272,7 @@ impl Lifecycle<'_> {
         let dir = &self.ctx.paths.dir;
         let root = if node.index == 0 { dir.join("co") } else { dir.join(format!("node{}", node.index)).join("co") };
         let volume = format!("vol{}", self.volume_index);
-        let workload = format!("{}-{}", if p.layout == Layout::Kubelet { "pod" } else { "alloc" }, self.volume_index);
+        let workload = format!("{}-{}", if p.layout.kubelet() { "pod" } else { "alloc" }, self.volume_index);
         let mode = self.plan.mode.to_string();
         let driver = self.ctx.fingerprint().plugin.name.clone();
         let u = Use {
