@@ -126,6 +126,9 @@ pub enum Quirk {
     /// NodeStageVolume keeps its stage record in the staging path's parent, one volume per
     /// parent.
     StageStateInParent,
+    /// NodeStageVolume makes and mounts nothing at the staging path; NodePublishVolume
+    /// mounts from the volume itself.
+    StagingPathUnused,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -136,7 +139,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 43] = [
+    pub const ALL: [Quirk; 44] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -180,6 +183,7 @@ impl Quirk {
         Quirk::TopologyExtraNodeSegment,
         Quirk::AttachRace,
         Quirk::StageStateInParent,
+        Quirk::StagingPathUnused,
     ];
 
     /// The name `--quirk` takes.
@@ -228,6 +232,7 @@ impl Quirk {
             Quirk::TopologyExtraNodeSegment => "topology-extra-node-segment",
             Quirk::AttachRace => "attach-race",
             Quirk::StageStateInParent => "stage-state-in-parent",
+            Quirk::StagingPathUnused => "staging-path-unused",
         }
     }
 
@@ -346,6 +351,9 @@ impl Quirk {
             }
             Quirk::StageStateInParent => {
                 "NodeStageVolume keeps its stage record in the staging path's parent directory and refuses a second volume there, assuming every volume gets a directory of its own (breaks Swarm's flat /data/staged/<id>; moby/swarmkit#3197)"
+            }
+            Quirk::StagingPathUnused => {
+                "NodeStageVolume prepares the volume elsewhere and makes or mounts nothing at staging_target_path; NodePublishVolume mounts from the volume itself (cfgd-csi pulls to a cache): within the spec, and fine under Swarm, which makes no staging directory (a control)"
             }
         }
     }

@@ -350,4 +350,18 @@ async fn a_node_only_plugins_existing_volume_is_driven_as_each_orchestrator_call
     assert_eq!(contents(&dir), before, "nothing was written to the volume");
     assert!(mounts::mounts_under(cwd.path()).is_empty(), "everything was unmounted");
     assert!(journal::outstanding(&cwd.path().join("reports/journal.jsonl")).unwrap().is_empty());
+
+    // No orchestrator unstages without a staging path: only the base scenario asks it, so a
+    // plugin that answers OK (cfgd-csi) fails there and in no orchestrator's cell.
+    let quirky = ReferenceProcess::start(&["--node-only", "--require-context", "--quirk", "unstage-ignores-path"]).await;
+    let focus = r"^existing\.unstage-without-path";
+    let out = run(&quirky, cwd.path(), focus, &[&existing[..], &["--orchestrator", "all"]].concat()).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report = read_report(cwd.path());
+    assert_eq!(scenario(&report, "existing.unstage-without-path").outcome, Severity::Fail);
+    for o in ["nomad", "kubernetes", "swarm"] {
+        let s = scenario(&report, &format!("existing.unstage-without-path@{o}"));
+        assert_eq!(s.outcome, Severity::Pass, "{o}: {}", findings(s));
+    }
+    assert!(report.orchestrators.iter().flat_map(|o| &o.behaviours).all(|b| b.outcome != Severity::Fail));
 }

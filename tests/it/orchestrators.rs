@@ -240,3 +240,18 @@ async fn a_pinned_release_is_judged_by_the_rows_of_that_release() {
     let cell = report.orchestrators[1].behaviours.iter().find(|b| b.id == "concurrency.controller").unwrap();
     assert!(cell.summary.contains("overlapping") || cell.summary.contains("overlap"), "{cell:#?}");
 }
+
+/// `staging-path-unused` (cfgd-csi): NodeStageVolume makes and mounts nothing at the staging
+/// path and NodePublishVolume mounts from the volume. The spec lets a plugin stage that way,
+/// and under Swarm, which makes no staging directory, the path is simply never there: no
+/// cell fails or warns beyond the default plugin's, and the base scenarios pass.
+#[tokio::test]
+async fn a_plugin_that_stages_without_using_the_path_fails_no_orchestrator() {
+    let default = cells(&matrix_run(Vec::new(), Orchestrator::ALL.to_vec()).await);
+    let report = matrix_run(vec![Quirk::StagingPathUnused], Orchestrator::ALL.to_vec()).await;
+    assert_eq!(cells(&report), default, "{:#?}", report.orchestrators);
+    assert!(!report.failed(), "{:#?}", report.orchestrators);
+    let swarm = &report.orchestrators[2];
+    let staging = swarm.behaviours.iter().find(|b| b.id == "paths.staging").unwrap();
+    assert_eq!(staging.outcome, Severity::Pass, "{staging:#?}");
+}

@@ -607,7 +607,8 @@ impl Lifecycle<'_> {
                 break;
             }
             self.stage(&node).await?;
-            if self.plan.unstage_without_path && node.stage {
+            // No orchestrator unstages without a path: the base scenario alone asks it.
+            if self.plan.unstage_without_path && node.stage && self.pattern.is_none() {
                 self.unstage_without_path(&node).await?;
             }
             if self.plan.restart && node.index == 0 {
