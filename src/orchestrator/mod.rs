@@ -372,10 +372,13 @@ const SWARM: CallPattern = CallPattern {
 mod tests {
     use super::*;
 
+    /// A range as [`Range::parse`] reads it: since (true) or before, and the first releases.
+    type ParsedRange = (bool, Vec<Release>);
+
     /// The id of each row of the table under `heading` in `docs/orchestrators.md`, with the
     /// release range its *holds for* cell starts with (`` `since 1.4.12, 1.5.8` ``; none:
     /// every release the table knows).
-    fn doc_rows(heading: &str) -> Vec<(String, Option<(bool, Vec<Release>)>)> {
+    fn doc_rows(heading: &str) -> Vec<(String, Option<ParsedRange>)> {
         let doc = include_str!("../../docs/orchestrators.md");
         let start = doc.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("no {heading}"));
         let rest = &doc[start + heading.len() + 2..];
@@ -403,7 +406,7 @@ mod tests {
             (Orchestrator::Kubernetes, "## Kubernetes"),
             (Orchestrator::Swarm, "## Docker Swarm"),
         ] {
-            let code: Vec<(String, Option<(bool, Vec<Release>)>)> = o
+            let code: Vec<(String, Option<ParsedRange>)> = o
                 .table()
                 .iter()
                 .map(|b| {
