@@ -128,7 +128,7 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
     ),
     row(
         "fields.expand-staging-path",
-        "NodeExpandVolume gets the staging path when the kubelet knows it.",
+        "NodeExpandVolume gets the staging path when the kubelet knows it, but none for a multi-node block volume, whose volume_path is the pod's publish file.",
         "1.27+ for the re-mount case; the RWX block case in current releases (per the plugin reports)",
         "pkg/volume/csi/expander.go nodeExpandWithClient (DeviceStagePath); kubernetes#115343; hpe-storage/csi-driver#552",
     ),

@@ -171,6 +171,8 @@ pub mod ids {
     pub const POD_INFO: &str = "fields.pod-info";
     /// The capability ControllerPublishVolume gets.
     pub const CAPABILITY: &str = "fields.capability";
+    /// Whether NodeExpandVolume gets the staging path (and whether the CO expands at all).
+    pub const EXPAND_STAGING_PATH: &str = "fields.expand-staging-path";
     /// How a volume's topology is matched against a node's.
     pub const TOPOLOGY_MATCH: &str = "topology.match";
     /// Where CreateVolume's accessibility requirements come from.
@@ -199,6 +201,7 @@ pub mod ids {
         MOUNT_OPTIONS,
         POD_INFO,
         CAPABILITY,
+        EXPAND_STAGING_PATH,
         TOPOLOGY_MATCH,
         TOPOLOGY_REQUISITE,
         VALIDATE_WHEN,
@@ -256,6 +259,12 @@ pub struct CallPattern {
     /// `fields.mount-options` (or the access mode, where it has no such row): where the
     /// mount_flags it sends on ControllerPublish, NodeStage and NodePublish come from, in prose.
     pub mount_flags_from: &'static str,
+    /// `fields.expand-staging-path`: it expands volumes (ControllerExpandVolume, then
+    /// NodeExpandVolume where the volume is in use).
+    pub expands: bool,
+    /// `fields.expand-staging-path`: NodeExpandVolume of a multi-node block volume gets no
+    /// staging_target_path, its volume_path being the workload's publish path (the kubelet).
+    pub expands_shared_block_unstaged: bool,
     /// `topology.match`.
     pub topology: TopologyMatch,
     /// `topology.requisite`: CreateVolume's requisite is the nodes' topologies (otherwise
@@ -297,6 +306,9 @@ const NOMAD: CallPattern = CallPattern {
     pod_info: false,
     controller_publish_as_mount: false,
     mount_flags_from: "a claim's mount_options",
+    // The claim's target and the usage's staging path (hashicorp/nomad#24465, PR #25253).
+    expands: true,
+    expands_shared_block_unstaged: false,
     topology: TopologyMatch::Exact,
     requisite_from_nodes: false,
     validates: true,
@@ -319,6 +331,8 @@ const KUBERNETES: CallPattern = CallPattern {
     pod_info: false,
     controller_publish_as_mount: false,
     mount_flags_from: "a PersistentVolume's mountOptions",
+    expands: true,
+    expands_shared_block_unstaged: true,
     topology: TopologyMatch::Subset,
     requisite_from_nodes: true,
     validates: false,
@@ -344,6 +358,8 @@ const SWARM: CallPattern = CallPattern {
     pod_info: false,
     controller_publish_as_mount: true,
     mount_flags_from: "the mount flags of a volume's access mode",
+    expands: false,
+    expands_shared_block_unstaged: false,
     topology: TopologyMatch::Subset,
     requisite_from_nodes: false,
     validates: false,
@@ -365,7 +381,11 @@ const SWARM: CallPattern = CallPattern {
              refuse a capability it cannot serve the volume with",
         ),
     ],
-    undriven: &[],
+    undriven: &[(
+        ids::EXPAND_STAGING_PATH,
+        "Swarm never expands a volume: swarmkit's controller side (manager/csi) has no ControllerExpandVolume and its \
+         node side (agent/csi) no NodeExpandVolume",
+    )],
 };
 
 #[cfg(test)]

@@ -142,9 +142,9 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
     ),
     row(
         "fields.expand-staging-path",
-        "NodeExpandVolume exists in the client interface; which paths it sends was not verified.",
-        "—",
-        "plugins/csi/plugin.go NodeExpandVolume",
+        "When an operator grows a claimed volume, the client of each claim sends NodeExpandVolume with volume_path the claim's per-alloc target and staging_target_path the usage's staging path (for a plugin without STAGE_UNSTAGE_VOLUME, what it sends was not verified).",
+        "since volume expansion (nomad#10324; release not pinned); the namespaced staging path since PR #25253 (March 2025, backported to 1.9.x), before it the namespace-free one (nomad#24465, 1.9.3)",
+        "client/csi_endpoint.go NodeExpandVolume (stored 1f01264); plugins/csi/plugin.go NodeExpandVolumeRequest.ToCSIRepresentation; nomad#24465, PR #25253",
     ),
     row(
         "topology.match",

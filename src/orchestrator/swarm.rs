@@ -98,9 +98,9 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
     ),
     row(
         "fields.expand-staging-path",
-        "Swarm has no volume expansion; NodeExpandVolume is never called.",
+        "Swarm never expands a volume: neither ControllerExpandVolume nor NodeExpandVolume is ever called.",
         "swarmkit v2",
-        "agent/csi/plugin/plugin.go NodePlugin interface",
+        "agent/csi/plugin/plugin.go NodePlugin interface; manager/csi/plugin.go Plugin interface (010b697)",
     ),
     row(
         "topology.match",

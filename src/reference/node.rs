@@ -616,6 +616,11 @@ impl Plugin {
             && (self.config.mode.serves_controller() || self.config.state_dir.is_some());
         self.store.transact(|state| {
             let at_path = self.capability_at(state, &req.volume_id, &req.volume_path);
+            let unstaged = self.quirk_expand_staging(
+                state.nodes.get(&self.config.node_id),
+                &req.volume_id,
+                &req.staging_target_path,
+            );
             let volume = state
                 .volumes
                 .get_mut(&req.volume_id)
@@ -650,6 +655,10 @@ impl Plugin {
                         self.config.max_volume_size
                     )));
                 }
+            }
+            // `expand-needs-staging-path`, once the request is known to be servable.
+            unstaged?;
+            if required > volume.capacity {
                 if !self.quirk(super::Quirk::ExpandNoGrow) {
                     self.data
                         .volume(&volume.id)

@@ -126,6 +126,10 @@ pub enum Quirk {
     /// NodeStageVolume keeps its stage record in the staging path's parent, one volume per
     /// parent.
     StageStateInParent,
+    /// NodeExpandVolume of a volume staged on the node refuses a request without
+    /// staging_target_path (an OPTIONAL field); ControllerExpandVolume asks for node expansion
+    /// of block volumes too.
+    ExpandNeedsStagingPath,
     /// NodeStageVolume makes and mounts nothing at the staging path; NodePublishVolume
     /// mounts from the volume itself.
     StagingPathUnused,
@@ -139,7 +143,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 44] = [
+    pub const ALL: [Quirk; 45] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -183,6 +187,7 @@ impl Quirk {
         Quirk::TopologyExtraNodeSegment,
         Quirk::AttachRace,
         Quirk::StageStateInParent,
+        Quirk::ExpandNeedsStagingPath,
         Quirk::StagingPathUnused,
     ];
 
@@ -232,6 +237,7 @@ impl Quirk {
             Quirk::TopologyExtraNodeSegment => "topology-extra-node-segment",
             Quirk::AttachRace => "attach-race",
             Quirk::StageStateInParent => "stage-state-in-parent",
+            Quirk::ExpandNeedsStagingPath => "expand-needs-staging-path",
             Quirk::StagingPathUnused => "staging-path-unused",
         }
     }
@@ -351,6 +357,9 @@ impl Quirk {
             }
             Quirk::StageStateInParent => {
                 "NodeStageVolume keeps its stage record in the staging path's parent directory and refuses a second volume there, assuming every volume gets a directory of its own (breaks Swarm's flat /data/staged/<id>; moby/swarmkit#3197)"
+            }
+            Quirk::ExpandNeedsStagingPath => {
+                "NodeExpandVolume of a volume staged on the node answers INVALID_ARGUMENT without staging_target_path, which the spec makes OPTIONAL, and ControllerExpandVolume asks for node expansion of block volumes too (to rescan the device): breaks where the kubelet sends no staging path, for a multi-node block volume (hpe-storage/csi-driver#552, ceph/ceph-csi#3624)"
             }
             Quirk::StagingPathUnused => {
                 "NodeStageVolume prepares the volume elsewhere and makes or mounts nothing at staging_target_path; NodePublishVolume mounts from the volume itself (cfgd-csi pulls to a cache): within the spec, and fine under Swarm, which makes no staging directory (a control)"
@@ -600,6 +609,19 @@ impl Plugin {
         {
             let _ = std::fs::remove_file(record);
         }
+    }
+
+    /// `expand-needs-staging-path`: the refusal of a NodeExpandVolume of `volume_id` without a
+    /// staging path while the volume is staged on `node` (a plugin that finds the staged
+    /// device only through the staging path).
+    pub(crate) fn quirk_expand_staging(&self, node: Option<&super::state::NodeRecord>, volume_id: &str, staging: &str) -> Result<(), Status> {
+        let staged = node.is_some_and(|n| n.stagings.values().any(|s| s.volume_id == volume_id));
+        if self.quirk(Quirk::ExpandNeedsStagingPath) && staging.is_empty() && staged {
+            return Err(Status::invalid_argument(format!(
+                "staging_target_path is required: volume {volume_id} is staged on this node and its device is found through the staging path"
+            )));
+        }
+        Ok(())
     }
 
     /// Whether a quirk is active.

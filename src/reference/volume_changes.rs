@@ -76,7 +76,9 @@ impl Plugin {
                     req.volume_id
                 )));
             }
-            let node_expansion_required = volume.has_mount && self.caps.has_node(NodeRpc::ExpandVolume);
+            // `expand-needs-staging-path` is a plugin whose node rescans a grown device too.
+            let node_expansion_required = (volume.has_mount || self.quirk(super::Quirk::ExpandNeedsStagingPath))
+                && self.caps.has_node(NodeRpc::ExpandVolume);
             let max = self.config.max_volume_size;
             if required > max {
                 return Err(Status::out_of_range(format!(

@@ -71,6 +71,14 @@ impl CheckUse<'_> {
         })
     }
 
+    /// A literal boolean argument.
+    pub fn bool(&self, name: &str) -> Option<bool> {
+        self.args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
+            Some(Plain::Bool(b)) => Some(b),
+            _ => None,
+        })
+    }
+
     /// A literal string argument.
     pub fn str(&self, name: &str) -> Option<&str> {
         self.args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {

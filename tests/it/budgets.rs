@@ -3,7 +3,8 @@
 //! same outcome for every scenario at the default jobs and at `--jobs 1`, no finding
 //! mentions RESOURCE_EXHAUSTED, scenarios that cannot fit are skipped with the reason, and
 //! contention the budgets cannot foresee (a plugin that keeps its capacity to itself) is
-//! retried rather than judged.
+//! retried rather than judged; the orchestrators' two-volume scenario fits an attach limit of 1
+//! or is skipped.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -308,4 +309,42 @@ scenarios:
     assert!(!log.overlapped("pools.hv", "pools.hs"), "{events:?}");
     assert!(!log.overlapped("pools.hs", "pools.s"), "hs started while s was creating a snapshot: {events:?}");
     assert_eq!(fake.volume_ids(), ["vol-before"], "what the run made is gone");
+}
+
+/// `orchestrator.two-volumes-one-node` declares its two publications on node 0: at an attach
+/// limit of 1 every instance is skipped with that reason (never a failure, never a publish past
+/// the limit); at 2 every instance runs, and passes but
+/// for the Swarm warning every lifecycle instance of the default plugin has.
+#[tokio::test]
+async fn the_orchestrators_two_volume_scenario_fits_the_attach_limit_or_is_skipped() {
+    use csi_conform::orchestrator::Orchestrator;
+    for max in [1, 2] {
+        if max == 2 && !can_mount("the_orchestrators_two_volume_scenario_fits_the_attach_limit_or_is_skipped") {
+            return;
+        }
+        let cluster = Cluster::start(Config { max_volumes_per_node: max, ..Config::default() }, 2).await;
+        let engine = cluster.engine().await;
+        let work = tempfile::tempdir().unwrap();
+        let mut config = config(&work, 8);
+        config.focus = vec![regex::Regex::new(r"^orchestrator\.two-volumes-one-node@").unwrap()];
+        config.orchestrators = Orchestrator::ALL.map(Into::into).to_vec();
+        let report = suite::run(&engine, &suite::builtin(), &config).await;
+        cluster.assert_clean().await;
+        let all = outcomes(&report);
+        assert_eq!(all.len(), 3, "one instance per orchestrator: {all:#?}");
+        for (id, (outcome, why)) in &all {
+            if max == 1 {
+                let reason = "holds up to 2 volumes published on node node-0 at once, more than its max_volumes_per_node of 1";
+                assert_eq!((*outcome, why.as_str()), (Severity::Skip, reason), "{id}");
+            } else if id.ends_with("@swarm") {
+                // As for every lifecycle instance: Swarm never unstages, and the plugin's
+                // DeleteVolume rightly refuses a staged volume (the default plugin's warning).
+                assert_eq!(*outcome, Severity::Warn, "{id}: {why}");
+                assert!(why.contains("Swarm never sends NodeUnstageVolume"), "{id}: {why}");
+            } else {
+                assert_eq!(*outcome, Severity::Pass, "{id}: {why}");
+            }
+        }
+        assert!(!report.failed(), "{all:#?}");
+    }
 }

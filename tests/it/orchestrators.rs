@@ -1,7 +1,8 @@
 //! `--orchestrator`: the compatibility matrix of the reference plugin over a real socket. The
 //! default plugin has no fail cell under Nomad, Kubernetes or Swarm (and exactly the two
 //! Swarm warnings where Swarm bends the spec); each orchestrator quirk fails its own
-//! orchestrator's behaviour and leaves every other cell as the default plugin has it; the
+//! orchestrator's behaviour and leaves every other cell as the default plugin has it (the
+//! expansion quirk only the kubelet's call without a staging path); the
 //! matrix reaches the JSON, the JUnit (one testsuite per orchestrator) and the console; a run
 //! without `--orchestrator` has no instance and no matrix.
 
@@ -18,10 +19,11 @@ use regex::Regex;
 use crate::support::{TestPlugin, engine_plugin};
 
 /// Each orchestrator quirk, the orchestrator it breaks and the behaviour it breaks there.
-pub(crate) const QUIRKS: [(Quirk, &str, &str); 3] = [
+pub(crate) const QUIRKS: [(Quirk, &str, &str); 4] = [
     (Quirk::TopologyExtraNodeSegment, "nomad", "topology.match"),
     (Quirk::AttachRace, "kubernetes", "concurrency.controller"),
     (Quirk::StageStateInParent, "swarm", "paths.staging"),
+    (Quirk::ExpandNeedsStagingPath, "kubernetes", "fields.expand-staging-path"),
 ];
 
 /// The cells where the default plugin warns: Swarm never unstages (its DeleteVolume refuses a
@@ -31,13 +33,19 @@ const DEFAULT_WARNINGS: [(&str, &str); 2] = [("swarm", "rpc.unstage"), ("swarm",
 /// The instances only (`@` in the id) of the built-in suites, against the reference plugin
 /// with `quirks`, as every orchestrator calls it.
 async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>) -> RunReport {
+    run(quirks, orchestrators, "@").await
+}
+
+/// The built-in scenarios whose ids match `focus`, against the reference plugin with
+/// `quirks`, with `orchestrators` (`nomad`, or pinned: `nomad@1.5`).
+async fn run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>, focus: &str) -> RunReport {
     let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
     let work = tempfile::tempdir().unwrap();
     let config = RunConfig {
         seed: 7,
         work_dir: work.path().join("work"),
-        focus: vec![Regex::new("@").unwrap()],
+        focus: vec![Regex::new(focus).unwrap()],
         orchestrators: orchestrators.into_iter().map(Into::into).collect(),
         ..RunConfig::default()
     };
@@ -71,12 +79,15 @@ async fn the_default_reference_plugin_fails_under_no_orchestrator() {
     assert_eq!(found, expected_sorted, "{:#?}", report.orchestrators);
     assert!(!report.failed(), "a warning is no failure");
     // Every driven behaviour of each orchestrator is exercised (pass) but those a run cannot
-    // follow with this plugin, each skipped with its reason.
+    // follow with this plugin, each skipped with its reason (and Swarm's expansion: it never
+    // expands).
     for o in &report.orchestrators {
         for b in o.behaviours.iter().filter(|b| b.outcome == Severity::Skip) {
             assert!(b.skip_reason.as_deref().is_some_and(|r| !r.is_empty()), "{} {}", o.name, b.id);
+            let swarm_expansion = o.name == "swarm" && b.id == "fields.expand-staging-path";
             assert!(
-                ["rpc.stage-without-capability", "fields.pod-info", "paths.publish-block"].contains(&b.id.as_str()),
+                swarm_expansion
+                    || ["rpc.stage-without-capability", "fields.pod-info", "paths.publish-block"].contains(&b.id.as_str()),
                 "{} {} skipped: {:?}",
                 o.name,
                 b.id,
@@ -85,6 +96,20 @@ async fn the_default_reference_plugin_fails_under_no_orchestrator() {
         }
         assert!(o.count(Severity::Pass) >= 10, "{}: {:#?}", o.name, o.behaviours);
     }
+    // Expansion is driven where the orchestrator expands (Nomad, Kubernetes): NodeExpandVolume
+    // of the mount volume (the default plugin's controller asks no node expansion of a block
+    // volume, so neither orchestrator sends one); Swarm's cell says why it is not.
+    let expansion = |o: &str| {
+        let o = report.orchestrators.iter().find(|r| r.name == o).unwrap();
+        o.behaviours.iter().find(|b| b.id == "fields.expand-staging-path").unwrap().clone()
+    };
+    for o in ["nomad", "kubernetes"] {
+        let cell = expansion(o);
+        assert_eq!(cell.outcome, Severity::Pass, "{o}: {cell:#?}");
+        assert!(cell.instances.iter().any(|i| i.ends_with(&format!("expand-mount@{o}"))), "{o}: {:?}", cell.instances);
+    }
+    let swarm = expansion("swarm");
+    assert!(swarm.instances.is_empty() && swarm.skip_reason.as_deref().is_some_and(|r| r.contains("never expands")), "{swarm:#?}");
     // The warning says plainly that it will not work there, and why the plugin is not at fault.
     let swarm = &report.orchestrators[2];
     let unstage = swarm.behaviours.iter().find(|b| b.id == "rpc.unstage").unwrap();
@@ -134,6 +159,44 @@ async fn each_orchestrator_quirk_fails_its_own_orchestrator_only() {
     }
 }
 
+/// `expand-needs-staging-path` fails the one call sent without a staging path: the kubelet's
+/// NodeExpandVolume of a multi-node block volume. Not the kubelet's expansion of a mount
+/// volume, not Nomad's (which sends the staging path), and no scenario of a run without
+/// `--orchestrator` (they all send it).
+#[tokio::test]
+async fn an_expansion_that_needs_the_staging_path_fails_only_the_kubelets_shared_block_volume() {
+    let report = matrix_run(vec![Quirk::ExpandNeedsStagingPath], Orchestrator::ALL.to_vec()).await;
+    let failed: Vec<&str> = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .filter(|s| s.outcome >= Severity::Fail)
+        .map(|s| s.id.as_str())
+        .collect();
+    assert_eq!(failed, ["orchestrator.expand-shared-block@kubernetes"]);
+    let kubernetes = report.orchestrators.iter().find(|o| o.name == "kubernetes").unwrap();
+    let cell = kubernetes.behaviours.iter().find(|b| b.id == "fields.expand-staging-path").unwrap();
+    let f = &cell.findings[0];
+    assert!(
+        f.message.contains("without a staging_target_path")
+            && f.message.contains("will not work under Kubernetes")
+            && f.message.contains("OPTIONAL"),
+        "{}",
+        f.message
+    );
+    assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
+
+    let base = |quirks: Vec<Quirk>| async move {
+        let report = run(quirks, Vec::<Orchestrator>::new(), "expand").await;
+        let outcomes: Vec<(String, Severity)> =
+            report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
+        outcomes
+    };
+    let with_quirk = base(vec![Quirk::ExpandNeedsStagingPath]).await;
+    assert!(with_quirk.iter().filter(|(_, o)| *o == Severity::Pass).count() >= 4, "{with_quirk:?}");
+    assert_eq!(with_quirk, base(Vec::new()).await);
+}
+
 #[tokio::test]
 async fn a_quirk_is_judged_only_by_the_orchestrators_asked_for() {
     let report = matrix_run(vec![Quirk::TopologyExtraNodeSegment], vec![Orchestrator::Kubernetes]).await;
@@ -146,16 +209,7 @@ async fn a_quirk_is_judged_only_by_the_orchestrators_asked_for() {
 
 #[tokio::test]
 async fn without_orchestrators_there_is_no_instance_and_no_matrix() {
-    let plugin = TestPlugin::start(Config::default()).await;
-    let engine = engine_plugin(&plugin).await;
-    let work = tempfile::tempdir().unwrap();
-    let config = RunConfig {
-        seed: 7,
-        work_dir: work.path().join("work"),
-        focus: vec![Regex::new("^lifecycle\\.mount\\.read-write$").unwrap()],
-        ..RunConfig::default()
-    };
-    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let report = run(Vec::new(), Vec::<Orchestrator>::new(), "^lifecycle\\.mount\\.read-write$").await;
     let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["lifecycle.mount.read-write"]);
     assert!(report.orchestrators.is_empty());

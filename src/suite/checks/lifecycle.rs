@@ -49,6 +49,7 @@ use crate::{
 };
 
 mod args;
+mod expand;
 mod node;
 mod orchestrated;
 
@@ -101,7 +102,7 @@ fn demand(u: &CheckUse<'_>) -> CheckDemand {
     if volumes > 1 {
         return CheckDemand { volumes, publish: vec![volumes], ..CheckDemand::default() };
     }
-    CheckDemand { volumes: 1, publish: vec![1; on], ..CheckDemand::default() }
+    CheckDemand { volumes: 1, publish: vec![1; on], expands: u.bool("expand") == Some(true), ..CheckDemand::default() }
 }
 
 /// Access modes by their spec names (the `mode` argument).
@@ -139,18 +140,21 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "long_paths", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "volumes", kind: ArgKind::Int, required: false },
+    ArgSpec { name: "expand", kind: ArgKind::Bool, required: false },
 ];
 
 /// With `long_paths`, node 0's staging and target paths live in a directory with a name this
 /// long, so that both are well over the 128 bytes the spec makes every plugin accept.
 const LONG_PATH_COMPONENT: usize = 160;
 
-/// The RPCs `lifecycle` may call: the four that only a volume of its own gets, then those
+/// The RPCs `lifecycle` may call: the six that only a volume of its own gets, then those
 /// `existing-volume` calls too ([`EXISTING_RPCS`]).
 pub(crate) const RPCS: &[&str] = &[
     "CreateVolume",
     "ValidateVolumeCapabilities",
     "DeleteVolume",
+    "ControllerExpandVolume",
+    "NodeExpandVolume",
     "Probe",
     "NodeGetInfo",
     "ControllerPublishVolume",
@@ -239,6 +243,8 @@ struct Plan {
     unstage_without_path: bool,
     /// Volumes on node 0 at once (`volumes`; above 1 only in an orchestrator instance).
     volumes: usize,
+    /// Expand the volume once published (`expand`; see `expand.rs`).
+    expand: bool,
 }
 
 impl Plan {
@@ -304,6 +310,7 @@ impl Plan {
             writes: true,
             unstage_without_path: bool_arg(args, "unstage_without_path")?,
             volumes: orchestrated::volumes_arg(ctx, args)?,
+            expand: bool_arg(args, "expand")?,
         })
     }
 
@@ -330,7 +337,7 @@ impl Plan {
         if self.restart && ctx.config().restart_cmd.is_none() {
             return Some("restarting the node plugin needs --allow-restart-cmd".into());
         }
-        None
+        self.expand_skip_reason(ctx)
     }
 
     fn capability(&self, mount: &MountOptions) -> v1::VolumeCapability {
@@ -437,7 +444,7 @@ pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
 ];
 
 /// The RPCs `existing-volume` may call: none that creates, changes or deletes a volume.
-pub(crate) const EXISTING_RPCS: &[&str] = RPCS.split_at(4).1;
+pub(crate) const EXISTING_RPCS: &[&str] = RPCS.split_at(6).1;
 
 /// Why an `existing-volume` scenario is skipped when the run names no existing volume.
 pub const NO_EXISTING_VOLUME: &str =
@@ -597,6 +604,7 @@ impl Lifecycle<'_> {
             self.create_volume(&nodes).await?;
             self.validate().await?;
         }
+        let node_expands = self.controller_expand().await?;
         for node in &mut nodes {
             self.place(node)?;
         }
@@ -618,6 +626,9 @@ impl Lifecycle<'_> {
             }
             self.publish(&node, &node.target, self.plan.times).await?;
             used.push(node);
+        }
+        for node in used.iter().filter(|_| node_expands) {
+            self.node_expand(node).await?;
         }
         let second_target = match (self.plan.second_target, used.first()) {
             (Second::None, _) | (_, None) => None,
@@ -959,8 +970,8 @@ mod tests {
 
     #[test]
     fn an_existing_volume_is_never_created_validated_or_deleted() {
-        assert_eq!(EXISTING_RPCS.len(), RPCS.len() - 4);
-        for rpc in ["CreateVolume", "ValidateVolumeCapabilities", "DeleteVolume"] {
+        assert_eq!(EXISTING_RPCS.len(), RPCS.len() - 6);
+        for rpc in ["CreateVolume", "ValidateVolumeCapabilities", "DeleteVolume", "ControllerExpandVolume", "NodeExpandVolume"] {
             assert!(RPCS.contains(&rpc) && !EXISTING_RPCS.contains(&rpc), "{rpc}");
         }
     }
