@@ -140,5 +140,6 @@ async fn run_flags_work_without_the_subcommand_and_a_missing_socket_names_connec
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("waiting for the socket {socket} to appear (up to 1.5s, --connect-timeout)")), "{stderr}");
     assert!(stderr.contains(&format!("error: no socket at {socket} (waited 1.5s, --connect-timeout)")), "{stderr}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    // A generous bound that only tells a wait past --connect-timeout from one within it.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }

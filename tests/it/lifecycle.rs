@@ -158,31 +158,37 @@ async fn lifecycles_pass_on_two_nodes_in_mount_and_block_modes_and_leave_nothing
     cluster.assert_clean().await;
 }
 
-/// `repeat_at_most: 2` caps the variants' sends whatever `--idempotency-count` asks, while
-/// mount.read-write still sends each state-changing call that many times (issue 19: the full
-/// count is spent once per access type). Broken once by ignoring the cap in `Plan::from_args`:
-/// the read-only variant then sent 56 more RPCs at 10 than at 3.
+/// The full `--idempotency-count` is spent where csi-sanity spends it (issue 19): its
+/// idempotency test `node.lifecycle.idempotent` (case 90) sends ControllerPublishVolume,
+/// NodeStageVolume and NodePublishVolume that many times, while every lifecycle variant,
+/// `mount.read-write` included, sends each state-changing call twice whatever the count.
+/// Broken once by dropping `repeat_at_most: 2` from `mount.read-write` in
+/// suites/lifecycle.yaml: it then sent 56 more RPCs at 10 than at 3.
 #[tokio::test]
-async fn variants_send_each_state_changing_call_at_most_twice_whatever_the_idempotency_count() {
-    if !can_mount("variants_send_each_state_changing_call_at_most_twice_whatever_the_idempotency_count") {
+async fn the_idempotency_count_is_spent_in_the_idempotency_scenario_and_every_variant_sends_twice() {
+    if !can_mount("the_idempotency_count_is_spent_in_the_idempotency_scenario_and_every_variant_sends_twice") {
         return;
     }
     let cluster = Cluster::start(Config::default(), 1).await;
     let engine = cluster.engine().await;
     let work = tempfile::tempdir().unwrap();
-    let focus = r"^lifecycle\.mount\.read-(write|only)$";
+    let focus = r"^(lifecycle\.mount\.read-(write|only)|node\.lifecycle\.idempotent)$";
+    let suites: Vec<suite::Suite> =
+        suite::builtin().into_iter().filter(|s| s.id() == "lifecycle" || s.id() == "node").collect();
     let mut sent = Vec::new();
     for count in [3, 10] {
-        let report = run(&engine, &RunConfig { idempotency_count: count, ..config(&work, focus) }).await;
+        let config = RunConfig { idempotency_count: count, ..config(&work, focus) };
+        let report = suite::run(&engine, &suites, &config).await;
+        assert_work_dir_clean(&config);
         assert!(non_passes(&report).is_empty(), "{:#?}", not_passed(&report));
         let rpcs = |id| scenario(&report, id).rpcs;
-        sent.push((rpcs("lifecycle.mount.read-write"), rpcs("lifecycle.mount.read-only")));
+        sent.push([rpcs("lifecycle.mount.read-write"), rpcs("lifecycle.mount.read-only"), rpcs("node.lifecycle.idempotent")]);
     }
-    let ((full_3, capped_3), (full_10, capped_10)) = (sent[0], sent[1]);
-    assert_eq!(capped_3, capped_10, "the capped variant sends the same at any --idempotency-count");
-    // Seven more sends of each of the eight state-changing calls on one node.
-    assert_eq!(full_10 - full_3, 7 * 8, "mount.read-write follows --idempotency-count");
-    assert!(capped_3 < full_3);
+    let ([read_write_3, read_only_3, idempotent_3], [read_write_10, read_only_10, idempotent_10]) = (sent[0], sent[1]);
+    assert_eq!(read_write_3, read_write_10, "mount.read-write sends the same at any --idempotency-count");
+    assert_eq!(read_only_3, read_only_10, "mount.read-only sends the same at any --idempotency-count");
+    // Seven more sends of each of ControllerPublishVolume, NodeStageVolume, NodePublishVolume.
+    assert_eq!(idempotent_10 - idempotent_3, 7 * 3, "node.lifecycle.idempotent follows --idempotency-count");
     cluster.assert_clean().await;
 }
 
