@@ -137,15 +137,6 @@ pub struct RunArgs {
     #[arg(help_heading = "Selection", long, value_name = "REGEX")]
     pub skip: Vec<String>,
 
-    /// Also drive the plugin as this orchestrator does (nomad, kubernetes, swarm, or all;
-    /// `nomad@1.5`, `kubernetes@1.23`: as that release does, the bare name being the current
-    /// releases); repeatable. Each lifecycle scenario runs once more as `<id>@<orchestrator>`
-    /// with its paths, directories, RPC order and fields, and the report gets a compatibility
-    /// matrix: per orchestrator, pass/fail/warn for each of its behaviours
-    /// (docs/orchestrators.md).
-    #[arg(help_heading = "Selection", long, value_name = "NAME[@RELEASE]")]
-    pub orchestrator: Vec<String>,
-
     /// How often idempotency checks repeat a call (0 skips them).
     #[arg(help_heading = "Selection", long, default_value_t = 10)]
     pub idempotency_count: u32,
@@ -337,6 +328,21 @@ pub struct RunArgs {
     /// what csi-sanity sends, for its verdicts; `full`: everything (migrate in two steps).
     #[arg(help_heading = "Compatibility", long, value_enum, default_value_t = suite::Profile::Full)]
     pub profile: suite::Profile,
+
+    /// Also drive the plugin as this orchestrator does (nomad, kubernetes, swarm, or all;
+    /// `nomad@1.5`, `kubernetes@1.23`: as that release does, the bare name being the current
+    /// releases); repeatable. Each lifecycle scenario runs once more as `<id>@<orchestrator>`
+    /// with its paths, directories, RPC order and fields, and the report gets a compatibility
+    /// matrix: per orchestrator, pass/fail/warn for each of its behaviours
+    /// (docs/orchestrators.md).
+    #[arg(help_heading = "Compatibility", long, value_name = "NAME[@RELEASE]")]
+    pub orchestrator: Vec<String>,
+
+    /// With --orchestrator: run the lifecycle scenarios only as the orchestrators' instances
+    /// (`<id>@<orchestrator>`), not as loaded, for the compatibility matrix alone; scenarios
+    /// without instances run as usual. The spec verdicts of those lifecycles are then missing.
+    #[arg(help_heading = "Compatibility", long)]
+    pub orchestrator_only: bool,
 
     /// Which CSI version judges the plugin.
     #[command(flatten)]

@@ -127,6 +127,10 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
         }
     }
     config.orchestrators.sort();
+    if args.orchestrator_only && config.orchestrators.is_empty() {
+        return Err(CliError::usage("--orchestrator-only needs --orchestrator (nomad, kubernetes, swarm or all)"));
+    }
+    config.orchestrator_only = args.orchestrator_only;
     Ok(config)
 }
 

@@ -145,6 +145,8 @@ pub mod ids {
     pub const STAGING: &str = "paths.staging";
     /// Where a block volume is staged, when it differs.
     pub const STAGING_BLOCK: &str = "paths.staging-block";
+    /// One volume used two ways on one node is staged once per use, at a path of its own.
+    pub const STAGING_PER_USAGE: &str = "paths.staging-per-usage";
     /// Where a mount volume is published.
     pub const PUBLISH_MOUNT: &str = "paths.publish-mount";
     /// Where a block volume is published.
@@ -188,6 +190,7 @@ pub mod ids {
     pub const DRIVEN: &[&str] = &[
         STAGING,
         STAGING_BLOCK,
+        STAGING_PER_USAGE,
         PUBLISH_MOUNT,
         PUBLISH_BLOCK,
         DIRS_STAGING,
@@ -242,6 +245,10 @@ pub struct CallPattern {
     pub orchestrator: Orchestrator,
     /// `paths.*`: where it stages and publishes.
     pub layout: Layout,
+    /// `paths.staging-per-usage`: one volume used two ways on one node (read-only and
+    /// read-write) is staged once per use, each at a staging path of its own (otherwise once
+    /// per node, at one path, and a second use is only a second publication).
+    pub stages_per_usage: bool,
     /// `dirs.staging`: it makes the staging directory before NodeStageVolume.
     pub makes_staging_dir: bool,
     /// `dirs.target`: it makes the target's parent (never the target).
@@ -298,6 +305,7 @@ impl CallPattern {
 const NOMAD: CallPattern = CallPattern {
     orchestrator: Orchestrator::Nomad,
     layout: Layout::Nomad,
+    stages_per_usage: true,
     makes_staging_dir: true,
     makes_target_parent: true,
     removes_left_target: true,
@@ -314,13 +322,19 @@ const NOMAD: CallPattern = CallPattern {
     validates: true,
     // Serialised per plugin since PR #17996 (July 2023).
     parallel_controller_publish: false,
-    deviations: &[],
+    deviations: &[(
+        ids::STAGING_PER_USAGE,
+        "Nomad stages a volume once per use on a node, a read-only and a read-write allocation each at a staging path of \
+         its own, while the spec has the CO keep one staging_target_path per volume and call NodeStageVolume once per \
+         volume per node",
+    )],
     undriven: &[],
 };
 
 const KUBERNETES: CallPattern = CallPattern {
     orchestrator: Orchestrator::Kubernetes,
     layout: Layout::Kubelet,
+    stages_per_usage: false,
     makes_staging_dir: true,
     makes_target_parent: true,
     removes_left_target: true,
@@ -348,6 +362,7 @@ const KUBERNETES: CallPattern = CallPattern {
 const SWARM: CallPattern = CallPattern {
     orchestrator: Orchestrator::Swarm,
     layout: Layout::SwarmFlat,
+    stages_per_usage: false,
     makes_staging_dir: false,
     // The target's parent, `/data/published`, is the plugin's propagated mount, which Docker
     // sets up with the plugin: it exists, though Swarm makes nothing in it.

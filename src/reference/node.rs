@@ -264,7 +264,9 @@ impl Plugin {
                     req.volume_id
                 )));
             }
-            if let Some((other, _)) = node.stagings.iter().find(|(_, s)| s.volume_id == req.volume_id) {
+            if let Some((other, _)) =
+                node.stagings.iter().find(|(_, s)| s.volume_id == req.volume_id).filter(|_| !self.quirk_stages_twice())
+            {
                 return Err(Status::failed_precondition(format!(
                     "volume {} is already staged at {other}; a volume has one staging path per node",
                     req.volume_id
@@ -276,6 +278,7 @@ impl Plugin {
             }
             let staged: Vec<String> = node.stagings.values().map(|s| s.volume_id.clone()).collect();
             self.quirk_stage_record(&staging, &req.volume_id, &staged)?;
+            self.quirk_staging_dir_made(&staging)?;
             std::fs::create_dir_all(&staging).map_err(|e| internal("create staging_target_path", e))?;
             let mounted = !cap.is_block() && self.mounts;
             if mounted {
@@ -332,6 +335,7 @@ impl Plugin {
                 self.data.volume(&req.volume_id).wipe().map_err(|e| internal("discard the volume's content", e))?;
             }
             node.stagings.remove(&key);
+            self.quirk_release_volume(node, &req.volume_id);
             Ok(v1::NodeUnstageVolumeResponse {})
         })
     }

@@ -130,6 +130,11 @@ pub enum Quirk {
     /// staging_target_path (an OPTIONAL field); ControllerExpandVolume asks for node expansion
     /// of block volumes too.
     ExpandNeedsStagingPath,
+    /// NodeStageVolume refuses a staging path that does not exist instead of making it.
+    StagingDirNotMade,
+    /// A staged volume is staged at a second staging path too, and NodeUnstageVolume of any
+    /// of them takes down every staging and publication of the volume on the node.
+    UnstageByVolume,
     /// NodeStageVolume makes and mounts nothing at the staging path; NodePublishVolume
     /// mounts from the volume itself.
     StagingPathUnused,
@@ -143,7 +148,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 45] = [
+    pub const ALL: [Quirk; 47] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -188,6 +193,8 @@ impl Quirk {
         Quirk::AttachRace,
         Quirk::StageStateInParent,
         Quirk::ExpandNeedsStagingPath,
+        Quirk::StagingDirNotMade,
+        Quirk::UnstageByVolume,
         Quirk::StagingPathUnused,
     ];
 
@@ -238,6 +245,8 @@ impl Quirk {
             Quirk::AttachRace => "attach-race",
             Quirk::StageStateInParent => "stage-state-in-parent",
             Quirk::ExpandNeedsStagingPath => "expand-needs-staging-path",
+            Quirk::StagingDirNotMade => "staging-dir-not-made",
+            Quirk::UnstageByVolume => "unstage-by-volume",
             Quirk::StagingPathUnused => "staging-path-unused",
         }
     }
@@ -360,6 +369,12 @@ impl Quirk {
             }
             Quirk::ExpandNeedsStagingPath => {
                 "NodeExpandVolume of a volume staged on the node answers INVALID_ARGUMENT without staging_target_path, which the spec makes OPTIONAL, and ControllerExpandVolume asks for node expansion of block volumes too (to rescan the device): breaks where the kubelet sends no staging path, for a multi-node block volume (hpe-storage/csi-driver#552, ceph/ceph-csi#3624)"
+            }
+            Quirk::StagingDirNotMade => {
+                "NodeStageVolume answers INTERNAL when the staging path does not exist instead of making it, relying on the CO to make it as the spec says (breaks Swarm, which makes none; moby/swarmkit#3197, ceph/ceph-csi#3769)"
+            }
+            Quirk::UnstageByVolume => {
+                "NodeStageVolume stages an already staged volume at a second staging path too, and NodeUnstageVolume of any one of them releases the volume on the node, unmounting every staging and publication of it there (node state kept by volume id: breaks Nomad, which stages a volume once per use and unstages each use alone)"
             }
             Quirk::StagingPathUnused => {
                 "NodeStageVolume prepares the volume elsewhere and makes or mounts nothing at staging_target_path; NodePublishVolume mounts from the volume itself (cfgd-csi pulls to a cache): within the spec, and fine under Swarm, which makes no staging directory (a control)"
@@ -599,6 +614,41 @@ impl Plugin {
         std::fs::create_dir_all(parent)
             .and_then(|()| std::fs::write(&record, volume_id))
             .map_err(|e| Status::internal(format!("cannot write the stage record {}: {e}", record.display())))
+    }
+
+    /// `staging-dir-not-made`: a staging path that does not exist is refused, not made (the
+    /// spec has the CO make it).
+    pub(crate) fn quirk_staging_dir_made(&self, staging: &std::path::Path) -> Result<(), Status> {
+        if self.quirk(Quirk::StagingDirNotMade) && !staging.exists() {
+            return Err(Status::internal(format!("staging path {} does not exist", staging.display())));
+        }
+        Ok(())
+    }
+
+    /// `unstage-by-volume`: whether a staged volume may be staged at another path too.
+    pub(crate) fn quirk_stages_twice(&self) -> bool {
+        self.quirk(Quirk::UnstageByVolume)
+    }
+
+    /// `unstage-by-volume`: after NodeUnstageVolume of one staging path, every other staging
+    /// and publication of `volume_id` on the node is unmounted and forgotten (the volume was
+    /// released as a whole), their directories left as they are.
+    pub(crate) fn quirk_release_volume(&self, node: &mut super::state::NodeRecord, volume_id: &str) {
+        if !self.quirk(Quirk::UnstageByVolume) {
+            return;
+        }
+        node.publications.retain(|target, p| {
+            if p.volume_id == volume_id && p.mounted {
+                let _ = crate::mounts::unmount(std::path::Path::new(target));
+            }
+            p.volume_id != volume_id
+        });
+        node.stagings.retain(|staging, s| {
+            if s.volume_id == volume_id && s.mounted {
+                let _ = crate::mounts::unmount(std::path::Path::new(staging));
+            }
+            s.volume_id != volume_id
+        });
     }
 
     /// `stage-state-in-parent`: removes the stage record of `volume_id` beside `staging`.

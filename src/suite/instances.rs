@@ -23,7 +23,8 @@ fn orchestrated(scenario: &Scenario) -> bool {
 
 /// `suites` with the orchestrator-only built-in suite and, after each scenario that uses an
 /// orchestrated check, its instances for `orchestrators`; `suites` itself when there are none.
-pub fn with_instances(suites: &[Suite], orchestrators: &[Profile]) -> Vec<Suite> {
+/// With `only` (`--orchestrator-only`), a scenario that has instances is replaced by them.
+pub fn with_instances(suites: &[Suite], orchestrators: &[Profile], only: bool) -> Vec<Suite> {
     if orchestrators.is_empty() {
         return suites.to_vec();
     }
@@ -46,7 +47,7 @@ pub fn with_instances(suites: &[Suite], orchestrators: &[Profile]) -> Vec<Suite>
             } else {
                 Vec::new()
             };
-            if !scenario.tags.iter().any(|t| t == ORCHESTRATOR_ONLY) {
+            if instances.is_empty() || !(only || scenario.tags.iter().any(|t| t == ORCHESTRATOR_ONLY)) {
                 scenarios.push(scenario);
             }
             scenarios.extend(instances);
@@ -142,9 +143,10 @@ mod tests {
     #[test]
     fn orchestrated_scenarios_get_an_instance_per_orchestrator_right_after_them() {
         let suites = vec![suite(TEXT)];
-        assert_eq!(with_instances(&suites, &[])[0].scenarios.len(), 2, "no orchestrator: the suites as given");
+        assert_eq!(with_instances(&suites, &[], false)[0].scenarios.len(), 2, "no orchestrator: the suites as given");
+        assert_eq!(with_instances(&suites, &[], true)[0].scenarios.len(), 2, "nor with --orchestrator-only alone");
         let pinned = Profile { orchestrator: Orchestrator::Nomad, release: Release::parse("1.5") };
-        let all = with_instances(&suites, &[Orchestrator::Nomad.into(), pinned, Orchestrator::Swarm.into()]);
+        let all = with_instances(&suites, &[Orchestrator::Nomad.into(), pinned, Orchestrator::Swarm.into()], false);
         let ids: Vec<&str> = all[0].scenarios.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["t.life", "t.life@nomad", "t.life@nomad@1.5", "t.life@swarm", "t.plain"]);
         assert_eq!(all[0].scenarios[2].orchestrator, Some(pinned));
@@ -154,6 +156,11 @@ mod tests {
         // The orchestrator-only suite comes along, as instances only.
         let extra: Vec<&str> = all[1..].iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
         assert!(!extra.is_empty() && extra.iter().all(|id| id.contains('@')), "{extra:?}");
+        // --orchestrator-only: the instances instead of the scenario they copy; the rest stays.
+        let only = with_instances(&suites, &[Orchestrator::Nomad.into(), Orchestrator::Swarm.into()], true);
+        let ids: Vec<&str> = only[0].scenarios.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["t.life@nomad", "t.life@swarm", "t.plain"]);
+        assert_eq!(only.len(), all.len());
     }
 
     #[test]

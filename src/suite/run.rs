@@ -49,7 +49,7 @@ pub async fn run_until(
     let started = Instant::now();
     // With --orchestrator, the instances of orchestrated scenarios (the engine copies them;
     // what an orchestrator does is in the pattern their checks read).
-    let expanded = super::instances::with_instances(suites, &config.orchestrators);
+    let expanded = super::instances::with_instances(suites, &config.orchestrators, config.orchestrator_only);
     let suites = expanded.as_slice();
     let run_id = builtin_vars::run_id(config.seed);
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));

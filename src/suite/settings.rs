@@ -136,6 +136,9 @@ pub struct RunConfig {
     /// `<id>@<orchestrator>`, following its call pattern, and the report gets its
     /// compatibility matrix. Empty: neither.
     pub orchestrators: Vec<crate::orchestrator::Profile>,
+    /// `--orchestrator-only`: a scenario that has orchestrator instances runs only as them
+    /// (the matrix without the spec verdicts of the same lifecycles); the others run as usual.
+    pub orchestrator_only: bool,
 }
 
 /// Hears of scenarios as they start and finish, for a live display. Calls come from the
@@ -233,6 +236,7 @@ impl Default for RunConfig {
             existing_volumes: Vec::new(),
             existing_writable: false,
             orchestrators: Vec::new(),
+            orchestrator_only: false,
         }
     }
 }

@@ -139,6 +139,22 @@ pub(crate) fn save(ctx: &mut ScenarioCtx, saves: &[Save], root: &Val) -> Result<
     Ok(())
 }
 
+/// Before a NodeStageVolume at the scenario's own staging path: the directory made again if
+/// an unstage removed it, as the CO must ("The CO SHALL be responsible for creating the
+/// directory if it does not exist", #nodestagevolume); a plugin that counts on that is right.
+/// Not where a create command makes staging paths (the run cannot remake one there).
+fn remake_staging(ctx: &ScenarioCtx, request: &DynamicMessage) {
+    use prost_reflect::ReflectMessage;
+    let staging = &ctx.paths.staging;
+    if request.descriptor().name() == "NodeStageVolumeRequest"
+        && ctx.config().paths.create_staging_cmd.is_none()
+        && proto::str_at(request, &["staging_target_path"]).is_some_and(|p| std::path::Path::new(&p) == staging)
+        && !staging.exists()
+    {
+        let _ = std::fs::create_dir_all(staging);
+    }
+}
+
 pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
     let request = match build_request(&call.method, &call.request, &ctx.vars) {
         Ok(r) => r,
@@ -157,6 +173,7 @@ pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
         Repeat::Times(n) => n.max(1),
         Repeat::Idempotency => ctx.shared.config.idempotency_count.max(1),
     };
+    remake_staging(ctx, &request);
     let poll = call.poll.as_ref();
     let deadline = poll.map(|p| Instant::now() + p.timeout);
     let mut first: Option<Val> = None;

@@ -227,7 +227,16 @@ async fn a_plugin_whose_probe_fails_is_reported_unhealthy_with_its_message() {
     let path = sock(&dir, "sick.sock");
     let server_path = path.clone();
     let server = tokio::spawn(async move { serve_identity(&server_path, Identity::Failing).await });
-    let err = connect_err(&path, Duration::from_millis(400)).await;
+    // The server is listening before the connect timeout starts: on a loaded machine the
+    // spawned server may take longer than the timeout to bind, and this test is about the
+    // answer, not the wait for the socket (a_missing_socket_is_named_with_the_time_waited).
+    let started = std::time::Instant::now();
+    while !path.exists() {
+        assert!(started.elapsed() < HANG, "the server never made its socket");
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let err = connect_err(&path, Duration::from_secs(1)).await;
     assert!(matches!(err, ConnectError::Unhealthy { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("reports itself unhealthy: Probe failed with FAILED_PRECONDITION: backend offline"), "{text}");

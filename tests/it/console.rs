@@ -122,6 +122,8 @@ async fn run_help_groups_flags_under_headings() {
         ("Output:", "--verbose"),
         ("Output:", "--quiet"),
         ("Compatibility:", "--profile"),
+        ("Compatibility:", "--orchestrator"),
+        ("Compatibility:", "--orchestrator-only"),
     ] {
         assert!(flags(section(heading)).iter().any(|f| f == flag), "{flag} not under {heading}:\n{}", section(heading));
     }

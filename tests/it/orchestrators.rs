@@ -1,8 +1,9 @@
 //! `--orchestrator`: the compatibility matrix of the reference plugin over a real socket. The
-//! default plugin has no fail cell under Nomad, Kubernetes or Swarm (and exactly the two
-//! Swarm warnings where Swarm bends the spec); each orchestrator quirk fails its own
-//! orchestrator's behaviour and leaves every other cell as the default plugin has it (the
-//! expansion quirk only the kubelet's call without a staging path); the
+//! default plugin has no fail cell under Nomad, Kubernetes or Swarm (and exactly the three
+//! warnings where Nomad or Swarm bends the spec); each orchestrator quirk fails (or, where its
+//! orchestrator bends the spec, warns) its own orchestrator's behaviour and leaves every other
+//! orchestrator's cells as the default plugin has them (the expansion quirk only the kubelet's
+//! call without a staging path); the
 //! matrix reaches the JSON, the JUnit (one testsuite per orchestrator) and the console; a run
 //! without `--orchestrator` has no instance and no matrix.
 
@@ -16,29 +17,36 @@ use csi_conform::{
 };
 use regex::Regex;
 
-use crate::support::{TestPlugin, engine_plugin};
+use crate::support::{TestPlugin, csi_conform, engine_plugin};
 
-/// Each orchestrator quirk, the orchestrator it breaks and the behaviour it breaks there.
-pub(crate) const QUIRKS: [(Quirk, &str, &str); 4] = [
-    (Quirk::TopologyExtraNodeSegment, "nomad", "topology.match"),
-    (Quirk::AttachRace, "kubernetes", "concurrency.controller"),
-    (Quirk::StageStateInParent, "swarm", "paths.staging"),
-    (Quirk::ExpandNeedsStagingPath, "kubernetes", "fields.expand-staging-path"),
+/// Each orchestrator quirk, the orchestrator it breaks, the behaviour it breaks there and how:
+/// a failure, or a warning where that orchestrator bends the spec and the plugin is right by
+/// it (Swarm makes no staging directory; the spec makes that the CO's job).
+pub(crate) const QUIRKS: [(Quirk, &str, &str, Severity); 6] = [
+    (Quirk::TopologyExtraNodeSegment, "nomad", "topology.match", Severity::Fail),
+    (Quirk::UnstageByVolume, "nomad", "rpc.unstage", Severity::Fail),
+    (Quirk::AttachRace, "kubernetes", "concurrency.controller", Severity::Fail),
+    (Quirk::ExpandNeedsStagingPath, "kubernetes", "fields.expand-staging-path", Severity::Fail),
+    (Quirk::StageStateInParent, "swarm", "paths.staging", Severity::Fail),
+    (Quirk::StagingDirNotMade, "swarm", "dirs.staging", Severity::Warn),
 ];
 
-/// The cells where the default plugin warns: Swarm never unstages (its DeleteVolume refuses a
-/// staged volume) and sends a block volume's ControllerPublishVolume a mount capability.
-const DEFAULT_WARNINGS: [(&str, &str); 2] = [("swarm", "rpc.unstage"), ("swarm", "fields.capability")];
+/// The cells where the default plugin warns: Nomad stages a volume a second time for a
+/// second use on the node (the plugin refuses a second staging path); Swarm never unstages
+/// (its DeleteVolume refuses a staged volume) and sends a block volume's
+/// ControllerPublishVolume a mount capability.
+const DEFAULT_WARNINGS: [(&str, &str); 3] =
+    [("nomad", "paths.staging-per-usage"), ("swarm", "rpc.unstage"), ("swarm", "fields.capability")];
 
 /// The instances only (`@` in the id) of the built-in suites, against the reference plugin
 /// with `quirks`, as every orchestrator calls it.
 async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>) -> RunReport {
-    run(quirks, orchestrators, "@").await
+    focused_run(quirks, orchestrators, "@").await
 }
 
-/// The built-in scenarios whose ids match `focus`, against the reference plugin with
+/// The scenarios of the built-in suites that match `focus`, against the reference plugin with
 /// `quirks`, with `orchestrators` (`nomad`, or pinned: `nomad@1.5`).
-async fn run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>, focus: &str) -> RunReport {
+async fn focused_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>, focus: &str) -> RunReport {
     let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
     let work = tempfile::tempdir().unwrap();
@@ -50,6 +58,10 @@ async fn run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>, focus: 
         ..RunConfig::default()
     };
     suite::run(&engine, &suite::builtin(), &config).await
+}
+
+fn scenario<'a>(report: &'a RunReport, id: &str) -> &'a report::ScenarioResult {
+    report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == id).unwrap_or_else(|| panic!("no {id}"))
 }
 
 /// Every cell: (orchestrator, behaviour) -> outcome.
@@ -129,33 +141,95 @@ async fn the_default_reference_plugin_fails_under_no_orchestrator() {
     let table = &html[html.find("<table id=\"matrix\">").expect("the matrix table")..];
     let table = &table[..table.find("</table>").unwrap()];
     assert!(table.contains("<th>Nomad</th><th>Kubernetes</th><th>Docker Swarm</th>"), "{table}");
-    assert_eq!(table.matches("<td class=\"warn\"").count(), 2, "{table}");
+    assert_eq!(table.matches("<td class=\"warn\"").count(), 3, "{table}");
     assert_eq!(table.matches("<td class=\"fail\"").count(), 0, "{table}");
     let console = report::summary(&report, false);
     assert!(console.contains("swarm: ") && console.contains("rpc.unstage") && console.contains("WARN"), "{console}");
 }
 
-/// Each quirk fails exactly its orchestrator's behaviour; every other cell is what the
-/// default plugin gets (so it fails no other orchestrator).
+/// Nomad stages a volume once per use (`paths.staging-per-usage`): a read-only use beside a
+/// read-write one on one node is a second NodeStageVolume, at a second staging path, which
+/// the reference plugin refuses (one staging path per volume, as the spec has the CO keep):
+/// a warning naming both paths that says the job will not start under Nomad, no failure, and
+/// the read-write use goes on to the end. Kubernetes and Swarm stage once per node: their
+/// instances of the scenario skip, saying so, and their matrices have no such row.
+#[tokio::test]
+async fn a_second_use_on_one_node_is_staged_again_only_under_nomad() {
+    let report = focused_run(Vec::new(), Orchestrator::ALL.to_vec(), "two-uses-one-node").await;
+    let nomad = scenario(&report, "orchestrator.two-uses-one-node@nomad");
+    assert_eq!(nomad.outcome, Severity::Warn, "{:#?}", nomad.findings);
+    let warned: Vec<_> = nomad.findings.iter().filter(|f| f.severity >= Severity::Warn).collect();
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+    let f = warned[0];
+    assert_eq!(f.behaviour.as_deref(), Some("paths.staging-per-usage"));
+    assert_eq!((f.kind.as_str(), f.rpc.as_deref()), ("staging-per-usage", Some("NodeStageVolume")));
+    for part in [
+        "/staging/default/vol0/rw-file-system-multi-node-multi-writer,",
+        "/staging/default/vol0/ro-file-system-multi-node-multi-writer ",
+        "FAILED_PRECONDITION",
+        "will not work under Nomad",
+        "one staging_target_path per volume",
+    ] {
+        assert!(f.message.contains(part), "{part:?} not in {}", f.message);
+    }
+    assert!(f.plugin_message.as_deref().is_some_and(|m| m.contains("already staged")), "{f:#?}");
+    // The read-write use still went through to DeleteVolume: the refusal stopped nothing.
+    assert!(nomad.exercised.iter().any(|e| e == "rpc.detach-order"), "{:?}", nomad.exercised);
+    for o in ["kubernetes", "swarm"] {
+        let s = scenario(&report, &format!("orchestrator.two-uses-one-node@{o}"));
+        assert_eq!(s.outcome, Severity::Skip, "{o}: {:#?}", s.findings);
+        assert!(s.skip_reason.as_deref().is_some_and(|r| r.contains("stages a volume once per node")), "{o}: {s:#?}");
+    }
+    let cell = |o: &str| {
+        let o = report.orchestrators.iter().find(|r| r.name == o).unwrap();
+        o.behaviours.iter().find(|b| b.id == "paths.staging-per-usage").map(|b| (b.outcome, b.deviation.is_some()))
+    };
+    assert_eq!(cell("nomad"), Some((Severity::Warn, true)));
+    assert_eq!((cell("kubernetes"), cell("swarm")), (None, None), "not a row of theirs");
+    assert!(!report.failed());
+    // Not a scenario of a run without --orchestrator.
+    let plain = focused_run(Vec::new(), Vec::<Orchestrator>::new(), "two-uses-one-node").await;
+    assert!(plain.suites.iter().all(|s| s.scenarios.is_empty()), "{:?}", plain.suites);
+}
+
+/// Each quirk fails (or warns) exactly its orchestrator's behaviour; every other
+/// orchestrator's cells are what the default plugin gets (so it fails no other orchestrator).
+/// A warning quirk stops nothing: every other cell, its own orchestrator's too, is the
+/// default's.
 #[tokio::test]
 async fn each_orchestrator_quirk_fails_its_own_orchestrator_only() {
     let default = cells(&matrix_run(Vec::new(), Orchestrator::ALL.to_vec()).await);
-    for (quirk, orchestrator, behaviour) in QUIRKS {
+    for (quirk, orchestrator, behaviour, severity) in QUIRKS {
         let report = matrix_run(vec![quirk], Orchestrator::ALL.to_vec()).await;
         let found = cells(&report);
         let key = (orchestrator.to_owned(), behaviour.to_owned());
-        assert_eq!(found.get(&key), Some(&Severity::Fail), "{quirk}: {:#?}", report.orchestrators);
+        assert_eq!(found.get(&key), Some(&severity), "{quirk}: {:#?}", report.orchestrators);
+        assert_ne!(default.get(&key), Some(&severity), "{quirk}: the default plugin has that cell already");
         let failed: Vec<_> = found.iter().filter(|(_, s)| **s >= Severity::Fail).map(|(k, _)| k.clone()).collect();
-        assert_eq!(failed, std::slice::from_ref(&key), "{quirk} fails elsewhere too");
+        let expected_failed = if severity == Severity::Fail { vec![key.clone()] } else { Vec::new() };
+        assert_eq!(failed, expected_failed, "{quirk} fails elsewhere too");
         for (cell, outcome) in &found {
-            if cell.0 != orchestrator {
+            if cell.0 != orchestrator || (severity < Severity::Fail && *cell != key) {
                 assert_eq!(Some(outcome), default.get(cell), "{quirk}: {cell:?} differs from the default plugin's");
             }
         }
-        assert!(report.failed(), "{quirk}: a fail cell fails the run");
+        assert_eq!(report.failed(), severity == Severity::Fail, "{quirk}: only a fail cell fails the run");
         let o = report.orchestrators.iter().find(|o| o.name == orchestrator).unwrap();
         let cell = o.behaviours.iter().find(|b| b.id == behaviour).unwrap();
         assert!(!cell.findings.is_empty() && !cell.source.is_empty(), "{quirk}: {cell:#?}");
+        if quirk == Quirk::UnstageByVolume {
+            // It took the second staging path (a pass there) and lost the first use with it.
+            let usage = (orchestrator.to_owned(), "paths.staging-per-usage".to_owned());
+            assert_eq!(found.get(&usage), Some(&Severity::Pass), "{:#?}", report.orchestrators);
+            let message = &cell.findings[0].message;
+            assert!(message.contains("ro-file-system-multi-node-multi-writer") && message.contains("is gone"), "{message}");
+            assert_eq!(cell.findings.len(), 1, "only the second use's unstage breaks: {cell:#?}");
+        }
+        if severity == Severity::Warn {
+            // It will not work there, and the orchestrator, not the plugin, bends the spec.
+            let message = &cell.findings[0].message;
+            assert!(cell.deviation.is_some() && message.contains(&format!("will not work under {}", o.title)), "{message}");
+        }
     }
 }
 
@@ -187,7 +261,7 @@ async fn an_expansion_that_needs_the_staging_path_fails_only_the_kubelets_shared
     assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
 
     let base = |quirks: Vec<Quirk>| async move {
-        let report = run(quirks, Vec::<Orchestrator>::new(), "expand").await;
+        let report = focused_run(quirks, Vec::<Orchestrator>::new(), "expand").await;
         let outcomes: Vec<(String, Severity)> =
             report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
         outcomes
@@ -209,12 +283,51 @@ async fn a_quirk_is_judged_only_by_the_orchestrators_asked_for() {
 
 #[tokio::test]
 async fn without_orchestrators_there_is_no_instance_and_no_matrix() {
-    let report = run(Vec::new(), Vec::<Orchestrator>::new(), "^lifecycle\\.mount\\.read-write$").await;
+    let report = focused_run(Vec::new(), Vec::<Orchestrator>::new(), "^lifecycle\\.mount\\.read-write$").await;
     let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["lifecycle.mount.read-write"]);
     assert!(report.orchestrators.is_empty());
     let json = report::to_json(&report);
     assert!(!json.contains("\"orchestrators\"") && !json.contains("\"behaviour\"") && !json.contains("\"exercised\""));
+}
+
+/// `--orchestrator-only`: a lifecycle scenario runs only as its instances, for the matrix
+/// alone; a scenario without instances runs as loaded; the flag without `--orchestrator` is
+/// a usage error.
+#[tokio::test]
+async fn orchestrator_only_drops_the_scenarios_its_instances_copy() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let run = |only: bool| RunConfig {
+        seed: 7,
+        work_dir: work.path().join("work"),
+        focus: vec![Regex::new("^lifecycle\\.mount\\.read-write(@.*)?$").unwrap(), Regex::new("^identity\\.probe$").unwrap()],
+        orchestrators: vec![Orchestrator::Nomad.into(), Orchestrator::Swarm.into()],
+        orchestrator_only: only,
+        ..RunConfig::default()
+    };
+    let ids = |report: &RunReport| -> Vec<String> {
+        let mut ids: Vec<String> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    let both = suite::run(&engine, &suite::builtin(), &run(false)).await;
+    assert_eq!(
+        ids(&both),
+        ["identity.probe", "lifecycle.mount.read-write", "lifecycle.mount.read-write@nomad", "lifecycle.mount.read-write@swarm"]
+    );
+    let only = suite::run(&engine, &suite::builtin(), &run(true)).await;
+    assert_eq!(ids(&only), ["identity.probe", "lifecycle.mount.read-write@nomad", "lifecycle.mount.read-write@swarm"]);
+    // The matrix is the same without the scenarios as loaded.
+    assert_eq!(cells(&only), cells(&both));
+    assert!(!cells(&only).is_empty());
+
+    let cwd = tempfile::tempdir().unwrap();
+    let out = csi_conform(&["run", "--endpoint", "/nonexistent.sock", "--orchestrator-only"], cwd.path()).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--orchestrator-only needs --orchestrator"), "{err}");
 }
 
 /// ember-csi's `created-mount-flags-only`: ValidateVolumeCapabilities declines mount flags

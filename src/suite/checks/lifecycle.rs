@@ -52,6 +52,7 @@ mod args;
 mod expand;
 mod node;
 mod orchestrated;
+mod usage;
 
 use args::{bool_arg, list_arg, map_arg, str_arg};
 
@@ -141,6 +142,7 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "long_paths", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "volumes", kind: ArgKind::Int, required: false },
     ArgSpec { name: "expand", kind: ArgKind::Bool, required: false },
+    ArgSpec { name: "second_usage", kind: ArgKind::Bool, required: false },
 ];
 
 /// With `long_paths`, node 0's staging and target paths live in a directory with a name this
@@ -245,6 +247,8 @@ struct Plan {
     volumes: usize,
     /// Expand the volume once published (`expand`; see `expand.rs`).
     expand: bool,
+    /// A second, read-only use of the volume on node 0 (`second_usage`; only in an instance).
+    second_usage: bool,
 }
 
 impl Plan {
@@ -311,6 +315,7 @@ impl Plan {
             unstage_without_path: bool_arg(args, "unstage_without_path")?,
             volumes: orchestrated::volumes_arg(ctx, args)?,
             expand: bool_arg(args, "expand")?,
+            second_usage: usage::second_usage_arg(ctx, args, mode)?,
         })
     }
 
@@ -337,7 +342,7 @@ impl Plan {
         if self.restart && ctx.config().restart_cmd.is_none() {
             return Some("restarting the node plugin needs --allow-restart-cmd".into());
         }
-        self.expand_skip_reason(ctx)
+        self.expand_skip_reason(ctx).or_else(|| self.second_usage_skip(ctx))
     }
 
     fn capability(&self, mount: &MountOptions) -> v1::VolumeCapability {
@@ -625,6 +630,9 @@ impl Lifecycle<'_> {
                 node.inspector = self.inspector(node.index).await;
             }
             self.publish(&node, &node.target, self.plan.times).await?;
+            if self.plan.second_usage && node.index == 0 {
+                self.second_usage(&node).await?;
+            }
             used.push(node);
         }
         for node in used.iter().filter(|_| node_expands) {

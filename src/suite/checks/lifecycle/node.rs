@@ -14,14 +14,7 @@ impl Lifecycle<'_> {
             self.exercise(ids::STAGE_WITHOUT_CAPABILITY);
             return Ok(());
         }
-        let request = v1::NodeStageVolumeRequest {
-            volume_id: self.volume_id.clone(),
-            publish_context: node.publish_context.clone(),
-            staging_target_path: node.staging.display().to_string(),
-            volume_capability: Some(self.plan.node_capability()),
-            volume_context: self.context.clone(),
-            ..Default::default()
-        };
+        let request = self.stage_request(node);
         if self.pattern.is_some() {
             self.stage_as(node, &request).await?;
         }
@@ -36,6 +29,18 @@ impl Lifecycle<'_> {
         }
         // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
         self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
+    }
+
+    /// NodeStageVolume of the volume on `node`, at its staging path.
+    pub(super) fn stage_request(&self, node: &NodeUse) -> v1::NodeStageVolumeRequest {
+        v1::NodeStageVolumeRequest {
+            volume_id: self.volume_id.clone(),
+            publish_context: node.publish_context.clone(),
+            staging_target_path: node.staging.display().to_string(),
+            volume_capability: Some(self.plan.node_capability()),
+            volume_context: self.context.clone(),
+            ..Default::default()
+        }
     }
 
     /// NodeUnstageVolume of the staged volume with no staging_target_path: the spec makes

@@ -268,11 +268,18 @@ impl Lifecycle<'_> {
     /// the node's scenario directory, and the directories the orchestrator makes (and only
     /// those). Everything on the way is removed after the scenario, deepest first.
     pub(super) fn place(&mut self, node: &mut NodeUse) -> Result<(), CheckOutcome> {
+        self.place_use(node, self.plan.read_only(), "")
+    }
+
+    /// [`place`](Self::place) for one use of the volume: `read_only` or not, by the workload
+    /// whose name ends in `suffix` (a second use on the node is a second allocation).
+    pub(super) fn place_use(&mut self, node: &mut NodeUse, read_only: bool, suffix: &str) -> Result<(), CheckOutcome> {
         let Some(p) = self.pattern else { return Ok(()) };
         let dir = &self.ctx.paths.dir;
         let root = if node.index == 0 { dir.join("co") } else { dir.join(format!("node{}", node.index)).join("co") };
         let volume = format!("vol{}", self.volume_index);
-        let workload = format!("{}-{}", if p.layout.kubelet() { "pod" } else { "alloc" }, self.volume_index);
+        let kind = if p.layout.kubelet() { "pod" } else { "alloc" };
+        let workload = format!("{kind}-{}{suffix}", self.volume_index);
         let mode = self.plan.mode.to_string();
         let driver = self.ctx.fingerprint().plugin.name.clone();
         let u = Use {
@@ -281,7 +288,7 @@ impl Lifecycle<'_> {
             driver: &driver,
             workload: &workload,
             block: self.plan.block,
-            read_only: self.plan.read_only(),
+            read_only,
             mode: &mode,
         };
         node.staging = p.layout.staging(&root, &u);
