@@ -309,6 +309,45 @@ mod tests {
         assert_eq!(scenario_prefix("run-5f3a-12"), None);
     }
 
+    /// What cleanup prunes after an undo starts from these paths: a staging's or a
+    /// publication's, whether the record is of what was made or of a call never answered.
+    #[test]
+    fn the_paths_to_prune_are_the_absolute_staging_and_target_paths_a_record_names() {
+        let record = |resource| {
+            Outstanding::Resource(journal::Record {
+                endpoint: "unix:///n.sock".into(),
+                scenario: "s.x".into(),
+                secrets_key: None,
+                undo_secrets_key: None,
+                name: None,
+                resource,
+            })
+        };
+        let staged = record(Resource::NodeStage {
+            volume_id: "v".into(),
+            staging_target_path: "/w/run-a-1/0001-s/staging".into(),
+            node: 0,
+        });
+        let published =
+            record(Resource::NodePublication { volume_id: "v".into(), target_path: "/w/run-a-1/0002-p/target".into(), node: 0 });
+        assert_eq!(node_paths(&staged), [PathBuf::from("/w/run-a-1/0001-s/staging")]);
+        assert_eq!(node_paths(&published), [PathBuf::from("/w/run-a-1/0002-p/target")]);
+        assert_eq!(node_paths(&record(Resource::Volume { volume_id: "v".into() })), Vec::<PathBuf>::new());
+        let call = Outstanding::Call(CallRecord {
+            endpoint: "unix:///n.sock".into(),
+            scenario: "s.x".into(),
+            secrets_key: None,
+            rpc: "NodePublishVolume".into(),
+            node: 0,
+            request: serde_json::json!({
+                "volume_id": "v",
+                "staging_target_path": "/w/run-a-1/0003-c/staging",
+                "target_path": "relative/target",
+            }),
+        });
+        assert_eq!(node_paths(&call), [PathBuf::from("/w/run-a-1/0003-c/staging")], "only absolute paths");
+    }
+
     #[test]
     fn only_empty_scenario_directories_of_the_run_and_then_the_run_go() {
         let work = tempfile::tempdir().unwrap();

@@ -751,6 +751,123 @@ mod tests {
         assert_eq!(ranks, [0, 0, 1, 3, 3]);
     }
 
+    /// What a run's engine tells the observer is what the journal holds: each call and each
+    /// resource at the endpoint that serves it (controller RPCs at the controller, node RPCs
+    /// at their own node), settled by its answer, its release, or the plugin's own account.
+    #[test]
+    fn the_observer_journals_each_call_and_resource_at_the_endpoint_that_serves_it() {
+        use crate::suite::{ResourceObserver as _, Sending, Tracked};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let observer = JournalObserver::new(
+            Journal::open(&path, "r").unwrap(),
+            Some("unix:///controller.sock".into()),
+            vec!["unix:///node0.sock".into(), "unix:///node1.sock".into()],
+        );
+        let sending = |seq: u64, rpc: &str, name: &str| {
+            let mut request = prost_reflect::DynamicMessage::new(crate::proto::method(rpc).unwrap().input());
+            if !name.is_empty() {
+                request.set_field_by_name("name", prost_reflect::Value::String(name.into()));
+            }
+            Sending { seq, scenario: "s.x".into(), rpc: rpc.into(), request, node: 1, secrets_key: None }
+        };
+        let tracked = |seq: u64, resource: Resource| Tracked {
+            seq,
+            scenario: "s.x".into(),
+            resource,
+            secrets_key: None,
+            name: None,
+        };
+        let volume = |id: &str| Resource::Volume { volume_id: id.into() };
+
+        let (create, stage) = (sending(1, "CreateVolume", "a"), sending(2, "NodeStageVolume", ""));
+        observer.sending(&create);
+        observer.sending(&stage);
+        assert_eq!(
+            names(&path),
+            [
+                "unanswered CreateVolume of a on unix:///controller.sock (scenario s.x)",
+                "unanswered NodeStageVolume on unix:///node1.sock (scenario s.x)"
+            ],
+            "a call is journaled before it is sent, where its undo call must go"
+        );
+        observer.registered(&tracked(1, volume("v1")));
+        observer.answered(&create);
+        observer.answered(&stage);
+        assert_eq!(names(&path), ["volume v1 on unix:///controller.sock (scenario s.x)"], "answered calls are settled");
+
+        let (lost, unanswered) = (sending(3, "CreateVolume", "lost"), sending(4, "CreateVolume", "unheard"));
+        observer.sending(&lost);
+        observer.lost(&lost, "answered OK with an empty volume id");
+        observer.sending(&unanswered);
+        observer.unanswered(&unanswered);
+        observer.registered(&tracked(5, volume("v5")));
+        observer.kept(&tracked(5, volume("v5")), "still listed after its delete");
+        observer.released(&tracked(1, volume("v1")));
+        assert_eq!(
+            names(&path),
+            ["unanswered CreateVolume of unheard on unix:///controller.sock (scenario s.x)"],
+            "released, lost and kept are settled; only the unanswered call stays for cleanup"
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("empty volume id") && text.contains("still listed"), "{text}");
+    }
+
+    /// What stays in the journal after a run is said to the operator when it happens: an
+    /// unanswered call, and what teardown could not release.
+    #[test]
+    fn the_observer_tells_the_operator_what_stays_for_cleanup() {
+        use crate::suite::{ResourceObserver as _, Sending, Tracked};
+        #[derive(Clone, Default)]
+        struct Log(std::sync::Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Log {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let observer = JournalObserver::new(Journal::open(&path, "r").unwrap(), Some("unix:///c.sock".into()), vec![]);
+        let call = Sending {
+            seq: 1,
+            scenario: "s.x".into(),
+            rpc: "CreateVolume".into(),
+            request: prost_reflect::DynamicMessage::new(crate::proto::method("CreateVolume").unwrap().input()),
+            node: 0,
+            secrets_key: None,
+        };
+        let volume = Tracked {
+            seq: 2,
+            scenario: "s.x".into(),
+            resource: Resource::Volume { volume_id: "v2".into() },
+            secrets_key: None,
+            name: None,
+        };
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            observer.sending(&call);
+            observer.unanswered(&call);
+            observer.registered(&volume);
+            observer.left_behind(&volume, "its delete failed: INTERNAL");
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("CreateVolume of scenario s.x was never answered; it stays in the journal for `csi-conform cleanup`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("volume v2 left on the plugin (its delete failed: INTERNAL); it stays in the journal"),
+            "{text}"
+        );
+        assert_eq!(outstanding(&path).unwrap().len(), 2, "both stay for cleanup");
+    }
+
     #[test]
     fn compaction_removes_only_its_own_leftovers() {
         let dir = tempfile::tempdir().unwrap();

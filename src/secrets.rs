@@ -580,6 +580,63 @@ mod tests {
         }
     }
 
+    /// A mismatch names each kind of difference it found, and only those.
+    #[test]
+    fn a_mismatch_says_what_is_missing_unexpected_or_wrong_and_nothing_else() {
+        let different = |missing: &[&str], unexpected: &[&str], wrong_value: &[&str]| {
+            let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect();
+            SecretsMismatch::Different {
+                key: SecretKey::NodeStageVolume,
+                missing: names(missing),
+                unexpected: names(unexpected),
+                wrong_value: names(wrong_value),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            different(&[], &[], &["token"]),
+            "secrets do not match NodeStageVolumeSecret (wrong value for token)"
+        );
+        assert_eq!(
+            different(&["a", "b"], &["c"], &[]),
+            "secrets do not match NodeStageVolumeSecret (missing a, b; unexpected c)"
+        );
+        assert_eq!(different(&[], &[], &[]), "secrets do not match NodeStageVolumeSecret");
+    }
+
+    #[test]
+    fn a_secrets_file_is_read_from_disk_and_a_missing_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secrets.yaml");
+        std::fs::write(&file, "NodeStageVolumeSecret:\n  token: abc\n  debug: true\n  empty:\nDeleteVolumeSecret:\n").unwrap();
+        let s = Secrets::load(&file).unwrap();
+        let stage = s.get(SecretKey::NodeStageVolume).unwrap();
+        assert_eq!(stage.get("token").map(String::as_str), Some("abc"));
+        assert_eq!(stage.get("debug").map(String::as_str), Some("true"), "booleans become strings as in Go");
+        assert_eq!(stage.get("empty").map(String::as_str), Some(""), "a null value is the empty string");
+        assert_eq!(s.keys().collect::<Vec<_>>(), [SecretKey::DeleteVolume, SecretKey::NodeStageVolume]);
+        let missing = dir.path().join("none.yaml");
+        let err = Secrets::load(&missing).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}: cannot read the secrets file", missing.display())), "{err}");
+        let built = Secrets::from_maps([(SecretKey::DeleteVolume, BTreeMap::from([("k".to_owned(), "v".to_owned())]))]);
+        assert_eq!(built.for_rpc("DeleteVolume"), HashMap::from([("k".to_owned(), "v".to_owned())]));
+    }
+
+    #[test]
+    fn malformed_yaml_is_explained_by_the_parser_without_its_own_location() {
+        let err = parse("CreateVolumeSecret:\n  a: [b\n  c: d\n").unwrap_err().to_string();
+        let reason = err.split(": invalid YAML: ").nth(1).unwrap_or_default();
+        assert!(reason.contains("did not find expected"), "the parser's own words: {err}");
+        assert!(!reason.contains(" at line "), "one location, ours: {err}");
+    }
+
+    #[test]
+    fn long_keys_allow_more_typos_in_a_suggestion() {
+        // 41 characters: up to 41 / 8 = 5 edits still suggest (here 4: Capability, a trailing s).
+        let err = parse("ControllerValidateVolumeCapabilitySecrets: {}\n").unwrap_err().to_string();
+        assert!(err.contains("did you mean \"ControllerValidateVolumeCapabilitiesSecret\""), "{err}");
+    }
+
     #[test]
     fn checks_exact_maps() {
         let s = parse("CreateVolumeSecret:\n  a: '1'\n  b: '2'\n").unwrap();
