@@ -329,11 +329,13 @@ pub struct RunArgs {
     #[arg(help_heading = "Compatibility", long, value_enum, default_value_t = suite::Profile::Full)]
     pub profile: suite::Profile,
 
-    /// Also drive the plugin as this orchestrator does (nomad, kubernetes, swarm, or all);
-    /// repeatable. Each lifecycle scenario runs once more as `<id>@<orchestrator>` with its
-    /// paths, directories, RPC order and fields, and the report gets a compatibility matrix:
-    /// per orchestrator, pass/fail/warn for each of its behaviours (docs/orchestrators.md).
-    #[arg(help_heading = "Compatibility", long, value_name = "NAME")]
+    /// Also drive the plugin as this orchestrator does (nomad, kubernetes, swarm, or all;
+    /// `nomad@1.5`, `kubernetes@1.23`: as that release does, the bare name being the current
+    /// releases); repeatable. Each lifecycle scenario runs once more as `<id>@<orchestrator>`
+    /// with its paths, directories, RPC order and fields, and the report gets a compatibility
+    /// matrix: per orchestrator, pass/fail/warn for each of its behaviours
+    /// (docs/orchestrators.md).
+    #[arg(help_heading = "Compatibility", long, value_name = "NAME[@RELEASE]")]
     pub orchestrator: Vec<String>,
 
     /// With --orchestrator: run the lifecycle scenarios only as the orchestrators' instances

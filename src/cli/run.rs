@@ -120,7 +120,7 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
     config.existing_volumes = args.existing.volumes(args.config.as_deref())?;
     config.existing_writable = args.existing.existing_volume_writable;
     for word in &args.orchestrator {
-        for o in crate::orchestrator::Orchestrator::parse(word).map_err(|e| CliError::usage(format!("--orchestrator: {e}")))? {
+        for o in crate::orchestrator::Profile::parse(word).map_err(|e| CliError::usage(format!("--orchestrator: {e}")))? {
             if !config.orchestrators.contains(&o) {
                 config.orchestrators.push(o);
             }

@@ -3,16 +3,39 @@
 //! unit test keeps the two equal). Summaries in our own words; sources are paths in the
 //! orchestrator's public repository or issue numbers.
 
-use super::{Behaviour, row};
+use super::{Behaviour, CallPattern, Layout, Range, Release, row};
+
+/// The oldest release the table describes: 1.17 brought the per-pod publish file of a block
+/// volume (PR #74026, merged October 2019; inferred from the date); older kubelets are not
+/// known here.
+pub(super) const OLDEST: Release = Release::new(1, 17, 0);
+
+/// The first release that stages at `<driver>/<sha256 of the handle>` (PR #107065).
+const DIGEST_STAGING: &[Release] = &[Release::new(1, 24, 0)];
+
+/// The kubelet's current pattern, moved back to release `at`.
+pub(super) fn pin(p: &mut CallPattern, at: Option<Release>) {
+    if Range::Before(DIGEST_STAGING).holds(at) {
+        p.layout = Layout::KubeletPvName;
+    }
+}
 
 /// Kubernetes's behaviours.
 pub(super) const BEHAVIOURS: &[Behaviour] = &[
     row(
         "paths.staging",
         "Stages a mount volume at <kubelet>/plugins/kubernetes.io/csi/<driver>/<sha256 of the volume handle>/globalmount.",
-        "current main (4cb9cbb); the release that switched was not verified",
-        "pkg/volume/csi/csi_attacher.go makeDeviceMountPath",
-    ),
+        "since 1.24.0: PR #107065 (rook#10490 and csi-addons#165 adapted plugins to it as \"Kubernetes 1.24 and newer\")",
+        "pkg/volume/csi/csi_attacher.go makeDeviceMountPath; PR #107065",
+    )
+    .since(DIGEST_STAGING),
+    row(
+        "paths.staging",
+        "Stages a mount volume at <kubelet>/plugins/kubernetes.io/csi/pv/<pv name>/globalmount: two PVs of one volume handle get two staging paths (kubernetes#105899).",
+        "before 1.24.0",
+        "pkg/volume/csi/csi_attacher.go makeDeviceMountPath (PR #60115); kubernetes#105899, PR #107065",
+    )
+    .before(DIGEST_STAGING),
     row(
         "paths.staging-block",
         "Stages a block volume at <kubelet>/plugins/kubernetes.io/csi/volumeDevices/staging/<pv name> (a directory).",

@@ -11,10 +11,14 @@ use std::fmt;
 mod kubernetes;
 mod nomad;
 pub mod paths;
+mod profile;
+mod release;
 mod swarm;
 pub mod validate;
 
 pub use paths::Layout;
+pub use profile::Profile;
+pub use release::{Range, Release};
 
 /// An orchestrator whose call pattern a run can follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
@@ -74,12 +78,22 @@ impl Orchestrator {
         self.table().iter().find(|b| b.id == id)
     }
 
-    /// How it calls a plugin, as the checks consult it.
+    /// How its current releases call a plugin ([`Profile::pattern`] for an older one).
     pub fn pattern(self) -> &'static CallPattern {
         match self {
             Orchestrator::Nomad => &NOMAD,
             Orchestrator::Kubernetes => &KUBERNETES,
             Orchestrator::Swarm => &SWARM,
+        }
+    }
+
+    /// The oldest release its table describes: `--orchestrator <name>@<release>` takes this
+    /// one or a later one (docs/orchestrators.md, "Pinned releases").
+    pub fn oldest(self) -> Release {
+        match self {
+            Orchestrator::Nomad => nomad::OLDEST,
+            Orchestrator::Kubernetes => kubernetes::OLDEST,
+            Orchestrator::Swarm => swarm::OLDEST,
         }
     }
 }
@@ -101,11 +115,27 @@ pub struct Behaviour {
     pub holds_for: &'static str,
     /// Where it was read: a path in the orchestrator's public repository, or an issue.
     pub source: &'static str,
+    /// The releases it holds for, as data (the start of *holds for* in the doc's table): a
+    /// row that changed in some release has a row for each side, with the same id.
+    pub range: Range,
 }
 
-/// A row of a table (the tables are long; this keeps each entry to its four facts).
+impl Behaviour {
+    /// The row, holding from the first releases `firsts` (one per series) on.
+    const fn since(self, firsts: &'static [Release]) -> Behaviour {
+        Behaviour { range: Range::Since(firsts), ..self }
+    }
+
+    /// The row, holding before the first releases `firsts` (what a change replaced).
+    const fn before(self, firsts: &'static [Release]) -> Behaviour {
+        Behaviour { range: Range::Before(firsts), ..self }
+    }
+}
+
+/// A row of a table (the tables are long; this keeps each entry to its four facts), holding
+/// for every release its table knows.
 const fn row(id: &'static str, summary: &'static str, holds_for: &'static str, source: &'static str) -> Behaviour {
-    Behaviour { id, summary, holds_for, source }
+    Behaviour { id, summary, holds_for, source, range: Range::All }
 }
 
 /// The ids of the behaviours the checks drive (the rows of the compatibility matrix); the
@@ -377,8 +407,13 @@ const SWARM: CallPattern = CallPattern {
 mod tests {
     use super::*;
 
-    /// The ids of the rows of the table under `heading` in `docs/orchestrators.md`.
-    fn doc_ids(heading: &str) -> Vec<String> {
+    /// A range as [`Range::parse`] reads it: since (true) or before, and the first releases.
+    type ParsedRange = (bool, Vec<Release>);
+
+    /// The id of each row of the table under `heading` in `docs/orchestrators.md`, with the
+    /// release range its *holds for* cell starts with (`` `since 1.4.12, 1.5.8` ``; none:
+    /// every release the table knows).
+    fn doc_rows(heading: &str) -> Vec<(String, Option<ParsedRange>)> {
         let doc = include_str!("../../docs/orchestrators.md");
         let start = doc.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("no {heading}"));
         let rest = &doc[start + heading.len() + 2..];
@@ -386,20 +421,44 @@ mod tests {
         section
             .lines()
             .filter_map(|l| l.strip_prefix("| `"))
-            .map(|l| l[..l.find('`').unwrap()].to_owned())
+            .map(|l| {
+                let id = l[..l.find('`').unwrap()].to_owned();
+                let holds_for = l.split(" | ").nth(2).unwrap_or_else(|| panic!("{id}: no holds-for cell"));
+                let range = holds_for.strip_prefix('`').and_then(|r| r.split('`').next()).and_then(|r| {
+                    let parsed = Range::parse(r);
+                    assert!(parsed.is_some() || !(r.starts_with("since ") || r.starts_with("before ")), "{id}: {r:?}");
+                    parsed
+                });
+                (id, range)
+            })
             .collect()
     }
 
     #[test]
-    fn each_table_has_the_rows_of_its_section_of_the_doc_in_order() {
+    fn each_table_has_the_rows_of_its_section_of_the_doc_in_order_with_their_ranges() {
         for (o, heading) in [
             (Orchestrator::Nomad, "## Nomad"),
             (Orchestrator::Kubernetes, "## Kubernetes"),
             (Orchestrator::Swarm, "## Docker Swarm"),
         ] {
-            let code: Vec<&str> = o.table().iter().map(|b| b.id).collect();
-            assert_eq!(code, doc_ids(heading), "{o}: docs/orchestrators.md and src/orchestrator/{o}.rs differ");
+            let code: Vec<(String, Option<ParsedRange>)> = o
+                .table()
+                .iter()
+                .map(|b| {
+                    let range = match b.range {
+                        Range::All => None,
+                        Range::Since(r) => Some((true, r.to_vec())),
+                        Range::Before(r) => Some((false, r.to_vec())),
+                    };
+                    (b.id.to_owned(), range)
+                })
+                .collect();
+            assert_eq!(code, doc_rows(heading), "{o}: docs/orchestrators.md and src/orchestrator/{o}.rs differ");
             assert!(o.table().iter().all(|b| !b.summary.is_empty() && !b.source.is_empty()), "{o}");
+            assert!(o.table().iter().flat_map(|b| b.range.releases()).all(|r| *r > o.oldest()), "{o}: a range below the oldest release");
+            for b in o.table().iter().filter(|b| b.range != Range::All) {
+                assert!(b.holds_for.starts_with(&b.range.to_string()), "{o} {}: holds_for starts with its range", b.id);
+            }
         }
     }
 

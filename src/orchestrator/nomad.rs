@@ -3,16 +3,47 @@
 //! unit test keeps the two equal). Summaries in our own words; sources are paths in the
 //! orchestrator's public repository or issue numbers.
 
-use super::{Behaviour, row};
+use super::{Behaviour, CallPattern, Layout, Range, Release, row};
+
+/// The oldest release the table describes: 1.3.0 brought the topology rule
+/// (`topology.match`); what Nomad did before it is not known here.
+pub(super) const OLDEST: Release = Release::new(1, 3, 0);
+
+/// The first releases with the volume's namespace in the staging path (PR #20532, merged
+/// May 2024, and its backports #20572 and #20573): the first release of each series after
+/// the merge, inferred from the dates.
+const NAMESPACED_STAGING: &[Release] = &[Release::new(1, 6, 11), Release::new(1, 7, 8), Release::new(1, 8, 0)];
+
+/// The first releases with the per-plugin serialiser of controller RPCs (PR #17996, merged
+/// July 2023 after 1.6.0, 1.5.7 and 1.4.11 were out, and its backports #18013 to #18015).
+const SERIAL_CONTROLLER: &[Release] = &[Release::new(1, 4, 12), Release::new(1, 5, 8), Release::new(1, 6, 1)];
+
+/// Nomad's current pattern, moved back to release `at`.
+pub(super) fn pin(p: &mut CallPattern, at: Option<Release>) {
+    if Range::Before(NAMESPACED_STAGING).holds(at) {
+        p.layout = Layout::NomadNoNamespace;
+    }
+    if Range::Before(SERIAL_CONTROLLER).holds(at) {
+        p.parallel_controller_publish = true;
+    }
+}
 
 /// Nomad's behaviours.
 pub(super) const BEHAVIOURS: &[Behaviour] = &[
     row(
         "paths.staging",
-        "Stages at <mount_dir>/staging/<volume id>/<usage>, where <usage> is ro- or rw- followed by the attachment mode and access mode (rw-file-system-single-node-writer).",
-        "<namespace> in releases from May 2024 on (main and the 1.7.x/1.6.x backports of PR #20532; patch releases not pinned); without it before",
+        "Stages at <mount_dir>/staging/<namespace>/<volume id>/<usage>, where <usage> is ro- or rw- followed by the attachment mode and access mode (rw-file-system-single-node-writer).",
+        "since 1.6.11, 1.7.8, 1.8.0: releases from May 2024 on, the first of each series after PR #20532 and its backports merged (inferred from the merge dates)",
         "client/pluginmanager/csimanager/volume.go stagingDirForVolume; interface.go UsageOptions.ToFS; nomad#18741, PR #20532 (#20572, #20573)",
-    ),
+    )
+    .since(NAMESPACED_STAGING),
+    row(
+        "paths.staging",
+        "Stages at <mount_dir>/staging/<volume id>/<usage>, without the namespace: two volumes of one id in two namespaces share a staging path on a node.",
+        "before 1.6.11, 1.7.8, 1.8.0",
+        "client/pluginmanager/csimanager/volume.go stagingDirForVolume at 00e8d72; nomad#18741",
+    )
+    .before(NAMESPACED_STAGING),
     row(
         "paths.staging-per-usage",
         "The usage is part of the staging path, so one volume claimed on one node with two usages (one allocation read-only, another read-write) is staged twice, at two staging paths.",
@@ -142,9 +173,17 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
     row(
         "concurrency.controller",
         "Destructive controller RPCs (publish, unpublish, create, delete...) go through a per-plugin serializer: one at a time per plugin across the cluster.",
-        "releases from July 2023 on: main and the 1.6.x, 1.5.x and 1.4.x backports of PR #17996 (exact patch releases not pinned)",
+        "since 1.4.12, 1.5.8, 1.6.1: releases from July 2023 on, the first of each series after PR #17996 and its backports merged (1.6.0, 1.5.7 and 1.4.11 came out the day before; inferred from the dates)",
         "PR #17996 (#18013–#18015); nomad#8336",
-    ),
+    )
+    .since(SERIAL_CONTROLLER),
+    row(
+        "concurrency.controller",
+        "Controller RPCs for different volumes are sent as claims come: two ControllerPublishVolume calls for one node can overlap (the EBS device-name race).",
+        "before 1.4.12, 1.5.8, 1.6.1",
+        "PR #17996 (its description of the race); nomad#8336",
+    )
+    .before(SERIAL_CONTROLLER),
     row(
         "concurrency.node",
         "Node RPCs for one volume are serialised per volume on the client; different volumes proceed concurrently.",

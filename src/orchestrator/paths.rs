@@ -10,10 +10,15 @@ pub enum Layout {
     /// `staging/<namespace>/<volume>/<usage>` and `per-alloc/<alloc>/<volume>/<usage>`
     /// (`client/pluginmanager/csimanager/volume.go`).
     Nomad,
+    /// Nomad before PR #20532: `staging/<volume>/<usage>`, no namespace.
+    NomadNoNamespace,
     /// `plugins/kubernetes.io/csi/<driver>/<digest of the handle>/globalmount` and
     /// `pods/<pod>/volumes/kubernetes.io~csi/<pv>/mount`; block: `.../volumeDevices/staging/<pv>`
     /// and the *file* `.../volumeDevices/publish/<pv>/<pod>` (`pkg/volume/csi`).
     Kubelet,
+    /// The kubelet before 1.24 (kubernetes PR #107065): a mount volume staged at
+    /// `plugins/kubernetes.io/csi/pv/<pv>/globalmount`; the rest as [`Layout::Kubelet`].
+    KubeletPvName,
     /// `data/staged/<volume>` and `data/published/<volume>`, flat (`agent/csi/plugin/plugin.go`).
     SwarmFlat,
 }
@@ -43,10 +48,14 @@ impl Layout {
     pub fn staging(self, root: &Path, u: &Use<'_>) -> PathBuf {
         match self {
             Layout::Nomad => root.join("staging").join("default").join(u.volume).join(nomad_usage(u)),
-            Layout::Kubelet if u.block => root.join("plugins/kubernetes.io/csi/volumeDevices/staging").join(u.volume),
+            Layout::NomadNoNamespace => root.join("staging").join(u.volume).join(nomad_usage(u)),
+            Layout::Kubelet | Layout::KubeletPvName if u.block => {
+                root.join("plugins/kubernetes.io/csi/volumeDevices/staging").join(u.volume)
+            }
             Layout::Kubelet => {
                 root.join("plugins/kubernetes.io/csi").join(driver_dir(u.driver)).join(digest64(u.handle)).join("globalmount")
             }
+            Layout::KubeletPvName => root.join("plugins/kubernetes.io/csi/pv").join(u.volume).join("globalmount"),
             Layout::SwarmFlat => root.join("data/staged").join(u.volume),
         }
     }
@@ -54,11 +63,15 @@ impl Layout {
     /// The target path under `root` (a file for the kubelet's block volumes).
     pub fn target(self, root: &Path, u: &Use<'_>) -> PathBuf {
         match self {
-            Layout::Nomad => root.join("per-alloc").join(u.workload).join(u.volume).join(nomad_usage(u)),
-            Layout::Kubelet if u.block => {
+            Layout::Nomad | Layout::NomadNoNamespace => {
+                root.join("per-alloc").join(u.workload).join(u.volume).join(nomad_usage(u))
+            }
+            Layout::Kubelet | Layout::KubeletPvName if u.block => {
                 root.join("plugins/kubernetes.io/csi/volumeDevices/publish").join(u.volume).join(u.workload)
             }
-            Layout::Kubelet => root.join("pods").join(u.workload).join("volumes/kubernetes.io~csi").join(u.volume).join("mount"),
+            Layout::Kubelet | Layout::KubeletPvName => {
+                root.join("pods").join(u.workload).join("volumes/kubernetes.io~csi").join(u.volume).join("mount")
+            }
             Layout::SwarmFlat => root.join("data/published").join(u.volume),
         }
     }
@@ -66,7 +79,12 @@ impl Layout {
     /// The behaviour id of the staging path of a use (the kubelet's block staging is a row
     /// of its own).
     pub fn staging_id(self, block: bool) -> &'static str {
-        if block && self == Layout::Kubelet { super::ids::STAGING_BLOCK } else { super::ids::STAGING }
+        if block && self.kubelet() { super::ids::STAGING_BLOCK } else { super::ids::STAGING }
+    }
+
+    /// One of the kubelet's layouts (its workloads are pods).
+    pub fn kubelet(self) -> bool {
+        matches!(self, Layout::Kubelet | Layout::KubeletPvName)
     }
 
     /// The behaviour id of the target path of a use.
@@ -129,6 +147,9 @@ mod tests {
         assert!(k.ends_with("globalmount") && k.starts_with("/r/plugins/kubernetes.io/csi/csi-conform.dev"), "{k:?}");
         assert_eq!(k.parent().unwrap().file_name().unwrap().len(), 64);
         assert_eq!(Layout::Kubelet.target(root, &use_of(true)), Path::new("/r/plugins/kubernetes.io/csi/volumeDevices/publish/vol0/alloc0"));
+        assert_eq!(Layout::NomadNoNamespace.staging(root, &u), Path::new("/r/staging/vol0/rw-file-system-single-node-writer"));
+        assert_eq!(Layout::KubeletPvName.staging(root, &u), Path::new("/r/plugins/kubernetes.io/csi/pv/vol0/globalmount"));
+        assert_eq!(Layout::KubeletPvName.target(root, &u), Layout::Kubelet.target(root, &u));
         assert_eq!(Layout::SwarmFlat.staging(root, &u), Path::new("/r/data/staged/vol0"));
         assert_eq!(Layout::SwarmFlat.target(root, &u), Path::new("/r/data/published/vol0"));
         assert_ne!(digest64("a"), digest64("b"));

@@ -3,7 +3,12 @@
 //! unit test keeps the two equal). Summaries in our own words; sources are paths in the
 //! orchestrator's public repository or issue numbers.
 
-use super::{Behaviour, row};
+use super::{Behaviour, Release, row};
+
+/// The oldest release the table describes: Docker Engine 23.0, the first with cluster
+/// volumes (CSI). No row is pinned further: which Engine release took swarmkit#3116
+/// (`rpc.stage-without-capability`) was not found.
+pub(super) const OLDEST: Release = Release::new(23, 0, 0);
 
 /// Docker Swarm's behaviours.
 pub(super) const BEHAVIOURS: &[Behaviour] = &[

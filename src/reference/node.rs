@@ -272,6 +272,10 @@ impl Plugin {
                     req.volume_id
                 )));
             }
+            if self.quirk(super::Quirk::StagingPathUnused) {
+                node.stagings.insert(key, Staging { volume_id: req.volume_id.clone(), capability: cap, mounted: false });
+                return Ok(v1::NodeStageVolumeResponse {});
+            }
             let staged: Vec<String> = node.stagings.values().map(|s| s.volume_id.clone()).collect();
             self.quirk_stage_record(&staging, &req.volume_id, &staged)?;
             self.quirk_staging_dir_made(&staging)?;

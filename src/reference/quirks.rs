@@ -135,6 +135,9 @@ pub enum Quirk {
     /// A staged volume is staged at a second staging path too, and NodeUnstageVolume of any
     /// of them takes down every staging and publication of the volume on the node.
     UnstageByVolume,
+    /// NodeStageVolume makes and mounts nothing at the staging path; NodePublishVolume
+    /// mounts from the volume itself.
+    StagingPathUnused,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -145,7 +148,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 46] = [
+    pub const ALL: [Quirk; 47] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -192,6 +195,7 @@ impl Quirk {
         Quirk::ExpandNeedsStagingPath,
         Quirk::StagingDirNotMade,
         Quirk::UnstageByVolume,
+        Quirk::StagingPathUnused,
     ];
 
     /// The name `--quirk` takes.
@@ -243,6 +247,7 @@ impl Quirk {
             Quirk::ExpandNeedsStagingPath => "expand-needs-staging-path",
             Quirk::StagingDirNotMade => "staging-dir-not-made",
             Quirk::UnstageByVolume => "unstage-by-volume",
+            Quirk::StagingPathUnused => "staging-path-unused",
         }
     }
 
@@ -370,6 +375,9 @@ impl Quirk {
             }
             Quirk::UnstageByVolume => {
                 "NodeStageVolume stages an already staged volume at a second staging path too, and NodeUnstageVolume of any one of them releases the volume on the node, unmounting every staging and publication of it there (node state kept by volume id: breaks Nomad, which stages a volume once per use and unstages each use alone)"
+            }
+            Quirk::StagingPathUnused => {
+                "NodeStageVolume prepares the volume elsewhere and makes or mounts nothing at staging_target_path; NodePublishVolume mounts from the volume itself (cfgd-csi pulls to a cache): within the spec, and fine under Swarm, which makes no staging directory (a control)"
             }
         }
     }

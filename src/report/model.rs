@@ -369,8 +369,12 @@ pub struct RunReport {
 pub struct OrchestratorResult {
     /// Its `--orchestrator` name (`nomad`).
     pub name: String,
-    /// Its name in prose (`Docker Swarm`).
+    /// Its name in prose (`Docker Swarm`, `Nomad 1.5`).
     pub title: String,
+    /// The release it was pinned to (`--orchestrator nomad@1.5`; none: its current releases,
+    /// and the name is the bare one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
     /// One per behaviour the checks drive, in the matrix's order.
     pub behaviours: Vec<BehaviourResult>,
 }

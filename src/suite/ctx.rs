@@ -32,7 +32,7 @@ use crate::{
     client::{Connection, ErrorOrigin, RpcError},
     rules::{Level, RuleLog, Violation},
     fingerprint::{Capability, Fingerprint},
-    orchestrator::{CallPattern, Orchestrator},
+    orchestrator::{CallPattern, Profile},
     proto,
     report::{Finding, Severity},
     version::Evidence,
@@ -203,7 +203,7 @@ pub struct ScenarioCtx {
     /// period (see [`super::deleted`]).
     pub(crate) kept: Vec<String>,
     /// The orchestrator an instance follows (`None`: not an instance).
-    pub(crate) orchestrator: Option<Orchestrator>,
+    pub(crate) orchestrator: Option<Profile>,
     /// The orchestrator's behaviour being exercised: findings are filed under it.
     pub(crate) behaviour: Option<&'static str>,
     /// Every behaviour exercised so far.
@@ -300,8 +300,8 @@ impl ScenarioCtx {
 
     /// The call pattern an orchestrated check follows in an instance (`None`: the scenario
     /// as loaded, which follows the spec's own order).
-    pub fn pattern(&self) -> Option<&'static CallPattern> {
-        self.orchestrator.map(Orchestrator::pattern)
+    pub fn pattern(&self) -> Option<CallPattern> {
+        self.orchestrator.map(Profile::pattern)
     }
 
     /// In an instance: behaviour `id` was followed, while what is found stays filed under the

@@ -11,7 +11,7 @@ use super::{
     model::{Action, ORCHESTRATOR_ONLY, Scenario, Suite},
 };
 use crate::{
-    orchestrator::{Orchestrator, ids},
+    orchestrator::{Profile, ids},
     report::{BehaviourResult, OrchestratorResult, Severity, SuiteResult},
 };
 
@@ -24,7 +24,7 @@ fn orchestrated(scenario: &Scenario) -> bool {
 /// `suites` with the orchestrator-only built-in suite and, after each scenario that uses an
 /// orchestrated check, its instances for `orchestrators`; `suites` itself when there are none.
 /// With `only` (`--orchestrator-only`), a scenario that has instances is replaced by them.
-pub fn with_instances(suites: &[Suite], orchestrators: &[Orchestrator], only: bool) -> Vec<Suite> {
+pub fn with_instances(suites: &[Suite], orchestrators: &[Profile], only: bool) -> Vec<Suite> {
     if orchestrators.is_empty() {
         return suites.to_vec();
     }
@@ -61,7 +61,7 @@ pub fn with_instances(suites: &[Suite], orchestrators: &[Orchestrator], only: bo
 /// The compatibility matrix: for each orchestrator, one cell per driven behaviour of its
 /// table: the worst finding its instances filed under it, pass when exercised without one,
 /// skip when no instance exercised it.
-pub fn matrix(orchestrators: &[Orchestrator], suites: &[SuiteResult]) -> Vec<OrchestratorResult> {
+pub fn matrix(orchestrators: &[Profile], suites: &[SuiteResult]) -> Vec<OrchestratorResult> {
     orchestrators
         .iter()
         .map(|&o| {
@@ -69,14 +69,16 @@ pub fn matrix(orchestrators: &[Orchestrator], suites: &[SuiteResult]) -> Vec<Orc
             let instances: Vec<_> =
                 suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id.ends_with(&suffix)).collect();
             let mut cells: BTreeMap<&str, BehaviourResult> = BTreeMap::new();
-            let behaviours = o.table().iter().filter(|b| ids::DRIVEN.contains(&b.id));
+            // The rows of its release (a pinned one has its older rows instead of the new).
+            let pattern = o.pattern();
+            let behaviours = o.rows().filter(|b| ids::DRIVEN.contains(&b.id));
             for b in behaviours {
                 let mut cell = BehaviourResult {
                     id: b.id.to_owned(),
                     summary: b.summary.to_owned(),
                     holds_for: b.holds_for.to_owned(),
                     source: b.source.to_owned(),
-                    deviation: o.pattern().deviation(b.id).map(str::to_owned),
+                    deviation: pattern.deviation(b.id).map(str::to_owned),
                     outcome: Severity::Skip,
                     skip_reason: None,
                     findings: Vec::new(),
@@ -99,7 +101,7 @@ pub fn matrix(orchestrators: &[Orchestrator], suites: &[SuiteResult]) -> Vec<Orc
                     }
                 }
                 if cell.outcome == Severity::Skip {
-                    cell.skip_reason = Some(if let Some(why) = o.pattern().undriven(b.id) {
+                    cell.skip_reason = Some(if let Some(why) = pattern.undriven(b.id) {
                         why.to_owned()
                     } else if instances.is_empty() {
                         format!("no scenario ran as {} calls the plugin (none selected, or all skipped)", o.title())
@@ -114,8 +116,9 @@ pub fn matrix(orchestrators: &[Orchestrator], suites: &[SuiteResult]) -> Vec<Orc
                 cells.insert(b.id, cell);
             }
             OrchestratorResult {
-                name: o.name().to_owned(),
-                title: o.title().to_owned(),
+                name: o.to_string(),
+                title: o.title(),
+                release: o.release.map(|r| r.to_string()),
                 behaviours: ids::DRIVEN.iter().filter_map(|id| cells.remove(id)).collect(),
             }
         })
@@ -125,7 +128,10 @@ pub fn matrix(orchestrators: &[Orchestrator], suites: &[SuiteResult]) -> Vec<Orc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Finding, ScenarioResult};
+    use crate::{
+        orchestrator::{Orchestrator, Release},
+        report::{Finding, ScenarioResult},
+    };
 
     fn suite(text: &str) -> Suite {
         super::super::load_str("test", text).unwrap_or_else(|e| panic!("{e}"))
@@ -139,16 +145,19 @@ mod tests {
         let suites = vec![suite(TEXT)];
         assert_eq!(with_instances(&suites, &[], false)[0].scenarios.len(), 2, "no orchestrator: the suites as given");
         assert_eq!(with_instances(&suites, &[], true)[0].scenarios.len(), 2, "nor with --orchestrator-only alone");
-        let all = with_instances(&suites, &[Orchestrator::Nomad, Orchestrator::Swarm], false);
+        let pinned = Profile { orchestrator: Orchestrator::Nomad, release: Release::parse("1.5") };
+        let all = with_instances(&suites, &[Orchestrator::Nomad.into(), pinned, Orchestrator::Swarm.into()], false);
         let ids: Vec<&str> = all[0].scenarios.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids, ["t.life", "t.life@nomad", "t.life@swarm", "t.plain"]);
-        assert_eq!(all[0].scenarios[2].orchestrator, Some(Orchestrator::Swarm));
+        assert_eq!(ids, ["t.life", "t.life@nomad", "t.life@nomad@1.5", "t.life@swarm", "t.plain"]);
+        assert_eq!(all[0].scenarios[2].orchestrator, Some(pinned));
+        assert_eq!(all[0].scenarios[2].title, "l (as Nomad 1.5 calls the plugin)");
+        assert_eq!(all[0].scenarios[3].orchestrator, Some(Orchestrator::Swarm.into()));
         assert_eq!(all[0].scenarios[0].orchestrator, None);
         // The orchestrator-only suite comes along, as instances only.
         let extra: Vec<&str> = all[1..].iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
         assert!(!extra.is_empty() && extra.iter().all(|id| id.contains('@')), "{extra:?}");
         // --orchestrator-only: the instances instead of the scenario they copy; the rest stays.
-        let only = with_instances(&suites, &[Orchestrator::Nomad, Orchestrator::Swarm], true);
+        let only = with_instances(&suites, &[Orchestrator::Nomad.into(), Orchestrator::Swarm.into()], true);
         let ids: Vec<&str> = only[0].scenarios.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["t.life@nomad", "t.life@swarm", "t.plain"]);
         assert_eq!(only.len(), all.len());
@@ -178,7 +187,7 @@ mod tests {
             result("a", &[], vec![filed(Severity::Fail, "topology.match")]),
         ];
         let suites = vec![SuiteResult { id: "s".into(), title: String::new(), source: String::new(), scenarios }];
-        let m = matrix(&[Orchestrator::Nomad], &suites);
+        let m = matrix(&[Orchestrator::Nomad.into()], &suites);
         let cell = |id: &str| m[0].behaviours.iter().find(|b| b.id == id).unwrap();
         assert_eq!(cell("topology.match").outcome, Severity::Pass, "another orchestrator's and the base's findings do not count");
         assert_eq!(cell("rpc.unstage").outcome, Severity::Fail);

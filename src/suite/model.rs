@@ -148,7 +148,7 @@ pub struct Scenario {
     pub(crate) location: Location,
     /// Set on an instance of a scenario (`<id>@<orchestrator>`): the call pattern its
     /// orchestrated checks follow. `None` on every scenario as loaded.
-    pub(crate) orchestrator: Option<crate::orchestrator::Orchestrator>,
+    pub(crate) orchestrator: Option<crate::orchestrator::Profile>,
 }
 
 impl Scenario {
@@ -204,7 +204,7 @@ impl Scenario {
     }
 
     /// The orchestrator an instance follows (`None`: the scenario as loaded).
-    pub fn orchestrator(&self) -> Option<crate::orchestrator::Orchestrator> {
+    pub fn orchestrator(&self) -> Option<crate::orchestrator::Profile> {
         self.orchestrator
     }
 

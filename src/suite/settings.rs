@@ -135,7 +135,7 @@ pub struct RunConfig {
     /// `--orchestrator`: for each, the scenarios with an orchestrated check run once more as
     /// `<id>@<orchestrator>`, following its call pattern, and the report gets its
     /// compatibility matrix. Empty: neither.
-    pub orchestrators: Vec<crate::orchestrator::Orchestrator>,
+    pub orchestrators: Vec<crate::orchestrator::Profile>,
     /// `--orchestrator-only`: a scenario that has orchestrator instances runs only as them
     /// (the matrix without the spec verdicts of the same lifecycles); the others run as usual.
     pub orchestrator_only: bool,

@@ -328,7 +328,7 @@ async fn the_orchestrators_two_volume_scenario_fits_the_attach_limit_or_is_skipp
         let work = tempfile::tempdir().unwrap();
         let mut config = config(&work, 8);
         config.focus = vec![focus.clone()];
-        config.orchestrators = Orchestrator::ALL.to_vec();
+        config.orchestrators = Orchestrator::ALL.map(Into::into).to_vec();
         let report = suite::run(&engine, &suite::builtin(), &config).await;
         cluster.assert_clean().await;
         let all = outcomes(&report);

@@ -309,3 +309,59 @@ async fn a_static_volume_on_a_controller_plugin_is_controller_published_first_wi
     }
     assert!(journal::outstanding(&cwd.path().join("reports/journal.jsonl")).unwrap().is_empty());
 }
+
+/// A node-only plugin creates no volume, so the orchestrator instances of `lifecycle` all
+/// skip; its existing volumes are what an orchestrator stages and publishes (Nomad's `volume
+/// register`, a static PersistentVolume, a Swarm volume without CONTROLLER_SERVICE), so the
+/// `existing` scenarios run as each orchestrator calls the plugin and the matrix judges the
+/// node rows: the paths and directories of each layout, unstaging, the volume_context passed
+/// on (`--require-context`: the plugin refuses a stage without it), readonly. The volume is
+/// left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_only_plugins_existing_volume_is_driven_as_each_orchestrator_calls_it() {
+    if !can_mount("a_node_only_plugins_existing_volume_is_driven_as_each_orchestrator_calls_it") {
+        return;
+    }
+    let plugin = ReferenceProcess::start(&["--node-only", "--require-context"]).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let dir = volume_dir(cwd.path());
+    let context = context_file(cwd.path(), &dir);
+    let before = contents(&dir);
+    let existing = ["--existing-volume", "pv-static-1", "--existing-volume-context", &context];
+    let out = run(&plugin, cwd.path(), r"^existing\.", &[&existing[..], &["--orchestrator", "all"]].concat()).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report = read_report(cwd.path());
+    for o in ["nomad", "kubernetes", "swarm"] {
+        for id in EXISTING {
+            let s = scenario(&report, &format!("{id}@{o}"));
+            assert_eq!(s.outcome, Severity::Pass, "{id}@{o}: {:?} {}", s.skip_reason, findings(s));
+        }
+    }
+    let node_rows = ["paths.staging", "paths.publish-mount", "dirs.staging", "dirs.target", "rpc.unstage", "fields.volume-context", "fields.readonly"];
+    for o in &report.orchestrators {
+        for b in &o.behaviours {
+            assert!(matches!(b.outcome, Severity::Pass | Severity::Skip), "{} {}: {b:#?}", o.name, b.id);
+            if node_rows.contains(&b.id.as_str()) {
+                assert_eq!(b.outcome, Severity::Pass, "{} {}: {:?}", o.name, b.id, b.skip_reason);
+                assert!(b.instances.iter().all(|i| i.starts_with("existing.")), "{:?}", b.instances);
+            }
+        }
+    }
+    assert_eq!(contents(&dir), before, "nothing was written to the volume");
+    assert!(mounts::mounts_under(cwd.path()).is_empty(), "everything was unmounted");
+    assert!(journal::outstanding(&cwd.path().join("reports/journal.jsonl")).unwrap().is_empty());
+
+    // No orchestrator unstages without a staging path: only the base scenario asks it, so a
+    // plugin that answers OK (cfgd-csi) fails there and in no orchestrator's cell.
+    let quirky = ReferenceProcess::start(&["--node-only", "--require-context", "--quirk", "unstage-ignores-path"]).await;
+    let focus = r"^existing\.unstage-without-path";
+    let out = run(&quirky, cwd.path(), focus, &[&existing[..], &["--orchestrator", "all"]].concat()).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report = read_report(cwd.path());
+    assert_eq!(scenario(&report, "existing.unstage-without-path").outcome, Severity::Fail);
+    for o in ["nomad", "kubernetes", "swarm"] {
+        let s = scenario(&report, &format!("existing.unstage-without-path@{o}"));
+        assert_eq!(s.outcome, Severity::Pass, "{o}: {}", findings(s));
+    }
+    assert!(report.orchestrators.iter().flat_map(|o| &o.behaviours).all(|b| b.outcome != Severity::Fail));
+}

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use csi_conform::{
-    orchestrator::Orchestrator,
+    orchestrator::{Orchestrator, Profile},
     reference::{Config, Quirk},
     report::{self, RunReport, Severity},
     suite::{self, RunConfig},
@@ -40,13 +40,13 @@ const DEFAULT_WARNINGS: [(&str, &str); 3] =
 
 /// The instances only (`@` in the id) of the built-in suites, against the reference plugin
 /// with `quirks`, as every orchestrator calls it.
-async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>) -> RunReport {
+async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>) -> RunReport {
     focused_run(quirks, orchestrators, "@").await
 }
 
 /// The scenarios of the built-in suites that match `focus`, against the reference plugin with
-/// `quirks`, with `orchestrators`.
-async fn focused_run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>, focus: &str) -> RunReport {
+/// `quirks`, with `orchestrators` (`nomad`, or pinned: `nomad@1.5`).
+async fn focused_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>, focus: &str) -> RunReport {
     let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
     let work = tempfile::tempdir().unwrap();
@@ -54,7 +54,7 @@ async fn focused_run(quirks: Vec<Quirk>, orchestrators: Vec<Orchestrator>, focus
         seed: 7,
         work_dir: work.path().join("work"),
         focus: vec![Regex::new(focus).unwrap()],
-        orchestrators,
+        orchestrators: orchestrators.into_iter().map(Into::into).collect(),
         ..RunConfig::default()
     };
     suite::run(&engine, &suite::builtin(), &config).await
@@ -188,7 +188,7 @@ async fn a_second_use_on_one_node_is_staged_again_only_under_nomad() {
     assert_eq!((cell("kubernetes"), cell("swarm")), (None, None), "not a row of theirs");
     assert!(!report.failed());
     // Not a scenario of a run without --orchestrator.
-    let plain = focused_run(Vec::new(), Vec::new(), "two-uses-one-node").await;
+    let plain = focused_run(Vec::new(), Vec::<Orchestrator>::new(), "two-uses-one-node").await;
     assert!(plain.suites.iter().all(|s| s.scenarios.is_empty()), "{:?}", plain.suites);
 }
 
@@ -261,7 +261,7 @@ async fn an_expansion_that_needs_the_staging_path_fails_only_the_kubelets_shared
     assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("OK"), Some("INVALID_ARGUMENT")));
 
     let base = |quirks: Vec<Quirk>| async move {
-        let report = focused_run(quirks, Vec::new(), "expand").await;
+        let report = focused_run(quirks, Vec::<Orchestrator>::new(), "expand").await;
         let outcomes: Vec<(String, Severity)> =
             report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
         outcomes
@@ -283,7 +283,7 @@ async fn a_quirk_is_judged_only_by_the_orchestrators_asked_for() {
 
 #[tokio::test]
 async fn without_orchestrators_there_is_no_instance_and_no_matrix() {
-    let report = focused_run(Vec::new(), Vec::new(), "^lifecycle\\.mount\\.read-write$").await;
+    let report = focused_run(Vec::new(), Vec::<Orchestrator>::new(), "^lifecycle\\.mount\\.read-write$").await;
     let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["lifecycle.mount.read-write"]);
     assert!(report.orchestrators.is_empty());
@@ -303,7 +303,7 @@ async fn orchestrator_only_drops_the_scenarios_its_instances_copy() {
         seed: 7,
         work_dir: work.path().join("work"),
         focus: vec![Regex::new("^lifecycle\\.mount\\.read-write(@.*)?$").unwrap(), Regex::new("^identity\\.probe$").unwrap()],
-        orchestrators: vec![Orchestrator::Nomad, Orchestrator::Swarm],
+        orchestrators: vec![Orchestrator::Nomad.into(), Orchestrator::Swarm.into()],
         orchestrator_only: only,
         ..RunConfig::default()
     };
@@ -375,4 +375,51 @@ async fn mount_flags_declined_then_refused_warn_under_every_orchestrator() {
             );
         }
     }
+}
+
+/// `--orchestrator nomad@1.5`: the rows of that release. Before PR #17996 Nomad sent
+/// overlapping ControllerPublishVolume calls for one node, so the EBS device-name race
+/// (`attach-race`, nomad#8336) fails Nomad 1.5 and not current Nomad; the older staging path
+/// (no namespace) and the kubelet's before 1.24 (`pv/<pv name>`) are followed, and the
+/// default plugin passes them (its only warning is current Nomad's, per-use staging).
+#[tokio::test]
+async fn a_pinned_release_is_judged_by_the_rows_of_that_release() {
+    let pin = |word: &str| Profile::parse(word).unwrap().remove(0);
+    let old = vec![pin("nomad@1.5"), pin("kubernetes@1.23")];
+    let report = matrix_run(Vec::new(), old).await;
+    let names: Vec<&str> = report.orchestrators.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["nomad@1.5", "kubernetes@1.23"]);
+    let warned = [("nomad@1.5".to_owned(), "paths.staging-per-usage".to_owned(), Severity::Warn)];
+    assert_eq!(worse_than_pass(&report), warned, "{:#?}", report.orchestrators);
+    for o in &report.orchestrators {
+        assert!(o.release.is_some() && o.title.ends_with(o.release.as_deref().unwrap()), "{o:#?}");
+        let staging = o.behaviours.iter().find(|b| b.id == "paths.staging").unwrap();
+        assert_eq!(staging.outcome, Severity::Pass, "{staging:#?}");
+        assert!(staging.holds_for.starts_with("before ") && !staging.summary.contains("<namespace>"), "{staging:#?}");
+        let ids: Vec<&str> = report.suites.iter().flat_map(|s| &s.scenarios).map(|s| s.id.as_str()).collect();
+        assert!(ids.iter().any(|id| id.ends_with(&format!("@{}", o.name))), "{ids:?}");
+    }
+    let xml = report::to_junit_xml(&report);
+    assert!(xml.contains("<testsuite name=\"orchestrator:nomad@1.5\""), "{xml}");
+
+    let report = matrix_run(vec![Quirk::AttachRace], vec![pin("nomad"), pin("nomad@1.5")]).await;
+    let failed: Vec<_> = worse_than_pass(&report).into_iter().filter(|(_, _, s)| *s == Severity::Fail).collect();
+    assert_eq!(failed, [("nomad@1.5".to_owned(), "concurrency.controller".to_owned(), Severity::Fail)], "{:#?}", report.orchestrators);
+    let cell = report.orchestrators[1].behaviours.iter().find(|b| b.id == "concurrency.controller").unwrap();
+    assert!(cell.summary.contains("overlapping") || cell.summary.contains("overlap"), "{cell:#?}");
+}
+
+/// `staging-path-unused` (cfgd-csi): NodeStageVolume makes and mounts nothing at the staging
+/// path and NodePublishVolume mounts from the volume. The spec lets a plugin stage that way,
+/// and under Swarm, which makes no staging directory, the path is simply never there: no
+/// cell fails or warns beyond the default plugin's, and the base scenarios pass.
+#[tokio::test]
+async fn a_plugin_that_stages_without_using_the_path_fails_no_orchestrator() {
+    let default = cells(&matrix_run(Vec::new(), Orchestrator::ALL.to_vec()).await);
+    let report = matrix_run(vec![Quirk::StagingPathUnused], Orchestrator::ALL.to_vec()).await;
+    assert_eq!(cells(&report), default, "{:#?}", report.orchestrators);
+    assert!(!report.failed(), "{:#?}", report.orchestrators);
+    let swarm = &report.orchestrators[2];
+    let staging = swarm.behaviours.iter().find(|b| b.id == "paths.staging").unwrap();
+    assert_eq!(staging.outcome, Severity::Pass, "{staging:#?}");
 }

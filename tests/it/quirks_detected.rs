@@ -719,9 +719,11 @@ async fn mixed_versions_warn_where_volume_condition_shows_and_fail_nothing() {
 fn every_quirk_has_an_expectation() {
     // strict-ids is the one quirk a default run must not notice: NOT_FOUND scenarios send
     // well-formed ids (strict_ids_fail_nothing_with_the_runs_own_deleted_ids shows it bites).
-    // The orchestrator quirks break only an orchestrator's call pattern: tests/it/orchestrators.rs.
+    // The orchestrator quirks break only an orchestrator's call pattern: tests/it/orchestrators.rs;
+    // staging-path-unused is a control there (within the spec, and under every orchestrator).
     let orchestrated: Vec<Quirk> = crate::orchestrators::QUIRKS.iter().map(|(q, ..)| *q).collect();
-    for quirk in Quirk::ALL.into_iter().filter(|q| *q != Quirk::StrictIds && !orchestrated.contains(q)) {
+    let controls = [Quirk::StrictIds, Quirk::StagingPathUnused];
+    for quirk in Quirk::ALL.into_iter().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }
 }

@@ -82,7 +82,9 @@ pub(in crate::suite) static EXISTING: CheckDef = CheckDef {
         holds: &[Pool::ExistingVolumes],
         demand: |_| CheckDemand { publish: vec![1], ..CheckDemand::default() },
         cost: |u| 4 + u.times * 8,
-        orchestrated: false,
+        // A node-only plugin has no volume of its own to drive: its existing volumes are
+        // what an orchestrator stages and publishes (Nomad's `volume register`, a static PV).
+        orchestrated: true,
     },
     run: |ctx, args| Box::pin(run_existing(ctx, args)),
 };
@@ -407,7 +409,7 @@ struct Lifecycle<'a> {
     /// unconfirmed a capability that differs from the one the volume was created with.
     declined: Option<String>,
     /// In an orchestrator instance: how that orchestrator calls the plugin.
-    pattern: Option<&'static CallPattern>,
+    pattern: Option<CallPattern>,
     /// Which of the plan's `volumes` this is (0 for the first).
     volume_index: usize,
 }
@@ -517,14 +519,16 @@ pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: CheckArgs) -> Chec
         if let Some(why) = plan.skip_reason(ctx) {
             return CheckOutcome::Skip(why);
         }
-        if i > 0 {
+        let pattern = ctx.pattern();
+        if i > 0 && pattern.is_none() {
             // The last volume's unstaging may have removed the staging directory, which is
-            // the CO's to make.
+            // the CO's to make (in an instance, the orchestrator's layout makes its own).
             let _ = std::fs::create_dir_all(&ctx.paths.staging);
         }
         let context = volume.context.clone().into_iter().collect();
+        // In an instance each volume gets paths of its own in the orchestrator's layout.
         let mut lifecycle =
-            Lifecycle { ctx, plan, volume_id: volume.id.clone(), context, declined: None, pattern: None, volume_index: 0 };
+            Lifecycle { ctx, plan, volume_id: volume.id.clone(), context, declined: None, pattern, volume_index: i };
         if let Err(outcome) = lifecycle.go().await {
             return outcome;
         }
@@ -616,7 +620,8 @@ impl Lifecycle<'_> {
                 break;
             }
             self.stage(&node).await?;
-            if self.plan.unstage_without_path && node.stage {
+            // No orchestrator unstages without a path: the base scenario alone asks it.
+            if self.plan.unstage_without_path && node.stage && self.pattern.is_none() {
                 self.unstage_without_path(&node).await?;
             }
             if self.plan.restart && node.index == 0 {
@@ -751,7 +756,7 @@ impl Lifecycle<'_> {
     /// reconciled with the request as an orchestrator depends on it.
     async fn validate(&mut self) -> Result<(), CheckOutcome> {
         if let Some(pattern) = self.pattern {
-            self.validate_as(pattern).await?;
+            self.validate_as(&pattern).await?;
             self.learn_declined().await;
             return Ok(());
         }

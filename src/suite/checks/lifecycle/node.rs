@@ -19,6 +19,14 @@ impl Lifecycle<'_> {
             self.stage_as(node, &request).await?;
         }
         self.call("NodeStageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
+        // Where the orchestrator makes no staging directory (Swarm) and the plugin made none
+        // either, the plugin stages without using the path (cfgd-csi pulls to a cache): the
+        // orchestrator goes on to publish, and so does the instance.
+        if self.pattern.is_some_and(|p| !p.makes_staging_dir)
+            && matches!(node.inspector.kind(&node.staging).await, Ok(Some(PathKind::NotFound)))
+        {
+            return Ok(());
+        }
         // The staging path is the CO's: the plugin may mount there, but must leave it a directory.
         self.expect_kind(node, &node.staging, PathKind::Directory, "NodeStageVolume").await
     }

@@ -12,7 +12,7 @@ use std::{
 };
 
 use super::*;
-use crate::orchestrator::{Layout, TopologyMatch, ids, paths::Use, validate};
+use crate::orchestrator::{TopologyMatch, ids, paths::Use, validate};
 
 /// The most volumes `volumes` takes.
 pub(super) const MAX_VOLUMES: usize = 4;
@@ -278,7 +278,7 @@ impl Lifecycle<'_> {
         let dir = &self.ctx.paths.dir;
         let root = if node.index == 0 { dir.join("co") } else { dir.join(format!("node{}", node.index)).join("co") };
         let volume = format!("vol{}", self.volume_index);
-        let kind = if p.layout == Layout::Kubelet { "pod" } else { "alloc" };
+        let kind = if p.layout.kubelet() { "pod" } else { "alloc" };
         let workload = format!("{kind}-{}{suffix}", self.volume_index);
         let mode = self.plan.mode.to_string();
         let driver = self.ctx.fingerprint().plugin.name.clone();
