@@ -520,6 +520,20 @@ mod tests {
     }
 
     #[test]
+    fn a_summary_cut_at_its_bound_counts_what_is_left_out() {
+        // Two items: `capacity_bytes=5` (16 characters) and `volume_id='abc'` (15); both, with
+        // their `, `, make 33. What does not fit is counted, and the count is reserved room
+        // for while more than one item is left.
+        let volume = v1::Volume { capacity_bytes: 5, volume_id: "abc".into(), ..Default::default() };
+        let volume = to_dynamic(&volume);
+        assert_eq!(summary(&volume, 34), "capacity_bytes=5, volume_id='abc'");
+        assert_eq!(summary(&volume, 33), "capacity_bytes=5, volume_id='abc'", "exactly the bound fits");
+        assert_eq!(summary(&volume, 32), "capacity_bytes=5 (+1 more)");
+        assert_eq!(summary(&volume, 26), "capacity_bytes=5 (+1 more)", "the first item and the count of two");
+        assert_eq!(summary(&volume, 25).trim_start(), "(+2 more)", "nothing fits but the count");
+    }
+
+    #[test]
     fn redaction_hides_secret_values_and_mount_flags_at_any_depth() {
         let req = v1::CreateVolumeRequest {
             name: "vol".into(),
