@@ -711,14 +711,14 @@ fn an_expanded_volume_is_at_least_the_bytes_asked_for() {
 fn a_page_may_hold_max_entries_and_no_more() {
     let (_, answer) = faithful("ListVolumes");
     let ask = |max| proto::to_dynamic(&v1::ListVolumesRequest { max_entries: max, starting_token: String::new() });
-    assert!(check_answer("ListVolumes", &ask(2), &[answer.clone()]).is_empty());
-    assert!(check_answer("ListVolumes", &ask(0), &[answer.clone()]).is_empty());
+    assert!(check_answer("ListVolumes", &ask(2), std::slice::from_ref(&answer)).is_empty());
+    assert!(check_answer("ListVolumes", &ask(0), std::slice::from_ref(&answer)).is_empty());
     let found = check_answer("ListVolumes", &ask(1), &[answer]);
     assert_eq!(broken(&found), [("answer.list-volumes.max-entries", "entries")]);
     assert_eq!(found[0].value.as_deref(), Some("2"));
     let (_, answer) = faithful("ListSnapshots");
     let ask = |max| proto::to_dynamic(&v1::ListSnapshotsRequest { max_entries: max, ..Default::default() });
-    assert!(check_answer("ListSnapshots", &ask(2), &[answer.clone()]).is_empty());
+    assert!(check_answer("ListSnapshots", &ask(2), std::slice::from_ref(&answer)).is_empty());
     assert_eq!(broken(&check_answer("ListSnapshots", &ask(1), &[answer])), [("answer.list-snapshots.max-entries", "entries")]);
 }
 
