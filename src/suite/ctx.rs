@@ -660,7 +660,8 @@ impl ScenarioCtx {
             _ => None,
         };
         // A delete a step made, answered OK, of something the scenario holds: is it gone?
-        // (Teardown looks at its deletes together, see `teardown`.)
+        // (A property case's goes to the run's verifier; teardown looks at its deletes
+        // together, see `teardown`.)
         if track && answer.is_ok() && self.tracker.holds(method.name(), &request, node_index) {
             let answered = Instant::now();
             if !(self.defer_steps && self.defer(method.name(), &request, node_index, answered)) {
@@ -810,8 +811,10 @@ impl ScenarioCtx {
         self.behaviour = None;
         self.step = None;
         self.step_name = None;
-        // The objects deleted OK, looked up again together once every delete is sent: a
-        // plugin that keeps them costs the grace period once, not once per object.
+        // The objects deleted OK go to the run's verifier (one listing for many, after the
+        // scenario ends); those it cannot take are looked up again together once every
+        // delete is sent: a plugin that keeps them costs the grace period once, not once per
+        // object.
         let mut deletes = Vec::new();
         for tracked in self.tracker.teardown_order() {
             let (rpc, request) = tracked.resource.teardown();
