@@ -202,8 +202,9 @@ pub(crate) struct Deferred {
     pub(crate) step_name: Option<String>,
 }
 
-/// What the verifier found for one scenario after it ended: findings (a kept object, a
-/// look-up's broken rule) and the RPCs it sent for it.
+/// What the verifier found for one scenario after it ended: findings (a kept object, or one
+/// not verified) and the look-ups it sent for that scenario's objects alone (not its
+/// listings, which are the run's).
 #[derive(Debug, Default)]
 pub(crate) struct Amendment {
     pub(crate) findings: Vec<Finding>,
@@ -364,10 +365,10 @@ impl Verifier {
         for (listing, mut objects) in kinds {
             objects.sort_by_key(|(_, o)| o.answered);
             let started = Instant::now();
-            let (listed, calls) = self.list(listing).await;
-            if let Some((_, oldest)) = objects.first() {
-                self.state().amendments.entry(oldest.scenario.clone()).or_default().rpcs += calls;
-            }
+            // The listing is the run's, not a scenario's: which scenarios' objects share it
+            // depends on timing, and a scenario's count of RPCs must not (the report's table
+            // of RPCs counts it).
+            let listed = self.list(listing).await;
             for (key, object) in objects {
                 let in_time = started <= object.answered + self.config.delete_grace;
                 match &listed {
@@ -383,27 +384,27 @@ impl Verifier {
     }
 
     /// The ids one listing names, or `None` when it cannot tell absence: an error, more than
-    /// one page, or an answer breaking a response rule. Also the calls it took.
-    async fn list(&self, listing: &str) -> (Option<HashSet<String>>, u64) {
+    /// one page, or an answer breaking a response rule.
+    async fn list(&self, listing: &str) -> Option<HashSet<String>> {
         let rules = RuleLog::new();
         let (Some(method), Ok(conn)) = (proto::method(listing), controller(&self.plugin, &rules)) else {
-            return (None, 0);
+            return None;
         };
         let answer = conn.call_dynamic(&method, look_up_request(&self.config, listing, "", "")).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::info!("{listing} answered {}: the deleted objects are looked up one by one", e.code_name());
-                return (None, 1);
+                return None;
             }
         };
         let (ids, next) = deleted::listed(listing, &answer);
         let broken = rules.take();
         if !next.is_empty() || !broken.is_empty() {
             tracing::debug!(listing, pages = !next.is_empty(), broken = broken.len(), "the listing cannot tell absence");
-            return (None, 1);
+            return None;
         }
-        (Some(ids.into_iter().collect()), 1)
+        Some(ids.into_iter().collect())
     }
 
     async fn follow_up(self: Arc<Self>, key: u64, object: Deferred) {
