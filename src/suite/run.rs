@@ -69,6 +69,7 @@ pub async fn run_until(
         default_capability,
     )
     .await;
+    let budget = Budget::new(limits, config.budgets.contention_timeout);
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
@@ -76,7 +77,7 @@ pub async fn run_until(
         paths,
         inspectors: Mutex::new(inspectors),
         run_id,
-        budget: Budget::new(limits, config.budgets.contention_timeout),
+        budget: budget.clone(),
         stopping: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
         dead: Mutex::new(HashMap::new()),
@@ -84,7 +85,7 @@ pub async fn run_until(
         facts: std::sync::OnceLock::new(),
         versions: Mutex::new(BTreeMap::new()),
         controller_publish: tokio::sync::Mutex::new(()),
-        verifier: Verifier::new(plugin.clone(), config.clone()),
+        verifier: Verifier::new(plugin.clone(), config.clone(), budget),
     });
     shared.verifier.start();
     let selected: Vec<(usize, usize)> = suites

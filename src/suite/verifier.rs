@@ -31,6 +31,7 @@ use std::{
 use prost_reflect::{DynamicMessage, MethodDescriptor, ReflectMessage};
 
 use super::{
+    budget::Budget,
     deleted::{self, Look},
     resources::{Tracked, set_secrets},
     settings::{Plugin, RunConfig},
@@ -231,13 +232,16 @@ struct State {
 pub(crate) struct Verifier {
     plugin: Plugin,
     config: RunConfig,
+    /// Told of every object taken and decided: a create refused for room while objects wait
+    /// here is contention (see [`Budget::delete_unseen`]).
+    budget: Arc<Budget>,
     state: Mutex<State>,
     wake: tokio::sync::Notify,
 }
 
 impl Verifier {
-    pub(crate) fn new(plugin: Plugin, config: RunConfig) -> Arc<Verifier> {
-        Arc::new(Verifier { plugin, config, state: Mutex::default(), wake: tokio::sync::Notify::new() })
+    pub(crate) fn new(plugin: Plugin, config: RunConfig, budget: Arc<Budget>) -> Arc<Verifier> {
+        Arc::new(Verifier { plugin, config, budget, state: Mutex::default(), wake: tokio::sync::Notify::new() })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -258,6 +262,7 @@ impl Verifier {
         let key = state.next;
         state.objects.insert(key, object);
         state.waiting.push(key);
+        self.budget.delete_unseen();
         drop(state);
         self.wake.notify_one();
         Ok(())
@@ -332,6 +337,7 @@ impl Verifier {
         }
         let mut state = self.state();
         let unverified: Vec<Deferred> = std::mem::take(&mut state.objects).into_values().collect();
+        unverified.iter().for_each(|_| self.budget.delete_seen());
         for object in unverified {
             let Some((noun, id)) = deleted::deleted_id(&object.rpc, &object.request) else { continue };
             let message = format!(
@@ -425,6 +431,7 @@ impl Verifier {
     fn settle(&self, key: u64, kept: Option<Kept>, calls: u64) {
         let mut state = self.state();
         let Some(object) = state.objects.remove(&key) else { return };
+        self.budget.delete_seen();
         let amendment = state.amendments.entry(object.scenario.clone()).or_default();
         amendment.rpcs += calls;
         let kept = kept.and_then(|k| k.violation(self.config.delete_grace, false));
