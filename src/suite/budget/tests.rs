@@ -13,6 +13,15 @@ fn next_now(budget: &Arc<Budget>, queue: &mut Queue) -> std::task::Poll<Option<T
     next.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
 }
 
+/// What `next` starts now (`None`: the queue is empty); a panic when it would wait, so a
+/// scheduler that wrongly holds a scenario back fails at once instead of hanging.
+fn start_now(budget: &Arc<Budget>, queue: &mut Queue) -> Option<Ticket> {
+    match next_now(budget, queue) {
+        std::task::Poll::Ready(ticket) => ticket,
+        std::task::Poll::Pending => panic!("next waits"),
+    }
+}
+
 fn limits(per_node: &[i64], volumes: Option<u32>, bytes: Option<i64>, jobs: usize) -> Limits {
     let mut fp = fingerprint(per_node.len());
     for (node, max) in fp.nodes.iter_mut().zip(per_node) {
@@ -46,22 +55,22 @@ async fn an_exclusive_pool_keeps_out_only_what_changes_it() {
             (4, holds(&[], &[])),
         ],
     );
-    let counter = budget.next(&mut queue).await.expect("the exclusive one starts first");
+    let counter = start_now(&budget, &mut queue).expect("the exclusive one starts first");
     assert_eq!(counter.index, 0);
-    let beside = budget.next(&mut queue).await.expect("a scenario that does not change the volumes");
+    let beside = start_now(&budget, &mut queue).expect("a scenario that does not change the volumes");
     assert_eq!(beside.index, 3);
-    assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(4));
+    assert_eq!(start_now(&budget, &mut queue).map(|t| t.index), Some(4));
     let waiting = next_now(&budget, &mut queue);
     assert!(waiting.is_pending(), "1 and 2 change the volumes while 0 holds them");
     drop(counter);
-    let changer = budget.next(&mut queue).await.expect("the volumes are free");
+    let changer = start_now(&budget, &mut queue).expect("the volumes are free");
     assert_eq!(changer.index, 1);
     // 2 holds the snapshots exclusively, but 3 still changes them.
     let waiting = next_now(&budget, &mut queue);
     assert!(waiting.is_pending(), "3 changes the snapshots");
     drop(beside);
-    assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(2));
-    assert!(budget.next(&mut queue).await.is_none());
+    assert_eq!(start_now(&budget, &mut queue).map(|t| t.index), Some(2));
+    assert!(start_now(&budget, &mut queue).is_none());
 }
 
 /// Two holders of one pool never run together, even when a demand leaves the pool out of
@@ -71,11 +80,11 @@ async fn two_holders_of_a_pool_never_run_together() {
     let budget = Budget::new(limits(&[], None, None, 8), DEFAULT_CONTENTION_TIMEOUT);
     let holder = || Demand { exclusive: vec![Pool::Volumes], ..Demand::default() };
     let mut queue = Queue::new(budget.limits(), [(0, holder()), (1, holder())]);
-    let first = budget.next(&mut queue).await.expect("one starts");
+    let first = start_now(&budget, &mut queue).expect("one starts");
     let waiting = next_now(&budget, &mut queue);
     assert!(waiting.is_pending(), "the second holder waits");
     drop(first);
-    assert_eq!(budget.next(&mut queue).await.map(|t| t.index), Some(1));
+    assert_eq!(start_now(&budget, &mut queue).map(|t| t.index), Some(1));
 }
 
 #[test]
@@ -339,4 +348,167 @@ async fn holders_that_all_wait_for_each_other_stop_waiting() {
         tokio::time::timeout(Duration::from_secs(5), both).await.expect("no wait for a release that cannot come");
     assert_eq!(first.unwrap_err().code, Code::ResourceExhausted);
     assert_eq!(second.unwrap_err().code, Code::ResourceExhausted);
+}
+
+/// Sizes read as a person writes them: whole units only, the largest that divides.
+#[test]
+fn sizes_are_named_in_the_largest_whole_unit() {
+    assert_eq!(human_bytes(0), "0 bytes");
+    assert_eq!(human_bytes(1536), "1536 bytes");
+    assert_eq!(human_bytes(4096), "4 KiB");
+    assert_eq!(human_bytes((1 << 20) + (1 << 10)), "1025 KiB");
+    assert_eq!(human_bytes(3 << 30), "3 GiB");
+    assert_eq!(human_bytes(1 << 40), "1 TiB");
+}
+
+/// A demand exactly at a limit fits; one more of anything does not.
+#[test]
+fn a_demand_at_a_limit_fits_and_one_more_does_not() {
+    let l = limits(&[2], Some(5), Some(100), 8);
+    let at = Demand { publish: vec![2], volumes: 5, bytes: 100, ..Demand::default() };
+    assert_eq!(l.too_big(&at), None);
+    let over = [
+        Demand { publish: vec![3], ..at.clone() },
+        Demand { volumes: 6, ..at.clone() },
+        Demand { bytes: 101, ..at.clone() },
+    ];
+    for d in over {
+        assert!(l.too_big(&d).is_some(), "{d:?}");
+    }
+}
+
+/// `--jobs` bounds the scenarios at once, and an `alone` scenario starts only when nothing
+/// runs and keeps everything else out until it ends. Decided by polling `next` once: no timer.
+#[test]
+fn jobs_bound_the_scenarios_at_once_and_alone_means_alone() {
+    let budget = Budget::new(limits(&[], None, None, 2), DEFAULT_CONTENTION_TIMEOUT);
+    let alone = Demand { alone: true, ..Demand::default() };
+    let mut queue =
+        Queue::new(budget.limits(), [(0, alone.clone()), (1, Demand::default()), (2, alone), (3, Demand::default())]);
+    let first = start_now(&budget, &mut queue).unwrap();
+    assert_eq!(first.index, 0, "alone, with nothing running");
+    assert!(next_now(&budget, &mut queue).is_pending(), "nothing beside an alone scenario");
+    drop(first);
+    let one = start_now(&budget, &mut queue).unwrap();
+    let three = start_now(&budget, &mut queue).unwrap();
+    assert_eq!((one.index, three.index), (1, 3), "2 is alone: it waits, 3 passes it");
+    drop(one);
+    assert!(next_now(&budget, &mut queue).is_pending(), "2 waits for 3 to end");
+    drop(three);
+    assert_eq!(start_now(&budget, &mut queue).unwrap().index, 2);
+
+    // Two jobs at most: a third waits until one ends.
+    let mut queue = Queue::new(budget.limits(), (0..3).map(|i| (i, Demand::default())));
+    let a = start_now(&budget, &mut queue).unwrap();
+    let _b = start_now(&budget, &mut queue).unwrap();
+    assert!(next_now(&budget, &mut queue).is_pending(), "--jobs 2");
+    drop(a);
+    assert_eq!(start_now(&budget, &mut queue).unwrap().index, 2);
+    assert!(start_now(&budget, &mut queue).is_none(), "the queue is empty");
+}
+
+/// Each limit counts what the leases hold and gets back exactly what one lets go: the
+/// publications on a node, the bytes, and the live volumes.
+#[test]
+fn each_limit_counts_what_is_held_and_gets_it_back() {
+    let budget = Budget::new(limits(&[1, 0], Some(3), Some(25), 8), DEFAULT_CONTENTION_TIMEOUT);
+    let on = |publish: &[u32], bytes: i64| Demand { publish: publish.to_vec(), volumes: 1, bytes, ..Demand::default() };
+    let a = budget.try_extra(on(&[1, 0], 10)).expect("room on node 0");
+    assert!(budget.try_extra(on(&[1], 0)).is_none(), "node 0 allows one publication");
+    let b = budget.try_extra(on(&[0, 5], 10)).expect("node 1 reports no limit");
+    assert!(budget.try_extra(on(&[], 6)).is_none(), "26 bytes of 25");
+    let c = budget.try_extra(on(&[], 5)).expect("exactly the 25 bytes");
+    assert!(budget.try_extra(Demand::volume(0)).is_none(), "a fourth live volume");
+    drop(c);
+    drop(a);
+    let a = budget.try_extra(on(&[1], 15)).expect("node 0's publication and 15 bytes are back");
+    assert!(budget.try_extra(on(&[], 1)).is_none(), "25 bytes held again");
+    drop((a, b));
+    assert!(budget.try_extra(on(&[1, 0], 25)).is_some(), "everything is back");
+}
+
+/// Every lease has its own id, so a holder is never mistaken for another.
+#[test]
+fn every_lease_has_its_own_id() {
+    let budget = Budget::new(limits(&[], None, None, 8), DEFAULT_CONTENTION_TIMEOUT);
+    let leases: Vec<Lease> = (0..3).map(|_| budget.try_extra(Demand::volume(1)).unwrap()).collect();
+    let ids: std::collections::BTreeSet<u64> = leases.iter().map(Lease::id).collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(budget.others_can_release(leases[2].id()));
+}
+
+/// A holder that waits in two contention retries at once (two calls of one scenario) is
+/// still waiting after the first ends, and can release again only after both have.
+#[test]
+fn a_holder_waits_until_its_last_retry_ends() {
+    let budget = Budget::new(limits(&[], None, None, 8), DEFAULT_CONTENTION_TIMEOUT);
+    let (a, b) = (budget.try_extra(Demand::volume(1)).unwrap(), budget.try_extra(Demand::volume(1)).unwrap());
+    budget.waiting(a.id(), true);
+    budget.waiting(a.id(), true);
+    assert!(!budget.others_can_release(b.id()), "a waits");
+    budget.waiting(a.id(), false);
+    assert!(!budget.others_can_release(b.id()), "a still waits in its other retry");
+    budget.waiting(a.id(), false);
+    assert!(budget.others_can_release(b.id()), "a waits no more");
+}
+
+/// The wait between retries doubles from 100 ms, so a plugin that stays contended is asked
+/// a handful of times over a 400 ms bound (0, 100, 300, 400 ms), not hammered. A slow
+/// machine only makes fewer calls; the bound is never reached early. (Broken once: a halving
+/// wait made hundreds.)
+#[tokio::test]
+async fn retries_back_off_doubling() {
+    let budget = Budget::new(limits(&[], None, None, 8), Duration::from_millis(400));
+    let me = budget.try_extra(Demand::volume(1)).unwrap();
+    let _other = budget.try_extra(Demand::volume(1)).unwrap();
+    let calls = AtomicU32::new(0);
+    let (answer, retried) = budget
+        .retry_contention(Some(me.id()), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(exhausted("CreateVolume", "no room", Code::ResourceExhausted))
+        })
+        .await;
+    assert_eq!(answer.unwrap_err().code, Code::ResourceExhausted);
+    let calls = calls.load(Ordering::SeqCst);
+    assert!(calls <= 5, "{calls} calls");
+    if calls > 1 {
+        assert_eq!(retried.map(|r| (r.times + 1, r.timed_out)), Some((calls, true)));
+    }
+}
+
+/// The byte budget is what GetCapacity reports for the run's capability (the reference
+/// plugin, over a socket): a capability the plugin cannot serve gets 0 available, which is
+/// no budget (0 may mean "unknown"), and so does a controller without GET_CAPACITY.
+#[tokio::test]
+async fn the_byte_budget_is_get_capacitys_answer_for_the_runs_capability() {
+    use crate::{
+        client::{ClientOptions, Endpoint},
+        fingerprint::ControllerInfo,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Endpoint::Unix(dir.path().join("c.sock"));
+    let config = crate::reference::Config { capacity: 6 << 20, ..crate::reference::Config::default() };
+    let plugin = crate::reference::spawn(config, &endpoint.to_string()).await.unwrap();
+    let conn = Connection::connect(endpoint.clone(), ClientOptions::default()).await.unwrap();
+    let mut fp = fingerprint(1);
+    fp.controller = Some(ControllerInfo {
+        endpoint,
+        capabilities: [ControllerCapability::GetCapacity].into_iter().collect(),
+    });
+    let mount = crate::suite::builtin_vars::wire_capability(false);
+    let mut unknown_fs = mount.clone();
+    if let Some(v1::volume_capability::AccessType::Mount(m)) = &mut unknown_fs.access_type {
+        m.fs_type = "no-such-fs".into();
+    }
+    let (config, parameters) = (BudgetConfig::default(), BTreeMap::new());
+    let read = |fp, capability| Limits::read(Some(&conn), fp, &config, 4, &parameters, capability);
+    let reported = Some((6 << 20, "the plugin reports available (GetCapacity)".to_owned()));
+    assert_eq!(read(&fp, mount.clone()).await.bytes, reported);
+    assert_eq!(read(&fp, unknown_fs).await.bytes, None, "0 available is no budget");
+    let mut without = fp.clone();
+    without.controller.as_mut().unwrap().capabilities.clear();
+    assert_eq!(read(&without, mount.clone()).await.bytes, None, "GET_CAPACITY not advertised");
+    let none = Limits::read(None, &fp, &config, 4, &parameters, mount).await;
+    assert_eq!((none.bytes, none.jobs), (None, 4));
+    plugin.shutdown().await.unwrap();
 }
