@@ -231,7 +231,9 @@ pub struct RunArgs {
 
     /// How long a volume or snapshot that DeleteVolume/DeleteSnapshot answered OK for may
     /// still be found or listed (a backend that finishes deleting in the background) before
-    /// that fails the step that deleted it; it is looked up again within this time.
+    /// that fails the scenario that deleted it; it is looked up again within this time (the
+    /// deletes of teardowns and property cases together, with one listing, after their
+    /// scenarios end).
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2s", value_parser = crate::units::parse_duration)]
     pub delete_grace: Duration,
 

@@ -156,7 +156,34 @@ impl ConsoleProgress {
     }
 }
 
+impl ConsoleProgress {
+    /// `result` marked as the final report will (`[expected failure]`).
+    fn marked(&self, result: &ScenarioResult) -> ScenarioResult {
+        let mut marked = result.clone();
+        if let Some(list) = &self.expected {
+            list.mark(&mut marked, self.strict);
+        }
+        marked
+    }
+}
+
 impl Progress for ConsoleProgress {
+    fn amended(&self, result: &ScenarioResult) {
+        if self.mode == Mode::Quiet {
+            return;
+        }
+        let line = format!(
+            "{} (amended after the scenario ended: what it deleted was checked later)",
+            scenario_line(&self.marked(result), self.color)
+        );
+        match &self.bar {
+            Some(bar) => bar.suspend(|| println!("{line}")),
+            None => {
+                let _ = writeln!(io::stdout().lock(), "{line}");
+            }
+        }
+    }
+
     fn begin(&self, total: usize) {
         if let Some(bar) = &self.bar {
             bar.set_length(total as u64);
@@ -176,16 +203,7 @@ impl Progress for ConsoleProgress {
         if self.mode == Mode::Quiet {
             return;
         }
-        let mut marked;
-        let result = match &self.expected {
-            Some(list) => {
-                marked = result.clone();
-                list.mark(&mut marked, self.strict);
-                &marked
-            }
-            None => result,
-        };
-        let line = scenario_line(result, self.color);
+        let line = scenario_line(&self.marked(result), self.color);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match &self.bar {
             Some(bar) => {

@@ -210,6 +210,10 @@ pub struct Budget {
     released: tokio::sync::Notify,
     /// Releases so far (a call that overlapped one is worth trying again).
     releases: std::sync::atomic::AtomicU64,
+    /// Objects the run deleted (answered OK) that no look has yet seen gone (the delete
+    /// verifier's, [`super::verifier`]): until then the plugin may still hold their room, and
+    /// it will let it go without this run doing anything more.
+    unseen_deletes: std::sync::atomic::AtomicU64,
     contention_timeout: Duration,
 }
 
@@ -280,6 +284,7 @@ impl Budget {
             held: Mutex::new(Held { publish: vec![0; groups], ..Held::default() }),
             released: tokio::sync::Notify::new(),
             releases: std::sync::atomic::AtomicU64::new(0),
+            unseen_deletes: std::sync::atomic::AtomicU64::new(0),
             contention_timeout,
         })
     }
@@ -398,10 +403,33 @@ impl Budget {
         self.fits(&held, &demand, false).then(|| self.reserve(&mut held, demand, false))
     }
 
+    /// An object was deleted (answered OK) and no look has seen it gone yet: a plugin that
+    /// deletes in the background may still hold its room, so a create refused for lack of
+    /// room meanwhile is contention (retried when it is seen), not the plugin's verdict.
+    pub fn delete_unseen(&self) {
+        self.unseen_deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// An object of [`Budget::delete_unseen`] was decided (seen gone, or kept by the plugin):
+    /// a release for whoever waits on contention.
+    pub fn delete_seen(&self) {
+        let _ = self.unseen_deletes.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        );
+        self.releases.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.released.notify_waiters();
+    }
+
     /// Whether a lease other than `me` holds resources and can let them go: one that is not
-    /// itself waiting for a release. When every holder waits, none will release (what the
+    /// itself waiting for a release; or an object deleted and not yet seen gone
+    /// ([`Budget::delete_unseen`]). When every holder waits, none will release (what the
     /// plugin lost, or what no call can delete, is not this run's to release).
     pub fn others_can_release(&self, me: u64) -> bool {
+        if self.unseen_deletes.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return true;
+        }
         let held = self.held();
         held.leases
             .iter()

@@ -20,17 +20,18 @@ use super::{
     budget::{Budget, Retried},
     catalog::CheckArgs,
     builtin_vars,
-    deleted::{self, Look},
+    deleted,
     inspect::Inspector,
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
     settings::{Plugin, RunConfig, RunFacts},
     vars::{Val, Vars},
+    verifier::{self, Deferred, Kept, Verifier},
 };
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
-    rules::{Level, RuleLog, Violation},
+    rules::{RuleLog, Violation},
     fingerprint::{Capability, Fingerprint},
     orchestrator::{CallPattern, Profile},
     proto,
@@ -64,6 +65,8 @@ pub(crate) struct Shared {
     pub(crate) versions: Mutex<BTreeMap<Evidence, BTreeSet<String>>>,
     /// Held across each ControllerPublishVolume of a run with `--orchestrator` (see `send`).
     pub(crate) controller_publish: tokio::sync::Mutex<()>,
+    /// Decides, for the whole run, whether what teardowns and property cases deleted is gone.
+    pub(crate) verifier: Arc<Verifier>,
 }
 
 /// The facts of a run that learned nothing.
@@ -210,6 +213,12 @@ pub struct ScenarioCtx {
     pub(crate) exercised: BTreeSet<&'static str>,
     /// Its ControllerPublishVolume calls overlap others on purpose (see `send`).
     pub(crate) overlapping: bool,
+    /// Whether teardown's deletes (and, with `defer_steps`, the deletes of calls) are left
+    /// to the run's [`Verifier`] rather than looked up at once: a scenario's (not the run's
+    /// own work, nor an orchestrator's instance); `defer_steps` for a property case, whose
+    /// delete no later step depends on.
+    pub(crate) defer_teardown: bool,
+    pub(crate) defer_steps: bool,
 }
 
 impl ScenarioCtx {
@@ -217,6 +226,7 @@ impl ScenarioCtx {
         let name = builtin_vars::scenario_name(&shared.run_id, &scenario.id);
         let mut ctx = Self::named(shared, &scenario.id, name, paths, holder);
         ctx.orchestrator = scenario.orchestrator;
+        ctx.defer_teardown = scenario.orchestrator.is_none();
         ctx
     }
 
@@ -253,6 +263,8 @@ impl ScenarioCtx {
             behaviour: None,
             exercised: BTreeSet::new(),
             overlapping: false,
+            defer_teardown: false,
+            defer_steps: false,
         }
     }
 
@@ -283,6 +295,8 @@ impl ScenarioCtx {
             behaviour: self.behaviour,
             exercised: BTreeSet::new(),
             overlapping: false,
+            defer_teardown: self.defer_teardown,
+            defer_steps: false,
         }
     }
 
@@ -420,17 +434,7 @@ impl ScenarioCtx {
     /// fails, a SHOULD warns; the finding names the rule's requirement. The same violation
     /// at the same step (a repeated call) is recorded once.
     pub(crate) fn push_violation(&mut self, v: &Violation, request: &DynamicMessage) {
-        let severity = match v.rule.level {
-            Level::Must => Severity::Fail,
-            Level::Should => Severity::Warn,
-        };
-        let mut f = call_finding(severity, "response-rule", v.to_string(), &v.rpc, request);
-        f.expected = Some(v.rule.summary.to_owned());
-        f.got = Some(match &v.value {
-            Some(value) => format!("{} = {value}", v.path),
-            None => v.path.clone(),
-        });
-        f.requirements = vec![v.rule.requirement.to_owned()];
+        let mut f = verifier::violation_finding(v, request);
         f.step = self.step;
         let already = self.findings.iter().any(|g| {
             g.kind == f.kind && g.step == f.step && g.rpc == f.rpc && g.got == f.got && g.expected == f.expected
@@ -511,66 +515,42 @@ impl ScenarioCtx {
         Some(why)
     }
 
-    /// After a DeleteVolume or DeleteSnapshot of `request` answered OK at `answered`: whether
-    /// the plugin still shows the object, looked up again (the cheapest way it advertises,
-    /// see [`super::deleted`]) until it is gone or the grace period (`--delete-grace`, from
-    /// the answer) is over; never by deleting again. `None`: gone, or no way to tell (a
-    /// plugin that advertises no lookup is not checked this way). Also returns the calls made;
-    /// their rule violations wait in the rule log.
+    /// Whether the object a delete of `request` answered OK for at `answered` is gone, looked
+    /// up at once (see [`verifier::watch`]); the calls' rule violations wait in the rule log.
     async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> (Option<Kept>, u64) {
-        let Some((noun, id)) = deleted::deleted_id(rpc, request) else { return (None, 0) };
-        let Some(method) = deleted::lookup(rpc, self.fingerprint()).and_then(proto::method) else {
-            tracing::debug!(rpc, "the plugin advertises no way to look a deleted {noun} up: not checked");
-            return (None, 0);
-        };
-        let grace = self.shared.config.delete_grace;
-        let mut pause = Duration::from_millis(100);
-        let (mut looks, mut calls) = (0, 0);
-        loop {
-            looks += 1;
-            let (look, n) = self.look_up(&method, &id).await;
-            calls += n;
-            match look {
-                Look::Still(how) => {
-                    let left = grace.saturating_sub(answered.elapsed());
-                    if left.is_zero() {
-                        let kept = Kept { rpc: rpc.to_owned(), noun, id, how, looks, after: answered.elapsed() };
-                        return (Some(kept), calls);
-                    }
-                    tokio::time::sleep(pause.min(left)).await;
-                    pause = pause.saturating_mul(2);
-                }
-                Look::Unknown(why) => {
-                    tracing::info!(rpc, "whether the deleted {noun} is gone is unknown: {why}");
-                    return (None, calls);
-                }
-                Look::Gone | Look::Next(_) => return (None, calls),
-            }
-        }
+        verifier::watch(&self.shared.plugin, &self.shared.config, &self.rules, rpc, request, answered).await
     }
 
-    /// One look at `id` through `method` (every page of a listing, at most
-    /// [`crate::rules::MAX_PAGES`], until it shows), and the calls it took.
-    async fn look_up(&self, method: &MethodDescriptor, id: &str) -> (Look, u64) {
-        let mut token = String::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut calls = 0;
-        while calls < crate::rules::MAX_PAGES as u64 {
-            let mut request = deleted::request(method.name(), id, &token);
-            self.apply_secrets(&mut request, method.name(), &SecretsMode::Auto);
-            let conn = match self.connection(method, None) {
-                Ok(c) => c.with_rules(&self.rules),
-                Err(e) => return (Look::Unknown(e.message), calls),
+    /// Hands what a delete of `request` (`node`) answered OK for at `answered` to the run's
+    /// [`Verifier`]: the tracker forgets it, and the verifier tells the journal, and the
+    /// scenario's result, what became of it. `false`: the verifier cannot take it (look it up
+    /// at once).
+    fn defer(&mut self, rpc: &str, request: &DynamicMessage, node: usize, answered: Instant) -> bool {
+        let verifier = self.shared.verifier.clone();
+        let handed = self.tracker.hand_over_matching(rpc, request, node);
+        if handed.is_empty() {
+            return false;
+        }
+        let mut refused = Vec::new();
+        for tracked in handed {
+            let object = Deferred {
+                scenario: self.scenario_id.clone(),
+                rpc: rpc.to_owned(),
+                request: request.clone(),
+                tracked,
+                answered,
+                step: self.step,
+                step_name: self.step_name.clone(),
             };
-            let answer = conn.call_dynamic(method, request).await;
-            calls += 1;
-            match deleted::look(method.name(), id, answer.as_ref().map_err(|e| (e.code, e.message.as_str()))) {
-                Look::Next(next) if seen.insert(next.clone()) => token = next,
-                Look::Next(next) => return (Look::Unknown(format!("{} repeated next_token {next:?}", method.name())), calls),
-                other => return (other, calls),
+            if let Err(object) = verifier.defer(object) {
+                refused.push(object.tracked);
             }
         }
-        (Look::Unknown(format!("{} did not end within {} pages", method.name(), crate::rules::MAX_PAGES)), calls)
+        let deferred = refused.is_empty();
+        for tracked in refused {
+            self.tracker.take_back(tracked);
+        }
+        deferred
     }
 
     /// Takes in what [`ScenarioCtx::watch`] found for the delete `request` (`node`): its calls and
@@ -583,25 +563,14 @@ impl ScenarioCtx {
         for violation in self.rules.take() {
             self.push_violation(&violation, &deleted::request(&violation.rpc, "", ""));
         }
-        let Some(Kept { rpc, noun, id, how, looks, after }) = kept else { return };
-        let Some(rule) = crate::rules::by_id(if noun == "snapshot" { "answer.delete-snapshot.gone" } else { "answer.delete-volume.gone" })
-        else {
+        let Some(kept) = kept else { return };
+        let Some((violation, why)) = kept.violation(self.shared.config.delete_grace, self.step.is_some()) else {
             return;
         };
-        let why = format!(
-            "{rpc} answered OK, yet {how} {} later ({looks} looks within --delete-grace {}): the {noun} was not \
-             deleted. Asking again would only get another OK (a delete is idempotent), so it stays on the plugin: it \
-             is recorded as kept by the plugin (the journal and this report), not retried by `cleanup`",
-            crate::client::human_duration(after),
-            crate::client::human_duration(self.shared.config.delete_grace),
-        );
-        let detail = if self.step.is_some() { format!("{why}; the scenario stops here") } else { why.clone() };
-        let path = format!("{noun}_id");
-        let violation = Violation { rule, rpc: rpc.clone(), path, value: Some(format!("{id:?}")), detail };
         self.push_violation(&violation, request);
         self.halted |= self.step.is_some();
-        self.tracker.kept(&rpc, request, node, &why);
-        self.kept.push(id);
+        self.tracker.kept(&kept.rpc, request, node, &why);
+        self.kept.push(kept.id);
     }
 
     /// Records a failure at the current step.
@@ -691,10 +660,14 @@ impl ScenarioCtx {
             _ => None,
         };
         // A delete a step made, answered OK, of something the scenario holds: is it gone?
-        // (Teardown looks at its deletes together, see `teardown`.)
+        // (A property case's goes to the run's verifier; teardown looks at its deletes
+        // together, see `teardown`.)
         if track && answer.is_ok() && self.tracker.holds(method.name(), &request, node_index) {
-            let watched = self.watch(method.name(), &request, Instant::now()).await;
-            self.settle_delete(&request, node_index, watched);
+            let answered = Instant::now();
+            if !(self.defer_steps && self.defer(method.name(), &request, node_index, answered)) {
+                let watched = self.watch(method.name(), &request, answered).await;
+                self.settle_delete(&request, node_index, watched);
+            }
         }
         if track {
             let outcome = match &answer {
@@ -838,8 +811,10 @@ impl ScenarioCtx {
         self.behaviour = None;
         self.step = None;
         self.step_name = None;
-        // The objects deleted OK, looked up again together once every delete is sent: a
-        // plugin that keeps them costs the grace period once, not once per object.
+        // The objects deleted OK go to the run's verifier (one listing for many, after the
+        // scenario ends); those it cannot take are looked up again together once every
+        // delete is sent: a plugin that keeps them costs the grace period once, not once per
+        // object.
         let mut deletes = Vec::new();
         for tracked in self.tracker.teardown_order() {
             let (rpc, request) = tracked.resource.teardown();
@@ -849,7 +824,13 @@ impl ScenarioCtx {
             let mode = if tracked.secrets_key.is_some() { SecretsMode::Auto } else { SecretsMode::None };
             let (sent, answer) = self.send(&method, request, tracked.resource.node(), &mode, false).await;
             match answer {
-                Ok(_) if deleted::deleted_id(rpc, &sent).is_some() => deletes.push((tracked, sent, Instant::now())),
+                Ok(_) if deleted::deleted_id(rpc, &sent).is_some() => {
+                    let answered = Instant::now();
+                    let node = tracked.resource.node().unwrap_or(0);
+                    if !(self.defer_teardown && self.defer(rpc, &sent, node, answered)) {
+                        deletes.push((tracked, sent, answered));
+                    }
+                }
                 Ok(_) => self.tracker.release(tracked.seq),
                 Err(e) if e.code == Code::NotFound => self.tracker.release(tracked.seq),
                 Err(e) => {
@@ -871,18 +852,6 @@ impl ScenarioCtx {
             self.tracker.release(tracked.seq);
         }
     }
-}
-
-/// A delete answered OK whose object the plugin still showed after the grace period.
-struct Kept {
-    rpc: String,
-    noun: &'static str,
-    id: String,
-    /// Where it still showed (`ListVolumes still lists it`).
-    how: String,
-    looks: u32,
-    /// How long after the answer it was last seen.
-    after: Duration,
 }
 
 /// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).

@@ -83,27 +83,41 @@ pub(crate) fn look(lookup: &str, id: &str, answer: Result<&DynamicMessage, (Code
             return Look::Unknown(format!("{lookup} answered {}: {message}", crate::client::code_name(code)));
         }
     };
-    let text = |m: &DynamicMessage, path: &[&str]| proto::str_at(m, path).unwrap_or_default();
-    let (entries, object, field) = match lookup {
-        "ControllerGetVolume" | "GetSnapshot" => {
-            return Look::Still(format!("{lookup} still answers OK with it"));
-        }
-        "ListVolumes" => ("entries", "volume", "volume_id"),
-        _ => ("entries", "snapshot", "snapshot_id"),
-    };
-    let listed = answer
-        .get_field_by_name(entries)
-        .and_then(|v| v.as_list().map(|l| l.iter().filter_map(|e| e.as_message().cloned()).collect::<Vec<_>>()))
-        .unwrap_or_default()
-        .iter()
-        .any(|e| text(e, &[object, field]) == id);
-    if listed {
+    if matches!(lookup, "ControllerGetVolume" | "GetSnapshot") {
+        return Look::Still(format!("{lookup} still answers OK with it"));
+    }
+    let (ids, next) = listed(lookup, answer);
+    if ids.iter().any(|listed| listed == id) {
         return Look::Still(format!("{lookup} still lists it"));
     }
-    match text(answer, &["next_token"]) {
+    match next {
         next if next.is_empty() => Look::Gone,
         next => Look::Next(next),
     }
+}
+
+/// The ids a page of listing `lookup` (ListVolumes or ListSnapshots) names, and its
+/// `next_token` (empty: the last page).
+pub(crate) fn listed(lookup: &str, answer: &DynamicMessage) -> (Vec<String>, String) {
+    let text = |m: &DynamicMessage, path: &[&str]| proto::str_at(m, path).unwrap_or_default();
+    let (object, field) = if lookup == "ListVolumes" { ("volume", "volume_id") } else { ("snapshot", "snapshot_id") };
+    let ids = answer
+        .get_field_by_name("entries")
+        .and_then(|v| v.as_list().map(|l| l.iter().filter_map(|e| e.as_message().map(|e| text(e, &[object, field]))).collect()))
+        .unwrap_or_default();
+    (ids, text(answer, &["next_token"]))
+}
+
+/// The listing that names every object of the kind `rpc` deletes (ListVolumes with
+/// LIST_VOLUMES, ListSnapshots with LIST_SNAPSHOTS), if the plugin advertises it: what lets
+/// several deletes be checked with one call (see [`super::verifier`]).
+pub(crate) fn listing(rpc: &str, fingerprint: &Fingerprint) -> Option<&'static str> {
+    let listing = match rpc {
+        "DeleteVolume" => "ListVolumes",
+        "DeleteSnapshot" => "ListSnapshots",
+        _ => return None,
+    };
+    Capability::serving(listing).is_some_and(|c| fingerprint.supports(c)).then_some(listing)
 }
 
 #[cfg(test)]

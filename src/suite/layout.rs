@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("builtin_vars.rs", 4, "settings and scheduler"),
     ("budget.rs", 4, "settings and scheduler"),
     ("budget/", 4, "settings and scheduler"),
+    ("verifier.rs", 4, "settings and scheduler"),
     ("load.rs", 5, "loading"),
     ("load/", 5, "loading"),
     ("ctx.rs", 6, "context"),

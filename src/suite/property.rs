@@ -132,6 +132,8 @@ pub(crate) async fn property_step(ctx: &mut ScenarioCtx, step: &PropertyStep, in
                     trees.push(tree);
                     let input = CaseInput { args: args.clone(), name: format!("{}-p{next}", ctx.name()) };
                     let mut fork = ctx.fork();
+                    // A case's delete is its last call: nothing of the scenario waits for it.
+                    fork.defer_steps = fork.defer_teardown;
                     if let Some(lease) = &lease {
                         fork.holder = lease.id();
                     }

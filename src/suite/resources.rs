@@ -522,6 +522,24 @@ impl Tracker {
         }
     }
 
+    /// Forgets what a call of `rpc` with `request` undoes without telling the observer, and
+    /// returns it: whoever takes it tells the observer what became of it.
+    pub fn hand_over_matching(&mut self, rpc: &str, request: &DynamicMessage, node: usize) -> Vec<Tracked> {
+        self.take_matching(rpc, request, node)
+    }
+
+    /// Forgets one resource without telling the observer, and returns it (see
+    /// [`Tracker::hand_over_matching`]).
+    pub fn hand_over(&mut self, seq: u64) -> Option<Tracked> {
+        let i = self.live.iter().position(|t| t.seq == seq)?;
+        Some(self.live.remove(i))
+    }
+
+    /// Takes back what [`Tracker::hand_over_matching`] handed over (nobody took it).
+    pub fn take_back(&mut self, tracked: Tracked) {
+        self.live.push(tracked);
+    }
+
     /// Reports a resource as left behind and forgets it.
     pub fn abandon(&mut self, seq: u64, why: &str) {
         if let Some(i) = self.live.iter().position(|t| t.seq == seq) {

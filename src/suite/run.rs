@@ -23,6 +23,7 @@ use super::{
     probe,
     settings::{AccessType, Plugin, RunConfig},
     steps,
+    verifier::{Amendment, Verifier},
 };
 use crate::{
     client::Connection,
@@ -68,6 +69,7 @@ pub async fn run_until(
         default_capability,
     )
     .await;
+    let budget = Budget::new(limits, config.budgets.contention_timeout);
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
@@ -75,7 +77,7 @@ pub async fn run_until(
         paths,
         inspectors: Mutex::new(inspectors),
         run_id,
-        budget: Budget::new(limits, config.budgets.contention_timeout),
+        budget: budget.clone(),
         stopping: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
         dead: Mutex::new(HashMap::new()),
@@ -83,7 +85,9 @@ pub async fn run_until(
         facts: std::sync::OnceLock::new(),
         versions: Mutex::new(BTreeMap::new()),
         controller_publish: tokio::sync::Mutex::new(()),
+        verifier: Verifier::new(plugin.clone(), config.clone(), budget),
     });
+    shared.verifier.start();
     let selected: Vec<(usize, usize)> = suites
         .iter()
         .enumerate()
@@ -202,6 +206,15 @@ pub async fn run_until(
     }
 
     let interrupted = shared.stopped();
+    // What the scenarios deleted and the verifier has not decided yet, decided now (before
+    // the journal closes); a scenario it finds more in is amended.
+    let amendments = shared.verifier.close(interrupted.is_some()).await;
+    for (index, &(si, ci)) in selected.iter().enumerate() {
+        let id = &suites[si].scenarios[ci].id;
+        if let (Some(result), Some(amendment)) = (results[index].as_mut(), amendments.get(id)) {
+            amend(&shared, result, amendment);
+        }
+    }
     let mut suite_results: Vec<SuiteResult> = Vec::new();
     for (index, &(si, ci)) in selected.iter().enumerate() {
         let suite = &suites[si];
@@ -527,6 +540,28 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticke
     result.duration = started.elapsed();
     tracing::info!(scenario = %result.id, outcome = %result.outcome, "scenario done");
     result
+}
+
+/// Adds what the verifier found after the scenario ended to its result; a changed outcome
+/// is told to the console.
+fn amend(shared: &Shared, result: &mut ScenarioResult, amendment: &Amendment) {
+    result.rpcs += amendment.rpcs;
+    let before = result.outcome;
+    for f in &amendment.findings {
+        let f = scrub_finding(shared, f);
+        let already = result.findings.iter().any(|g| {
+            g.kind == f.kind && g.step == f.step && g.rpc == f.rpc && g.got == f.got && g.expected == f.expected
+        });
+        if !already {
+            result.findings.push(f);
+        }
+    }
+    result.settle();
+    if result.outcome != before
+        && let Some(progress) = &shared.config.progress
+    {
+        progress.amended(result);
+    }
 }
 
 fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {

@@ -157,6 +157,13 @@ pub trait Progress: Send + Sync {
     fn interrupted(&self, reason: &str) {
         let _ = reason;
     }
+    /// A scenario already reported [`finished`](Self::finished) has a new outcome: what was
+    /// deleted at its teardown (or by its property cases) was decided after it ended (the
+    /// plugin kept an object, say). Called once per such scenario, after the last scenario
+    /// finished.
+    fn amended(&self, result: &ScenarioResult) {
+        let _ = result;
+    }
 }
 
 /// One GiB.

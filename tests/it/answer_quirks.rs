@@ -256,3 +256,62 @@ async fn a_node_that_ignores_readonly_is_blamed_alone() {
     let report = blamed_run(Quirk::IgnoreReadonly).await;
     blames_only(&report, &["NodePublishVolume.readonly"]);
 }
+
+/// One scenario that creates a volume and leaves it to teardown, and one that creates none.
+const KEPT_AT_TEARDOWN: &str = r#"
+suite: kept
+title: A volume deleted at teardown
+scenarios:
+  - id: at-teardown
+    title: creates a volume, teardown deletes it
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}", volume_capabilities: ["${capability}"] }
+  - id: nothing
+    title: creates nothing
+    steps: [{ call: Probe }]
+"#;
+
+/// A volume the plugin keeps after the DeleteVolume of a scenario's teardown is decided by
+/// the run-wide verifier after the scenario was printed (as a pass): the final report fails
+/// it (JSON, JUnit, the console summary), the console says so on its own line, the run exits
+/// 1, and the journal records the volume as kept by the plugin. No timing is asserted: the
+/// verdict of the last teardown is always decided after its scenario ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_kept_after_teardown_fails_its_scenario_once_the_verdict_is_in() {
+    let plugin = TestPlugin::start(Config { quirks: [Quirk::DeleteKeepsVolume].into(), ..Config::default() }).await;
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("kept.yaml"), KEPT_AT_TEARDOWN).unwrap();
+    let socket = plugin.socket.display().to_string();
+    let args = ["run", "--endpoint", &socket, "--no-builtin", "--suite", "kept.yaml", "--journal", "journal.jsonl"];
+    let out = crate::support::csi_conform(&args, cwd.path()).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "a kept volume fails the run: {stdout}");
+
+    let json = std::fs::read_to_string(cwd.path().join("reports/report.json")).unwrap();
+    let report = csi_conform::report::from_json(&json).unwrap();
+    let scenario = |id: &str| report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == id).unwrap().clone();
+    let kept = scenario("kept.at-teardown");
+    assert_eq!(kept.outcome, Severity::Fail, "{kept:#?}");
+    let f = kept.findings.iter().find(|f| f.message.contains("answer.delete-volume.gone")).expect("the kept finding");
+    assert_eq!((f.severity, f.rpc.as_deref(), f.step), (Severity::Fail, Some("DeleteVolume"), None), "at teardown: {f:#?}");
+    assert!(f.message.contains("was not deleted") && !f.message.contains("the scenario stops here"), "{f:#?}");
+    assert_eq!(scenario("kept.nothing").outcome, Severity::Pass);
+
+    // The console: first the scenario as it ended, then the amended verdict on its own line,
+    // and the summary counts the failure.
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.contains("kept.at-teardown")).collect();
+    assert!(lines.len() >= 2, "{stdout}");
+    assert!(lines[0].starts_with("PASS"), "printed as it ended: {stdout}");
+    assert!(lines[1].starts_with("FAIL") && lines[1].contains("amended after the scenario ended"), "{stdout}");
+    assert!(stdout.contains("1 passed, 1 failed"), "{stdout}");
+
+    // JUnit fails it. The volume stays on the plugin, and the journal (compacted at the end
+    // of a CLI run) has nothing outstanding: kept by the plugin, `cleanup` has nothing to do
+    // (the journal's `kept-by-plugin` lines are asserted in the engine runs above).
+    let junit = crate::report::parse_junit(&std::fs::read_to_string(cwd.path().join("reports/junit.xml")).unwrap());
+    assert!(crate::report::case(&junit, "kept.at-teardown").status.is_failure());
+    assert_eq!(volumes_left(&plugin).await.len(), 1);
+    assert!(journal::outstanding(&cwd.path().join("journal.jsonl")).unwrap().is_empty());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("cleanup --journal"), "{}", String::from_utf8_lossy(&out.stderr));
+}

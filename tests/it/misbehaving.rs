@@ -370,21 +370,10 @@ impl suite::ResourceObserver for Notifying {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_bounds_teardown_by_the_cleanup_timeout_and_leaves_the_rest_in_the_journal() {
     let fake = fake_where("DeleteVolume", Misbehaviour::Hang).await;
-    // An RPC timeout far beyond the cleanup timeout: only abandoning the scenario ends it.
-    let plugin = fake.engine_plugin(options(Duration::from_secs(600))).await;
     let work = tempfile::tempdir().unwrap();
-    let path = work.path().join("journal.jsonl");
-    let endpoint = format!("unix://{}", fake.socket.display());
-    let created = Arc::new(tokio::sync::Notify::new());
-    let observer = JournalObserver::new(Journal::open(&path, "r1").unwrap(), Some(endpoint.clone()), vec![endpoint]);
     let mut cfg = config(&work);
     cfg.cleanup_timeout = Duration::from_millis(200);
-    cfg.observer = Some(Arc::new(Notifying(observer, created.clone())));
-    let stop = async move {
-        created.notified().await;
-        "interrupted by SIGINT".to_owned()
-    };
-    let report = suite::run_until(&plugin, &load(ABANDON_SUITE), &cfg, stop).await;
+    let (report, path) = stopped_at_first_creation(&fake, &work, cfg).await;
 
     assert_eq!(report.interrupted.as_deref(), Some("interrupted by SIGINT"));
     let stuck = scenario(&report, "abandon.stuck");
@@ -410,6 +399,49 @@ async fn a_stop_bounds_teardown_by_the_cleanup_timeout_and_leaves_the_rest_in_th
         })
         .collect();
     assert_eq!(volumes, [format!("volume {}", ids[0])]);
+}
+
+/// [`ABANDON_SUITE`] against `fake`, journaled, stopped ("interrupted by SIGINT") as soon as
+/// its first volume is created; the RPC timeout (600 s) far beyond any other bound, so only
+/// those end what hangs. The report and the journal's path.
+async fn stopped_at_first_creation(fake: &FakePlugin, work: &tempfile::TempDir, mut cfg: RunConfig) -> (RunReport, std::path::PathBuf) {
+    let plugin = fake.engine_plugin(options(Duration::from_secs(600))).await;
+    let path = work.path().join("journal.jsonl");
+    let endpoint = format!("unix://{}", fake.socket.display());
+    let created = Arc::new(tokio::sync::Notify::new());
+    let observer = JournalObserver::new(Journal::open(&path, "r1").unwrap(), Some(endpoint.clone()), vec![endpoint]);
+    cfg.observer = Some(Arc::new(Notifying(observer, created.clone())));
+    let stop = async move {
+        created.notified().await;
+        "interrupted by SIGINT".to_owned()
+    };
+    (suite::run_until(&plugin, &load(ABANDON_SUITE), &cfg, stop).await, path)
+}
+
+/// A stopped run whose teardown's delete is still to be verified when the scenarios are done,
+/// against a plugin whose listing never answers: the verifier gets the grace period, not the
+/// RPC timeout, and then reports the delete as not verified (an error, never a pass), the
+/// volume left in the journal for `cleanup`.
+#[tokio::test]
+async fn a_stopped_run_reports_a_delete_it_could_not_verify_in_time() {
+    let fake = fake_where("ListVolumes", Misbehaviour::Hang).await;
+    let work = tempfile::tempdir().unwrap();
+    let mut cfg = config(&work);
+    cfg.delete_grace = Duration::from_millis(300);
+    let (report, path) = stopped_at_first_creation(&fake, &work, cfg).await;
+
+    assert_eq!(report.interrupted.as_deref(), Some("interrupted by SIGINT"));
+    let stuck = scenario(&report, "abandon.stuck");
+    assert_eq!(stuck.outcome, Severity::Error, "{stuck:#?}");
+    let found = findings(stuck);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].0, "delete-unverified");
+    assert!(found[0].1.starts_with("DeleteVolume answered OK, but whether the plugin deleted the volume"), "{found:#?}");
+    // The delete was answered, the volume is gone from the fake, and the journal still lists
+    // it: `cleanup` deletes it again (idempotent) rather than trust an unverified delete.
+    assert!(fake.volume_ids().is_empty());
+    let left = journal::outstanding(&path).unwrap();
+    assert_eq!(left.len(), 1, "{left:#?}");
 }
 
 /// Runs `csi-conform run --no-builtin --suite <text>` against `fake` with extra `args`;
