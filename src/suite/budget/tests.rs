@@ -512,3 +512,22 @@ async fn the_byte_budget_is_get_capacitys_answer_for_the_runs_capability() {
     assert_eq!((none.bytes, none.jobs), (None, 4));
     plugin.shutdown().await.unwrap();
 }
+
+/// An object deleted (answered OK) that no look has seen gone yet may still hold room on the
+/// plugin: until it is seen, a lone holder may wait for it; seeing it gone is a release, and
+/// more sightings than deletes never wrap the count.
+#[test]
+fn a_delete_not_yet_seen_gone_is_room_that_comes_back() {
+    let budget = Budget::new(limits(&[], None, None, 8), DEFAULT_CONTENTION_TIMEOUT);
+    let me = budget.try_extra(Demand::volume(1)).unwrap();
+    let releases = || budget.releases.load(Ordering::SeqCst);
+    assert!(!budget.others_can_release(me.id()), "nothing else is held");
+    budget.delete_unseen();
+    assert!(budget.others_can_release(me.id()), "the deleted object's room may come back");
+    let before = releases();
+    budget.delete_seen();
+    assert_eq!(releases(), before + 1, "seen gone: a release for whoever waits");
+    assert!(!budget.others_can_release(me.id()));
+    budget.delete_seen();
+    assert!(!budget.others_can_release(me.id()), "one sighting too many");
+}
