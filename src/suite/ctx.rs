@@ -215,8 +215,8 @@ pub struct ScenarioCtx {
     pub(crate) overlapping: bool,
     /// Whether teardown's deletes (and, with `defer_steps`, the deletes of calls) are left
     /// to the run's [`Verifier`] rather than looked up at once: a scenario's (not the run's
-    /// own work, nor an orchestrator's instance); `defer_steps` for a property case, whose
-    /// delete no later step depends on.
+    /// own work, nor an orchestrator's instance); `defer_steps` for a property case, and for a
+    /// scenario's last step when it is one call: deletes no later step depends on.
     pub(crate) defer_teardown: bool,
     pub(crate) defer_steps: bool,
 }

@@ -34,12 +34,20 @@ pub(crate) async fn run_steps(ctx: &mut ScenarioCtx, steps: &[Step]) -> Flow {
         ctx.step = Some(i);
         ctx.step_name = step.name.clone();
         ctx.step_spec = step.spec.clone();
+        // A delete by the last step, when it is one call, goes to the run's verifier as
+        // teardown's do: nothing later can depend on the object being gone. (A check's calls
+        // are not deferred: its own later calls may depend on it.)
+        let defer_steps = ctx.defer_steps;
+        if i + 1 == steps.len() && matches!(step.action, Action::Call(_)) {
+            ctx.defer_steps |= ctx.defer_teardown;
+        }
         let flow = match &step.action {
             Action::Call(call) => call_step(ctx, call).await,
             Action::Assert(a) => assert_step(ctx, a),
             Action::Check(c) => check_step(ctx, c).await,
             Action::Property(p) => property::property_step(ctx, p, i).await,
         };
+        ctx.defer_steps = defer_steps;
         ctx.step_name = None;
         ctx.step_spec = Vec::new();
         if flow != Flow::Continue {
