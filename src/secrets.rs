@@ -631,6 +631,17 @@ mod tests {
     }
 
     #[test]
+    fn edit_distance_counts_insertions_deletions_and_substitutions_alike() {
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(levenshtein("x", "xyz"), 2, "two insertions");
+        assert_eq!(levenshtein("xyz", "x"), 2, "two deletions");
+        assert_eq!(levenshtein("", "ab"), 2);
+        // A name far from every key gets no suggestion, even one that a key contains.
+        let err = parse("Volume: {}\n").unwrap_err().to_string();
+        assert!(err.contains("\"Volume\"") && !err.contains("did you mean"), "{err}");
+    }
+
+    #[test]
     fn long_keys_allow_more_typos_in_a_suggestion() {
         // 41 characters: up to 41 / 8 = 5 edits still suggest (here 4: Capability, a trailing s).
         let err = parse("ControllerValidateVolumeCapabilitySecrets: {}\n").unwrap_err().to_string();

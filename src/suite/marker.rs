@@ -310,4 +310,83 @@ mod tests {
         assert!(std::fs::read(&file).unwrap().iter().all(|b| *b == 0));
         assert!(fs_size(dir.path()).unwrap() > 0);
     }
+
+    /// A block target must hold both copies (8 KiB): one byte less is refused with its size,
+    /// exactly 8 KiB puts the tail right after the head. A marker written again where an
+    /// earlier one was (`at`) goes to that tail, not to the end of the grown target.
+    #[test]
+    fn a_block_marker_needs_room_for_both_copies_and_is_rewritten_where_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("dev");
+        let (a, b) = (Marker::new(1, "s", "A"), Marker::new(1, "s", "B"));
+        File::create(&file).unwrap().set_len(2 * MARKER_LEN as u64 - 1).unwrap();
+        let err = write(&file, true, &a, None).unwrap_err();
+        assert_eq!(err.to_string(), "the block volume holds only 8191 bytes");
+        File::options().write(true).open(&file).unwrap().set_len(2 * MARKER_LEN as u64).unwrap();
+        assert_eq!(write(&file, true, &a, None).unwrap(), Placement::Block { tail: 4096 });
+        assert_eq!(std::fs::read(&file).unwrap(), [a.bytes.clone(), a.bytes.clone()].concat());
+
+        File::options().write(true).open(&file).unwrap().set_len(1 << 20).unwrap();
+        let at = write(&file, true, &a, None).unwrap();
+        File::options().write(true).open(&file).unwrap().set_len(2 << 20).unwrap();
+        assert_eq!(write(&file, true, &b, Some(&at)).unwrap(), at, "the earlier placement is kept");
+        assert_eq!(verify(&file, &at, &b, &[&a]).unwrap(), None);
+        let bytes = std::fs::read(&file).unwrap();
+        assert!(bytes[(2 << 20) - MARKER_LEN..].iter().all(|b| *b == 0), "nothing written at the grown end");
+    }
+
+    /// A tail cut short (the target ends inside the last copy) is missing: the bytes before the
+    /// tail are never read in its place.
+    #[test]
+    fn a_tail_cut_short_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("dev");
+        File::create(&file).unwrap().set_len(1 << 20).unwrap();
+        let a = Marker::new(1, "s", "A");
+        let at = write(&file, true, &a, None).unwrap();
+        let Placement::Block { tail } = at else { panic!("{at:?}") };
+        File::options().write(true).open(&file).unwrap().set_len(tail + MARKER_LEN as u64 / 2).unwrap();
+        let (place, found) = verify(&file, &at, &a, &[]).unwrap().unwrap();
+        assert_eq!((place.as_str(), found), ("byte 1044480 (the last 4 KiB)", Mismatch::Missing));
+    }
+
+    /// Only a marker that is not there is "missing": any other error reading or removing it
+    /// (here the marker's path is a directory) is an error, never a verdict about the data.
+    #[test]
+    fn errors_other_than_not_found_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(MARKER_FILE)).unwrap();
+        let a = Marker::new(1, "s", "A");
+        assert!(verify(dir.path(), &Placement::File, &a, &[]).is_err());
+        assert!(remove(dir.path(), &Placement::File).is_err());
+        assert!(dir.path().join(MARKER_FILE).is_dir());
+    }
+
+    /// The write probe changes nothing where it may write, and reports the error where it
+    /// may not (here: targets that cannot be opened for writing).
+    #[test]
+    fn the_write_probe_leaves_things_as_they_were_and_reports_a_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("dev");
+        let a = Marker::new(1, "s", "A");
+        std::fs::write(&file, &a.bytes).unwrap();
+        try_write(&file, true).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), a.bytes);
+        try_write(dir.path(), false).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "the probe file is gone");
+        let gone = dir.path().join("gone");
+        assert_eq!(try_write(&gone, false).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(try_write(&gone, true).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(try_write(dir.path(), true).is_err(), "a directory is no block target");
+    }
+
+    /// The file system's size is its blocks, so at least what a file on it holds.
+    #[test]
+    fn a_file_system_is_at_least_as_large_as_what_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        std::fs::write(&file, vec![7u8; 64 << 10]).unwrap();
+        File::open(&file).unwrap().sync_all().unwrap();
+        assert!(fs_size(dir.path()).unwrap() >= 64 << 10);
+    }
 }

@@ -311,6 +311,38 @@ scenarios:
     assert_eq!(fake.volume_ids(), ["vol-before"], "what the run made is gone");
 }
 
+/// The byte budget is GetCapacity's answer for the run's `--test-volume-parameters` (on many
+/// plugins they choose the pool): a fake that reports what its `available` parameter says
+/// (1 TiB without it) gives a scenario that needs 2 MiB a skip against the 1 MiB asked with
+/// the parameters. Asked without them (a mutant that left them out), the scenario ran.
+#[tokio::test]
+async fn get_capacity_is_asked_with_the_runs_parameters() {
+    use crate::support::fake_plugin::{FakeOptions, FakePlugin};
+    let mut options = FakeOptions::default();
+    options.controller.push(csi_conform::fingerprint::ControllerCapability::GetCapacity);
+    let fake = FakePlugin::start(options).await;
+    let text = r#"
+suite: pool
+title: t
+scenarios:
+  - id: one-volume
+    title: creates one volume of the run's size
+    steps:
+      - call: CreateVolume
+        request: { name: "${name}", volume_capabilities: ["${capability}"], capacity_range: { required_bytes: "${volume_size}" } }
+"#;
+    let suites = vec![suite::load_str("pool.yaml", text).unwrap_or_else(|e| panic!("{e}"))];
+    let plugin = fake.engine_plugin(csi_conform::client::ClientOptions::default()).await;
+    let work = tempfile::tempdir().unwrap();
+    let parameters = [("available".to_owned(), MIB.to_string())].into();
+    let config = RunConfig { parameters, volume_size: 2 * MIB, ..config(&work, 2) };
+    let report = suite::run(&plugin, &suites, &config).await;
+    let (outcome, why) = &outcomes(&report)["pool.one-volume"];
+    let reason = "needs up to 2 MiB at once for its volumes, more than the 1 MiB the plugin reports available (GetCapacity)";
+    assert_eq!((*outcome, why.as_str()), (Severity::Skip, reason));
+    assert!(fake.volume_ids().is_empty(), "nothing was created");
+}
+
 /// `orchestrator.two-volumes-one-node` declares its two publications on node 0: at an attach
 /// limit of 1 every instance is skipped with that reason (never a failure, never a publish past
 /// the limit); at 2 every instance runs, and passes but

@@ -593,11 +593,20 @@ impl v1::controller_server::Controller for Fake {
         Ok(Response::new(v1::DeleteSnapshotResponse {}))
     }
 
+    /// Advertised (GET_CAPACITY in `controller`): the bytes its `available` parameter names
+    /// (as if parameters chose a pool), else 1 TiB; otherwise UNIMPLEMENTED.
     async fn get_capacity(
         &self,
-        _: Request<v1::GetCapacityRequest>,
+        request: Request<v1::GetCapacityRequest>,
     ) -> Result<Response<v1::GetCapacityResponse>, Status> {
-        Err(unimplemented("get_capacity"))
+        if !self.options.controller.contains(&ControllerCapability::GetCapacity) {
+            return Err(unimplemented("get_capacity"));
+        }
+        let available = match request.into_inner().parameters.get("available") {
+            Some(bytes) => bytes.parse().map_err(|_| bad("available: not a number of bytes"))?,
+            None => 1 << 40,
+        };
+        Ok(Response::new(v1::GetCapacityResponse { available_capacity: available, ..Default::default() }))
     }
 
     async fn list_snapshots(
