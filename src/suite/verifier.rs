@@ -250,13 +250,13 @@ impl Verifier {
 
     /// Takes `object` to decide later; hands it back when it cannot (the run's scenarios are
     /// done, no listing is advertised for it, or the grace is too short for one).
-    pub(crate) fn defer(&self, object: Deferred) -> Result<(), Deferred> {
+    pub(crate) fn defer(&self, object: Deferred) -> Result<(), Box<Deferred>> {
         if self.config.delete_grace < MIN_GRACE || deleted::listing(&object.rpc, &self.plugin.fingerprint).is_none() {
-            return Err(object);
+            return Err(Box::new(object));
         }
         let mut state = self.state();
         if state.closed {
-            return Err(object);
+            return Err(Box::new(object));
         }
         state.next += 1;
         let key = state.next;
