@@ -225,15 +225,15 @@ pub struct RunArgs {
 
     /// How long a call the plugin answers RESOURCE_EXHAUSTED (or ABORTED "operation
     /// pending") is retried, after a release, while other scenarios of the run hold resources
-    /// on it.
+    /// on it (a lack of room also while deleted objects are not yet seen gone).
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
     pub contention_timeout: Duration,
 
     /// How long a volume or snapshot that DeleteVolume/DeleteSnapshot answered OK for may
     /// still be found or listed (a backend that finishes deleting in the background) before
     /// that fails the scenario that deleted it; it is looked up again within this time (the
-    /// deletes of teardowns and property cases together, with one listing, after their
-    /// scenarios end).
+    /// deletes of teardowns, last steps and property cases together, with one listing, after
+    /// their scenarios end).
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2s", value_parser = crate::units::parse_duration)]
     pub delete_grace: Duration,
 
