@@ -84,6 +84,16 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// Whether `other` says the same as this one at the same place (kind, step, RPC, what
+    /// was expected and what came instead): a repeated call's, recorded once.
+    pub fn repeats(&self, other: &Finding) -> bool {
+        self.kind == other.kind
+            && self.step == other.step
+            && self.rpc == other.rpc
+            && self.got == other.got
+            && self.expected == other.expected
+    }
+
     /// A finding with just a severity, kind and message.
     pub fn new(severity: Severity, kind: impl Into<String>, message: impl Into<String>) -> Self {
         Finding {

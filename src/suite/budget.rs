@@ -214,6 +214,9 @@ pub struct Budget {
     /// verifier's, [`super::verifier`]): until then the plugin may still hold their room, and
     /// it will let it go without this run doing anything more.
     unseen_deletes: std::sync::atomic::AtomicU64,
+    /// A call waits for room while deleted objects are unseen: whoever decides them (the
+    /// verifier) is asked to look now rather than at their deadline.
+    sighting_wanted: tokio::sync::Notify,
     contention_timeout: Duration,
 }
 
@@ -285,6 +288,7 @@ impl Budget {
             released: tokio::sync::Notify::new(),
             releases: std::sync::atomic::AtomicU64::new(0),
             unseen_deletes: std::sync::atomic::AtomicU64::new(0),
+            sighting_wanted: tokio::sync::Notify::new(),
             contention_timeout,
         })
     }
@@ -410,6 +414,13 @@ impl Budget {
         self.unseen_deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Resolves when a call waits for room while deleted objects are unseen (at once if one
+    /// asked since the last time): the verifier then looks at them without waiting for their
+    /// deadline.
+    pub async fn sighting_wanted(&self) {
+        self.sighting_wanted.notified().await;
+    }
+
     /// An object of [`Budget::delete_unseen`] was decided (seen gone, or kept by the plugin):
     /// a release for whoever waits on contention.
     pub fn delete_seen(&self) {
@@ -497,6 +508,9 @@ impl Budget {
             }
             retries += 1;
             tracing::info!(retries, "contention: waiting for this run to release something before calling again");
+            if self.unseen_deletes.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                self.sighting_wanted.notify_one();
+            }
             self.waiting(me, true);
             let _ = tokio::time::timeout(backoff.min(left), released).await;
             self.waiting(me, false);

@@ -436,10 +436,7 @@ impl ScenarioCtx {
     pub(crate) fn push_violation(&mut self, v: &Violation, request: &DynamicMessage) {
         let mut f = verifier::violation_finding(v, request);
         f.step = self.step;
-        let already = self.findings.iter().any(|g| {
-            g.kind == f.kind && g.step == f.step && g.rpc == f.rpc && g.got == f.got && g.expected == f.expected
-        });
-        if !already {
+        if !self.findings.iter().any(|g| g.repeats(&f)) {
             self.push(f);
         }
     }

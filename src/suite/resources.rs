@@ -528,13 +528,6 @@ impl Tracker {
         self.take_matching(rpc, request, node)
     }
 
-    /// Forgets one resource without telling the observer, and returns it (see
-    /// [`Tracker::hand_over_matching`]).
-    pub fn hand_over(&mut self, seq: u64) -> Option<Tracked> {
-        let i = self.live.iter().position(|t| t.seq == seq)?;
-        Some(self.live.remove(i))
-    }
-
     /// Takes back what [`Tracker::hand_over_matching`] handed over (nobody took it).
     pub fn take_back(&mut self, tracked: Tracked) {
         self.live.push(tracked);

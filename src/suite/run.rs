@@ -549,10 +549,7 @@ fn amend(shared: &Shared, result: &mut ScenarioResult, amendment: &Amendment) {
     let before = result.outcome;
     for f in &amendment.findings {
         let f = scrub_finding(shared, f);
-        let already = result.findings.iter().any(|g| {
-            g.kind == f.kind && g.step == f.step && g.rpc == f.rpc && g.got == f.got && g.expected == f.expected
-        });
-        if !already {
+        if !result.findings.iter().any(|g| g.repeats(&f)) {
             result.findings.push(f);
         }
     }

@@ -7,7 +7,8 @@
 //! The exact-grace rule, the same as one object's look-ups: an object passes only if a look
 //! that began after its delete's answer and no later than the answer + `--delete-grace` found
 //! it gone. The verifier lists when the oldest waiting object is about to reach that deadline
-//! (and once more when the run's scenarios are done): an object absent from the listing is
+//! (and once more when the run's scenarios are done, and at once when a create waits for room
+//! these objects may still hold, [`Budget::sighting_wanted`]): an object absent from the listing is
 //! gone; one it still shows is looked up on its own ([`watch`]) until its own deadline, and if
 //! it is still there it was kept by the plugin, the finding of today's look-ups. A listing
 //! decides absence only when it is one page and breaks no response rule: CSI lets a listing
@@ -295,6 +296,9 @@ impl Verifier {
                     let at = answered + self.config.delete_grace.saturating_sub(self.margin());
                     tokio::select! {
                         () = tokio::time::sleep_until(at.into()) => self.round().await,
+                        // A create waits for room these objects may hold: look now (a listing
+                        // before the deadline keeps the exact-grace rule).
+                        () = self.budget.sighting_wanted() => self.round().await,
                         () = self.wake.notified() => {}
                     }
                 }

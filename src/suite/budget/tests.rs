@@ -533,9 +533,10 @@ fn a_delete_not_yet_seen_gone_is_room_that_comes_back() {
 }
 
 /// A create refused for room while an object deleted OK is not yet seen gone (a plugin
-/// that deletes in the background) is contention: retried when the verifier decides the
-/// object, not judged at once. On the current-thread runtime the task that decides runs
-/// only once the retrier waits, so without the unseen delete the first answer is final.
+/// that deletes in the background) is contention: the verifier is asked to look at once,
+/// and the call is retried, not judged at once. On the current-thread runtime the task that
+/// decides runs only once the retrier waits, so without the unseen delete the first answer
+/// is final, and without the request to look the task is still waiting when the retry ends.
 #[tokio::test]
 async fn no_space_while_a_delete_is_unseen_is_retried_once_it_is_seen() {
     let message = "failed to allocate: fallocate: no space left on device";
@@ -549,12 +550,16 @@ async fn no_space_while_a_delete_is_unseen_is_retried_once_it_is_seen() {
 
     budget.delete_unseen();
     assert!(budget.others_can_release(me.id()), "an unseen delete may still hold room");
+    // The verifier's part: it looks when asked to (the retrier asks as it starts to wait).
     let decider = {
         let budget = budget.clone();
-        tokio::spawn(async move { budget.delete_seen() })
+        tokio::spawn(async move {
+            budget.sighting_wanted().await;
+            budget.delete_seen();
+        })
     };
     let (answer, retried) = budget.retry_contention(Some(me.id()), refused_then_ok).await;
-    decider.await.unwrap();
+    assert!(decider.is_finished(), "the retrier asked for a look at the unseen delete");
     assert!(answer.is_ok(), "retried once the deleted object was seen");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(retried.map(|r| r.times), Some(1));
