@@ -125,3 +125,17 @@ async fn a_dropped_volume_mount_group_fails_once_under_node_publish_volume() {
     assert_eq!(breaks(&report, id, f), ["NodePublishVolume.mount-group"]);
     assert!(f.message.contains("expected group 1000") && f.message.contains("no gid= option"), "{}", f.message);
 }
+
+/// A confirmation of something never asked about (another access mode) is wrong whatever the
+/// node does: it reconciles as a mismatch, under ValidateVolumeCapabilities' confirmation
+/// rule, and the node is not asked.
+#[tokio::test]
+async fn a_confirmation_of_another_capability_is_a_mismatch_whatever_the_node_does() {
+    let focus = format!("^{}$", regex::escape(VALIDATE));
+    let report = run(&[Quirk::ConfirmEverything, Quirk::Overconfirm], Some(&focus)).await;
+    let found = problems(&report);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (id, f) = found[0];
+    assert_eq!((id, f.kind.as_str(), f.severity), (VALIDATE, "mismatched-confirmation", Severity::Fail));
+    assert_eq!(breaks(&report, id, f), ["ValidateVolumeCapabilities.confirmed.capabilities"]);
+}

@@ -241,9 +241,17 @@ async fn confirmation_holds(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutc
         Err(e) if e.code == Code::InvalidArgument => return CheckOutcome::Done(BTreeMap::new()),
         Err(e) => return ctx.call_failed(&e, &request, "OK or INVALID_ARGUMENT"),
     };
-    // A confirmation that leaves out a field still confirms the access type.
-    if !matches!(reconciliation.verdict, Verdict::Confirmed | Verdict::DroppedField) {
-        return CheckOutcome::Done(BTreeMap::new());
+    match reconciliation.verdict {
+        // A confirmation that leaves out a field still confirms the access type.
+        Verdict::Confirmed | Verdict::DroppedField => {}
+        Verdict::Unconfirmed | Verdict::UnconfirmedSilent => return CheckOutcome::Done(BTreeMap::new()),
+        // A confirmation of something never asked about is wrong whatever the node does.
+        Verdict::MismatchedConfirmation | Verdict::IncompleteConfirmation => {
+            if let Some(f) = confirm::finding(&reconciliation, ctx.config().strict, &request) {
+                ctx.push(f);
+            }
+            return CheckOutcome::Done(BTreeMap::new());
+        }
     }
     let volume_id = text_arg(&args, "volume_id").unwrap_or_default();
     let context = args.get("volume_context").cloned().unwrap_or(Val::Null);
