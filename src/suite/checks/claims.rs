@@ -163,20 +163,37 @@ async fn step(ctx: &mut ScenarioCtx, asked: DynamicMessage, control: DynamicMess
         Ok(answer) => return Ok(answer),
         Err(e) => e,
     };
-    if !matches!(refusal.code, Code::InvalidArgument | Code::FailedPrecondition) {
-        return Err(Served::Unknown(format!(
-            "{rpc} answered {} ({}), which is no refusal of the capability",
-            refusal.code_name(),
-            refusal.message
-        )));
+    if let Some(why) = not_about_a_capability(&refusal) {
+        return Err(Served::Unknown(why));
     }
-    match ctx.call(&rpc, control, None).await {
-        Ok(_) => Err(Served::Refused(refusal)),
-        Err(e) => Err(Served::Unknown(format!(
-            "{rpc} refused the capability ({}), but also the volume's own capability ({}): the refusal may be about something else",
+    let control = ctx.call(&rpc, control, None).await.map(|_| ());
+    Err(weigh(refusal, control))
+}
+
+/// Why a refusal says nothing about a capability, if so: only INVALID_ARGUMENT and
+/// FAILED_PRECONDITION, answered by the plugin itself, can name one (a capability the volume
+/// lacks, #nodestagevolume-errors, #nodepublishvolume-errors, #controllerpublishvolume-errors
+/// and the error scheme's invalid field); RESOURCE_EXHAUSTED (an attach limit), ABORTED (an
+/// operation in flight), a deadline or a lost connection do not.
+fn not_about_a_capability(refusal: &RpcError) -> Option<String> {
+    let names_one = matches!(refusal.code, Code::InvalidArgument | Code::FailedPrecondition);
+    let from_plugin = refusal.origin == crate::client::ErrorOrigin::Plugin && !refusal.is_unreachable();
+    (!from_plugin || !names_one).then(|| {
+        format!("{} answered {} ({}), which is no refusal of the capability", refusal.rpc, refusal.code_name(), refusal.message)
+    })
+}
+
+/// A refusal that names a capability, weighed by the control (the same call with the volume's
+/// own capability): the capability's only if the control was accepted.
+fn weigh(refusal: RpcError, control: Result<(), RpcError>) -> Served {
+    match control {
+        Ok(()) => Served::Refused(refusal),
+        Err(e) => Served::Unknown(format!(
+            "{} refused the capability ({}), but also the volume's own capability ({}): the refusal may be about something else",
+            refusal.rpc,
             refusal.code_name(),
             e.code_name()
-        ))),
+        )),
     }
 }
 
@@ -287,4 +304,37 @@ fn false_confirmation(request: &DynamicMessage, what: &str, refusal: &RpcError) 
 pub(super) fn capability_words(capability: &DynamicMessage) -> String {
     let access = if capability.has_field_by_name("block") { "block" } else { "mount" };
     format!("{access} access")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::ErrorOrigin;
+
+    fn answered(code: Code, origin: ErrorOrigin) -> RpcError {
+        RpcError { rpc: "NodePublishVolume".into(), code, message: "m".into(), elapsed: Duration::ZERO, origin }
+    }
+
+    #[test]
+    fn only_the_plugins_invalid_argument_or_failed_precondition_can_name_a_capability() {
+        for code in [Code::InvalidArgument, Code::FailedPrecondition] {
+            assert_eq!(not_about_a_capability(&answered(code, ErrorOrigin::Plugin)), None, "{code:?}");
+        }
+        for code in [Code::ResourceExhausted, Code::Aborted, Code::NotFound, Code::Internal, Code::Unavailable] {
+            assert!(not_about_a_capability(&answered(code, ErrorOrigin::Plugin)).is_some(), "{code:?}");
+        }
+        assert!(not_about_a_capability(&answered(Code::DeadlineExceeded, ErrorOrigin::Deadline)).is_some());
+        // A status the transport made up is not the plugin's word, whatever its code.
+        assert!(not_about_a_capability(&answered(Code::InvalidArgument, ErrorOrigin::Transport)).is_some());
+    }
+
+    #[test]
+    fn a_refusal_is_the_capabilitys_only_when_the_volumes_own_capability_is_accepted() {
+        let refusal = answered(Code::InvalidArgument, ErrorOrigin::Plugin);
+        assert!(matches!(weigh(refusal.clone(), Ok(())), Served::Refused(e) if e == refusal));
+        let control = answered(Code::InvalidArgument, ErrorOrigin::Plugin);
+        assert!(matches!(weigh(refusal, Err(control)), Served::Unknown(why) if why.contains("also the volume's own capability")));
+    }
 }
