@@ -695,6 +695,48 @@ impl Coverage<'_> {
 mod tests {
     use super::*;
 
+    /// The codes of every error table of spec.md at v1.12.0 (`##### <Rpc> Errors`), RPC by
+    /// RPC: the inventory has a row for each, and none for a code a table does not list.
+    const ERROR_TABLES: &[(&str, &[&str])] = &[
+        ("Probe", &["FAILED_PRECONDITION"]),
+        ("CreateVolume", &["ALREADY_EXISTS", "INVALID_ARGUMENT", "NOT_FOUND", "OUT_OF_RANGE", "RESOURCE_EXHAUSTED"]),
+        ("DeleteVolume", &["FAILED_PRECONDITION"]),
+        ("ControllerPublishVolume", &["ALREADY_EXISTS", "FAILED_PRECONDITION", "NOT_FOUND", "RESOURCE_EXHAUSTED"]),
+        ("ControllerUnpublishVolume", &["NOT_FOUND"]),
+        ("ValidateVolumeCapabilities", &["NOT_FOUND"]),
+        ("ListVolumes", &["ABORTED"]),
+        ("ControllerGetVolume", &["NOT_FOUND"]),
+        ("ControllerModifyVolume", &["INVALID_ARGUMENT", "NOT_FOUND"]),
+        ("CreateSnapshot", &["ABORTED", "ALREADY_EXISTS", "RESOURCE_EXHAUSTED"]),
+        ("DeleteSnapshot", &["ABORTED", "FAILED_PRECONDITION", "INVALID_ARGUMENT"]),
+        ("ListSnapshots", &["ABORTED"]),
+        ("GetSnapshot", &["NOT_FOUND"]),
+        ("ControllerExpandVolume", &["FAILED_PRECONDITION", "INVALID_ARGUMENT", "NOT_FOUND", "OUT_OF_RANGE"]),
+        ("NodeStageVolume", &["ALREADY_EXISTS", "FAILED_PRECONDITION", "NOT_FOUND"]),
+        ("NodeUnstageVolume", &["NOT_FOUND"]),
+        ("NodePublishVolume", &["ALREADY_EXISTS", "FAILED_PRECONDITION", "NOT_FOUND"]),
+        ("NodeUnpublishVolume", &["NOT_FOUND"]),
+        ("NodeGetVolumeStats", &["NOT_FOUND"]),
+        ("NodeExpandVolume", &["FAILED_PRECONDITION", "INVALID_ARGUMENT", "NOT_FOUND", "OUT_OF_RANGE"]),
+        ("CreateVolumeGroupSnapshot", &["ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"]),
+        ("DeleteVolumeGroupSnapshot", &["FAILED_PRECONDITION", "INVALID_ARGUMENT"]),
+        ("GetVolumeGroupSnapshot", &["INVALID_ARGUMENT", "NOT_FOUND"]),
+        ("GetMetadataAllocated", &["INVALID_ARGUMENT", "NOT_FOUND", "OUT_OF_RANGE"]),
+        ("GetMetadataDelta", &["FAILED_PRECONDITION", "INVALID_ARGUMENT", "NOT_FOUND", "OUT_OF_RANGE"]),
+    ];
+
+    #[test]
+    fn every_error_table_code_has_an_inventory_row_and_no_row_adds_one() {
+        let inv = load_str(ORIGIN, INVENTORY).unwrap_or_else(|e| panic!("{e}"));
+        let mut rows: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for r in inv.requirements.iter().filter(|r| r.is_error_row() && r.rpc != "ErrorScheme") {
+            rows.entry(r.rpc.as_str()).or_default().insert(r.code.as_deref().expect("an error row has a code"));
+        }
+        let tables: BTreeMap<&str, BTreeSet<&str>> =
+            ERROR_TABLES.iter().map(|(rpc, codes)| (*rpc, codes.iter().copied().collect())).collect();
+        assert_eq!(rows, tables);
+    }
+
     #[test]
     fn the_builtin_inventory_loads_and_is_well_formed() {
         let inv = load_str(ORIGIN, INVENTORY).unwrap_or_else(|e| panic!("{e}"));

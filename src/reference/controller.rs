@@ -499,7 +499,9 @@ impl Plugin {
                 "mutable_parameters differ from the volume's: {diff}"
             ));
         }
-        for (i, cap) in caps.iter().enumerate() {
+        // Quirk `confirm-everything`: no capability is weighed against the volume.
+        let weighed: &[Capability] = if self.quirk(super::Quirk::ConfirmEverything) { &[] } else { &caps };
+        for (i, cap) in weighed.iter().enumerate() {
             let problem = checks::controller_mode_problem(&self.caps, cap)
                 .or_else(|| checks::volume_support_problem(volume, cap))
                 .or_else(|| self.quirk_mount_flags_problem(volume, cap));

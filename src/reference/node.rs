@@ -459,7 +459,10 @@ impl Plugin {
             mounts::bind_mount(source, target, false)
                 .map_err(|e| internal("mount the volume at target_path", e))?;
         }
-        apply_mount_group(target, cap.mount_group())?;
+        // Quirk `drops-mount-group`: the group is never applied.
+        if !self.quirk(super::Quirk::DropsMountGroup) {
+            apply_mount_group(target, cap.mount_group())?;
+        }
         let mut flags = self.mount_flags(cap);
         if read_only {
             flags |= nix::mount::MsFlags::MS_RDONLY;

@@ -138,6 +138,11 @@ pub enum Quirk {
     /// NodeStageVolume makes and mounts nothing at the staging path; NodePublishVolume
     /// mounts from the volume itself.
     StagingPathUnused,
+    /// ValidateVolumeCapabilities confirms every capability asked about, whatever the volume
+    /// supports, while the node still refuses what the volume cannot do.
+    ConfirmEverything,
+    /// NodePublishVolume ignores the capability's volume_mount_group.
+    DropsMountGroup,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -148,7 +153,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 47] = [
+    pub const ALL: [Quirk; 49] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -196,6 +201,8 @@ impl Quirk {
         Quirk::StagingDirNotMade,
         Quirk::UnstageByVolume,
         Quirk::StagingPathUnused,
+        Quirk::ConfirmEverything,
+        Quirk::DropsMountGroup,
     ];
 
     /// The name `--quirk` takes.
@@ -248,6 +255,8 @@ impl Quirk {
             Quirk::StagingDirNotMade => "staging-dir-not-made",
             Quirk::UnstageByVolume => "unstage-by-volume",
             Quirk::StagingPathUnused => "staging-path-unused",
+            Quirk::ConfirmEverything => "confirm-everything",
+            Quirk::DropsMountGroup => "drops-mount-group",
         }
     }
 
@@ -378,6 +387,12 @@ impl Quirk {
             }
             Quirk::StagingPathUnused => {
                 "NodeStageVolume prepares the volume elsewhere and makes or mounts nothing at staging_target_path; NodePublishVolume mounts from the volume itself (cfgd-csi pulls to a cache): within the spec, and fine under Swarm, which makes no staging directory (a control)"
+            }
+            Quirk::ConfirmEverything => {
+                "ValidateVolumeCapabilities confirms every capability asked about (block access for a mount volume too), while the node refuses what the volume cannot do (hostpath v1.16.1)"
+            }
+            Quirk::DropsMountGroup => {
+                "NodePublishVolume ignores volume_mount_group: the published target keeps its own group (a plugin that advertises VOLUME_MOUNT_GROUP and never passes it to the mount)"
             }
         }
     }

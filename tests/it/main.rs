@@ -4,6 +4,7 @@ mod answer_quirks;
 mod bad_input;
 mod budgets;
 mod ci;
+mod claims;
 mod cleanup;
 mod client;
 mod compare;

@@ -191,6 +191,12 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         Quirk::SameNameAnyCapability => {
             on(&["extras.create-volume.same-name-other-capabilities"], "incompatible-volume", Severity::Fail)
         }
+        // A confirmation the node disproves is ValidateVolumeCapabilities' failure, once
+        // (tests/it/claims.rs).
+        Quirk::ConfirmEverything => {
+            on(&["extras.validate.block-for-mount-volume"], "confirms-unsupported", Severity::Fail)
+        }
+        Quirk::DropsMountGroup => on(&["extras.publish.mount-group"], "mount-group", Severity::Fail),
         // The two health-entry quirks bend adverse entries only; their runs report a degraded
         // storage backend (`quirk_run`), so NodeGetStorageHealth has one to bend. The volume
         // side is in tests/it/v113.rs, with a degraded volume.
@@ -592,20 +598,20 @@ async fn created_mount_flags_only_warns_and_the_refused_publish_is_no_failure() 
 }
 
 /// ember-csi's idempotency: OK with the mount volume to a block request. The plugin's own
-/// ValidateVolumeCapabilities confirms mount and declines block for it, so it is
-/// incompatible and the OK is a failure that says so.
+/// node refuses block access for it (and accepts mount access), so it is incompatible and
+/// the OK is a failure that says so.
 #[tokio::test]
 async fn same_name_any_capability_fails_when_the_plugin_itself_declines_the_new_capability() {
     let report = caught(Quirk::SameNameAnyCapability).await;
     let f = the_finding(&report, "extras.create-volume.same-name-other-capabilities");
-    assert!(f.message.contains("confirms mount access for that volume but not block access"), "{}", f.message);
-    assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("ALREADY_EXISTS, or OK for a volume that serves block access"), Some("OK")));
+    assert!(f.message.contains("the plugin's node refuses block access for that volume"), "{}", f.message);
+    assert_eq!((f.expected.as_deref(), f.got.as_deref()), (Some("ALREADY_EXISTS"), Some("OK")));
 }
 
-/// The same OK from a plugin that never confirms anything cannot be judged either way: a
-/// warning, never a failure.
+/// The same OK from a plugin that never confirms anything: the node's refusal decides, and
+/// what ValidateVolumeCapabilities withholds does not matter.
 #[tokio::test]
-async fn same_name_any_capability_only_warns_when_the_plugin_never_confirms() {
+async fn same_name_any_capability_fails_by_the_node_when_the_plugin_never_confirms() {
     let plugin = TestPlugin::start(Config {
         quirks: [Quirk::SameNameAnyCapability, Quirk::Unconfirmed].into(),
         ..Config::default()
@@ -617,8 +623,8 @@ async fn same_name_any_capability_only_warns_when_the_plugin_never_confirms() {
     config.focus = vec![Regex::new(r"^extras\.create-volume\.same-name-other-capabilities$").unwrap()];
     let report = suite::run(&engine, &suite::builtin(), &config).await;
     let f = the_finding(&report, "extras.create-volume.same-name-other-capabilities");
-    assert_eq!((f.kind.as_str(), f.severity), ("unverified-compatibility", Severity::Warn), "{f:#?}");
-    assert!(f.message.contains("confirms neither mount nor block access"), "{}", f.message);
+    assert_eq!((f.kind.as_str(), f.severity), ("incompatible-volume", Severity::Fail), "{f:#?}");
+    assert!(f.message.contains("the plugin's node refuses block access"), "{}", f.message);
 }
 
 /// The same-name scenario alone against the test fake with `options`.
@@ -973,9 +979,10 @@ fn builtin_requests_never_send_an_empty_message_where_the_spec_means_unset() {
 /// Scenarios that asked more than the spec does, against the test fake, which differs from
 /// the reference plugin where the spec lets it: its ListVolumes token is a position (a
 /// deleted entry shifts the next page past one that exists, as hostpath-style plugins do),
-/// ValidateVolumeCapabilities confirms whatever a volume is asked about, and DeleteVolume
-/// deletes a published volume. Each is a warning naming what it saw, or a pass; with
-/// ids as tokens the same paging passes outright.
+/// ValidateVolumeCapabilities confirms whatever a volume is asked about (and its node then
+/// serves it: the confirmation holds, so no finding at all), and DeleteVolume deletes a
+/// published volume. Each is a warning naming what it saw, or a pass; with ids as tokens the
+/// same paging passes outright.
 #[tokio::test]
 async fn what_the_spec_allows_is_never_a_failure() {
     let focus = r"^(controller\.list-volumes\.pagination|extras\.validate\.block-for-mount-volume|extras\.delete-volume\.while-published)$";
@@ -1001,7 +1008,7 @@ async fn what_the_spec_allows_is_never_a_failure() {
     let warned = |kind: &str| (Severity::Warn, vec![(kind.to_owned(), Severity::Warn)]);
     let positional = run(true).await;
     assert_eq!(positional["controller.list-volumes.pagination"], warned("pagination"), "{positional:#?}");
-    assert_eq!(positional["extras.validate.block-for-mount-volume"], warned("confirms-unsupported"));
+    assert_eq!(positional["extras.validate.block-for-mount-volume"], (Severity::Pass, vec![]), "{positional:#?}");
     assert_eq!(positional["extras.delete-volume.while-published"], (Severity::Pass, vec![]));
     let by_id = run(false).await;
     assert_eq!(by_id["controller.list-volumes.pagination"], (Severity::Pass, vec![]), "{by_id:#?}");

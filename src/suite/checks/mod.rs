@@ -18,6 +18,7 @@ use crate::suite::{
 };
 
 mod attach_limit;
+mod claims;
 mod health;
 pub(crate) mod confirm;
 pub(crate) mod data;
@@ -43,7 +44,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 13] = [
+static REGISTRY: [&CheckDef; 14] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -55,6 +56,7 @@ static REGISTRY: [&CheckDef; 13] = [
     &marker::CHECK,
     &name_conflict::CHECK,
     &vvc_reconcile::CHECK,
+    &claims::CHECK,
     &health::HEALTH_ENTRIES,
     &health::HEALTH_MIGRATION,
 ];

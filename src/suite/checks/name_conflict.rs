@@ -1,12 +1,15 @@
 //! The `name-conflict` check: a volume for `first`, then one of the same name for `second`,
-//! judged by ALREADY_EXISTS or by what ValidateVolumeCapabilities confirms of the answer.
+//! judged by ALREADY_EXISTS or, after an OK, by whether the volume returned serves `second`
+//! (tried on the node; what ValidateVolumeCapabilities confirms only where it cannot be tried).
 
 use std::collections::BTreeMap;
 
 use prost_reflect::DynamicMessage;
 
 use super::{
-    CheckDef, confirm,
+    CheckDef,
+    claims::{self, Probe, Served},
+    confirm,
     support::{create_request, path_of},
 };
 use crate::{
@@ -24,16 +27,23 @@ use crate::{
 pub(super) static CHECK: CheckDef = CheckDef {
     spec: CheckSpec {
         name: "name-conflict",
-        description: "creates a volume for `first`, then one of the same name for `second`: ALREADY_EXISTS passes, and so does OK for a volume ValidateVolumeCapabilities confirms for `second` (it serves both); OK for one confirmed for `first` only fails, for one confirmed for neither warns",
+        description: "creates a volume for `first`, then one of the same name for `second`: ALREADY_EXISTS passes; an OK is judged by trying `second` on node 0: served passes (the volume serves both), refused (while `first` is accepted) fails; where it cannot be tried, by ValidateVolumeCapabilities: `second` confirmed passes, `first` only fails, neither warns",
         args: &[
             ArgSpec { name: "first", kind: ArgKind::Capability, required: true },
             ArgSpec { name: "second", kind: ArgKind::Capability, required: true },
         ],
         outputs: Vec::new,
-        rpcs: &["CreateVolume", "ValidateVolumeCapabilities"],
+        rpcs: &[
+            "CreateVolume",
+            "ValidateVolumeCapabilities",
+            "ControllerPublishVolume",
+            "NodeStageVolume",
+            "NodePublishVolume",
+        ],
         holds: &[],
-        // Its volume, and a second one if the plugin answers OK with another.
-        demand: |_| CheckDemand { volumes: 2, ..CheckDemand::default() },
+        // Its volume, and a second one if the plugin answers OK with another; the one
+        // returned is published on node 0 to see whether it serves `second`.
+        demand: |_| CheckDemand { volumes: 2, publish: vec![1], ..CheckDemand::default() },
         cost: CheckSpec::few_rpcs,
         orchestrated: false,
     },
@@ -105,6 +115,28 @@ async fn name_conflict(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     };
     let returned = Val::from_message(&answer);
     let field = |path: &str| returned.get(&path_of(path)).unwrap_or(Val::Null);
+    let what = format!(
+        "CreateVolume answered OK to the name of a volume created for {first_access} access, asked for {second_access} access, returning {}",
+        proto::summary(&answer, proto::SUMMARY_MAX)
+    );
+    // What the volume does decides; what ValidateVolumeCapabilities says of it only when
+    // the node cannot be asked (a claim the node disproves is that scenario's finding).
+    let volume_id = field("volume.volume_id").to_text().unwrap_or_default();
+    let probe = Probe::new(ctx, volume_id, &field("volume.volume_context"));
+    match claims::try_capability(ctx, &probe, &second, &first).await {
+        Served::Yes => return CheckOutcome::Done(BTreeMap::new()),
+        Served::Refused(e) => {
+            let why = format!(
+                "; the plugin's node refuses {second_access} access for that volume ({}) while it accepts {first_access} access, so the volume is incompatible with the request and the answer must be ALREADY_EXISTS",
+                claims::refusal_text(&e)
+            );
+            let mut f = call_finding(Severity::Fail, "incompatible-volume", format!("{what}{why}"), "CreateVolume", &request);
+            (f.expected, f.got) = (Some("ALREADY_EXISTS".into()), Some("OK".into()));
+            ctx.push(f);
+            return CheckOutcome::Done(BTreeMap::new());
+        }
+        Served::Unknown(why) => tracing::debug!("name-conflict: whether the volume serves {second_access} access is not seen: {why}"),
+    }
     let mut ask = CheckArgs::from([
         ("volume_id".to_owned(), field("volume.volume_id")),
         ("volume_context".to_owned(), field("volume.volume_context")),
@@ -135,10 +167,6 @@ async fn name_conflict(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
         Ok(c) => c,
         Err(outcome) => return outcome,
     };
-    let what = format!(
-        "CreateVolume answered OK to the name of a volume created for {first_access} access, asked for {second_access} access, returning {}",
-        proto::summary(&answer, proto::SUMMARY_MAX)
-    );
     let (severity, kind, why) = if serves_first {
         (
             Severity::Fail,

@@ -1,4 +1,5 @@
-//! The `path-state` check: inspects a path where the node plugin sees it (its mount namespace).
+//! The `path-state` check: inspects a path where the node plugin sees it (its mount namespace),
+//! and, with `group`, the group a mount shows (a published volume_mount_group).
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -18,11 +19,12 @@ use crate::{
 pub(super) static CHECK: CheckDef = CheckDef {
     spec: CheckSpec {
         name: "path-state",
-        description: "inspects a path where the node plugin sees it (its mount namespace): absent, directory, file, exists, mount-point, not-mount-point or read-only-mount",
+        description: "inspects a path where the node plugin sees it (its mount namespace): absent, directory, file, exists, mount-point, not-mount-point or read-only-mount; with `group` (a numeric gid), a mount point whose group is that gid, by the path's owner group or the mount's gid= option",
         args: &[
             ArgSpec { name: "path", kind: ArgKind::Str, required: true },
             ArgSpec { name: "is", kind: ArgKind::Choice(PATH_STATES), required: true },
             ArgSpec { name: "node", kind: ArgKind::Int, required: false },
+            ArgSpec { name: "group", kind: ArgKind::Str, required: false },
         ],
         outputs: Vec::new,
         rpcs: &[],
@@ -61,11 +63,66 @@ async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
             return CheckOutcome::Stop;
         }
     };
-    match found {
-        Ok(()) => CheckOutcome::Done(BTreeMap::new()),
-        Err(found) => {
-            ctx.fail("path-state", format!("{path} {found}, expected {state}"));
+    if let Err(found) = found {
+        ctx.fail("path-state", format!("{path} {found}, expected {state}"));
+        return CheckOutcome::Stop;
+    }
+    let Some(group) = text_arg(&args, "group") else {
+        return CheckOutcome::Done(BTreeMap::new());
+    };
+    let Ok(gid) = group.trim().parse::<u32>() else {
+        return bad_arg(ctx, format!("path-state: group must be a numeric gid, not {group:?}"));
+    };
+    match mount_group(&inspector, Path::new(&path), gid) {
+        Ok(GroupSeen::Matches) => CheckOutcome::Done(BTreeMap::new()),
+        Ok(GroupSeen::Unseen(why)) => CheckOutcome::Skip(format!("path-state cannot see the group of {path}: {why}")),
+        Ok(GroupSeen::Differs(seen)) => {
+            ctx.fail("mount-group", format!("{path} {seen}, expected group {gid} (the volume_mount_group passed as the mount's group)"));
+            CheckOutcome::Stop
+        }
+        Err(e) => {
+            ctx.push(Finding::new(Severity::Error, "mount-table", e.to_string()));
             CheckOutcome::Stop
         }
     }
+}
+
+/// What the node shows of a mount's group.
+#[derive(Debug, PartialEq, Eq)]
+enum GroupSeen {
+    /// The path's owner group is the gid, or the mount's options say `gid=` it.
+    Matches,
+    /// Neither: what both witnesses show.
+    Differs(String),
+    /// The group cannot be seen from here, for this reason.
+    Unseen(String),
+}
+
+/// The group of the mount at `path` on the node, by two witnesses: the owner group of the
+/// mounted directory (`stat`; what a chgrp of the file system's root, or a file system that
+/// takes the group from the mount, shows) and the `gid=` option the mount table shows (file
+/// systems without owners, such as vfat or NFS with an id map, carry the group only there).
+/// Either one showing `gid` is the group passed; the group differs only when both show
+/// something else.
+fn mount_group(inspector: &inspect::Inspector, path: &Path, gid: u32) -> Result<GroupSeen, inspect::MountTableError> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(local) = inspector.local_path(path) else {
+        return Ok(GroupSeen::Unseen("the node's files are not reachable from here (only through --check-path-cmd)".into()));
+    };
+    if let Some(why) = inspector.mounts_skipped() {
+        return Ok(GroupSeen::Unseen(why.to_owned()));
+    }
+    let Some(Some(mount)) = inspector.mount_entry(path)? else {
+        return Ok(GroupSeen::Unseen("nothing is mounted there".into()));
+    };
+    let owner = match std::fs::metadata(&local) {
+        Ok(m) => m.gid(),
+        Err(e) => return Ok(GroupSeen::Unseen(format!("stat: {e}"))),
+    };
+    let option = mount.super_options.iter().chain(&mount.mount_options).find_map(|o| o.strip_prefix("gid="));
+    if owner == gid || option.is_some_and(|g| g.parse() == Ok(gid)) {
+        return Ok(GroupSeen::Matches);
+    }
+    let shown = option.map_or_else(|| "no gid= option".to_owned(), |g| format!("gid={g}"));
+    Ok(GroupSeen::Differs(format!("belongs to group {owner}, and its mount ({}) shows {shown}", mount.fs_type)))
 }
