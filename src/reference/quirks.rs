@@ -153,7 +153,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 49] = [
+    pub const ALL: &[Quirk] = &[
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -460,7 +460,7 @@ fn suggestion_text(suggestion: Option<Quirk>) -> String {
 }
 
 fn valid_names() -> String {
-    Quirk::ALL.map(Quirk::name).join(", ")
+    Quirk::ALL.iter().map(|q| q.name()).collect::<Vec<_>>().join(", ")
 }
 
 impl FromStr for Quirk {
@@ -469,11 +469,12 @@ impl FromStr for Quirk {
     /// Parses a quirk name; case and `_` for `-` are forgiven.
     fn from_str(s: &str) -> Result<Quirk, UnknownQuirk> {
         let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
-        if let Some(q) = Quirk::ALL.into_iter().find(|q| q.name() == wanted) {
+        if let Some(q) = Quirk::ALL.iter().copied().find(|q| q.name() == wanted) {
             return Ok(q);
         }
         let suggestion = Quirk::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .map(|q| (edit_distance(&wanted, q.name()), q))
             .filter(|(d, q)| *d <= (q.name().len() / 3).max(2))
             .min_by_key(|(d, _)| *d)
@@ -481,7 +482,8 @@ impl FromStr for Quirk {
             .or_else(|| {
                 // A fragment of one name only ("publish", "silent").
                 let mut hits = Quirk::ALL
-                    .into_iter()
+                    .iter()
+                    .copied()
                     .filter(|q| wanted.len() >= 4 && q.name().contains(&wanted));
                 hits.next().filter(|_| hits.next().is_none())
             });
@@ -816,7 +818,7 @@ mod tests {
     fn names_round_trip_and_are_unique() {
         let names: BTreeSet<&str> = Quirk::ALL.iter().map(|q| q.name()).collect();
         assert_eq!(names.len(), Quirk::ALL.len());
-        for q in Quirk::ALL {
+        for &q in Quirk::ALL {
             assert_eq!(q.name().parse::<Quirk>(), Ok(q));
             assert_eq!(q.to_string(), q.name());
             assert!(!q.description().contains('\n'), "{q}: one line");

@@ -190,7 +190,7 @@ async fn deletes_the_plugin_does_not_carry_out_fail_where_they_were_answered() {
 
 #[test]
 fn every_answer_quirk_has_a_case_and_names_a_rule_of_the_table() {
-    for q in Quirk::ALL.into_iter().filter(|q| q.answer_rule().is_some()) {
+    for q in Quirk::ALL.iter().copied().filter(|q| q.answer_rule().is_some()) {
         assert!(CASES.iter().any(|c| c.quirk == q), "{q} has no case");
         assert!(rules::by_id(q.answer_rule().unwrap()).is_some(), "{q}");
     }

@@ -729,7 +729,7 @@ fn every_quirk_has_an_expectation() {
     // staging-path-unused is a control there (within the spec, and under every orchestrator).
     let orchestrated: Vec<Quirk> = crate::orchestrators::QUIRKS.iter().map(|(q, ..)| *q).collect();
     let controls = [Quirk::StrictIds, Quirk::StagingPathUnused];
-    for quirk in Quirk::ALL.into_iter().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
+    for quirk in Quirk::ALL.iter().copied().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }
 }
