@@ -87,6 +87,7 @@ pub(crate) fn assertion_failed(
     expect: Option<&Expect>,
 ) -> Flow {
     let (severity, kind) = match &e {
+        AssertError::Failed(_) if otherwise == Severity::Pass => (otherwise, crate::report::NOTE_KIND),
         AssertError::Failed(_) => (otherwise, expect.map_or("assertion", |x| x.kind_or("assertion"))),
         AssertError::Invalid(_) => (Severity::Error, "suite"),
     };
@@ -360,16 +361,17 @@ pub(crate) fn judge(ctx: &mut ScenarioCtx, call: &Call, sent: &DynamicMessage, a
     match assert::check_all(&call.expect.fields, &root, &ctx.vars) {
         Ok(()) => Judged::Response(response),
         Err(e) => {
-            let warn = matches!(e, AssertError::Failed(_)) && call.expect.otherwise == Severity::Warn;
+            let warn = matches!(e, AssertError::Failed(_)) && matches!(call.expect.otherwise, Severity::Warn | Severity::Pass);
             let flow = assertion_failed(ctx, e, call.expect.otherwise, Some(rpc), Some(sent), Some(&call.expect));
             if warn { Judged::Response(response) } else { Judged::Flow(flow) }
         }
     }
 }
 
-/// How a scenario goes on after a miss of this severity: a warning lets it continue.
+/// How a scenario goes on after a miss of this severity: a warning or a note (`otherwise:
+/// note`, a passing finding) lets it continue.
 pub(crate) fn flow_after(severity: Severity) -> Flow {
-    if severity == Severity::Warn { Flow::Continue } else { Flow::Stop }
+    if matches!(severity, Severity::Warn | Severity::Pass) { Flow::Continue } else { Flow::Stop }
 }
 
 /// What `judge` made of an answer.
