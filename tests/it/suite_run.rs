@@ -629,3 +629,33 @@ async fn an_unknown_capability_entry_is_a_note_never_a_verdict() {
     let summary = csi_conform::report::summary(&report, false);
     assert!(summary.contains("\nNotes (what the spec permits; no verdict):\n  NOTE  controller.get-capabilities: "), "{summary}");
 }
+
+/// A plugin that checks secrets first (the csi-test mock: INVALID_ARGUMENT "secret must be
+/// provided") and a run without `--secrets`: the request has two faults, the spec orders no
+/// error checks, so ValidateVolumeCapabilities' NOT_FOUND scenario cannot be checked. It skips,
+/// saying why; it does not fail. A plugin whose INVALID_ARGUMENT names no other fault still fails.
+#[tokio::test]
+async fn invalid_argument_for_a_second_fault_the_message_names_skips_not_fails() {
+    use crate::support::misbehaving::{Misbehaviour, rules};
+    for (message, want) in [("secret must be provided", Severity::Skip), ("volume id is malformed", Severity::Fail)] {
+        let options = FakeOptions {
+            misbehave: rules([("ValidateVolumeCapabilities", Misbehaviour::Refuse(tonic::Code::InvalidArgument, message))]),
+            ..FakeOptions::default()
+        };
+        let fake = FakePlugin::start(options).await;
+        let plugin = plugin(&fake).await;
+        let work = tempfile::tempdir().unwrap();
+        let config = RunConfig {
+            focus: vec![Regex::new(r"^controller\.validate\.not-found$").unwrap()],
+            secrets: BTreeMap::new(),
+            ..config(work.path(), 1)
+        };
+        let report = suite::run(&plugin, &suite::builtin(), &config).await;
+        let s = report.scenario("controller.validate.not-found").expect("the scenario ran");
+        assert_eq!(s.outcome, want, "{message}: {s:#?}");
+        if want == Severity::Skip {
+            let why = s.skip_reason.as_deref().unwrap_or_default();
+            assert!(why.contains("left secrets empty") && why.contains("orders no error checks"), "{why}");
+        }
+    }
+}
