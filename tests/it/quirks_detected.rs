@@ -1003,7 +1003,9 @@ async fn what_the_spec_allows_is_never_a_failure() {
     };
     let warned = |kind: &str| (Severity::Warn, vec![(kind.to_owned(), Severity::Warn)]);
     let positional = run(true).await;
-    assert_eq!(positional["controller.list-volumes.pagination"], warned("pagination"), "{positional:#?}");
+    // A volume missed while another was deleted mid-listing: lawful (#listvolumes), a note.
+    let noted = (Severity::Pass, vec![(csi_conform::report::NOTE_KIND.to_owned(), Severity::Pass)]);
+    assert_eq!(positional["controller.list-volumes.pagination"], noted, "{positional:#?}");
     assert_eq!(positional["extras.validate.block-for-mount-volume"], warned("confirms-unsupported"));
     assert_eq!(positional["extras.delete-volume.while-published"], (Severity::Pass, vec![]));
     let by_id = run(false).await;

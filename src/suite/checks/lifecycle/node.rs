@@ -193,9 +193,10 @@ impl Lifecycle<'_> {
         // `usage` is OPTIONAL (#nodegetvolumestats): a plugin that reports only a condition
         // is within the spec, but gives a CO nothing to show.
         if typed::<v1::NodeGetVolumeStatsResponse>(&response).usage.is_empty() {
+            // OPTIONAL: a note, never a verdict.
             self.ctx.push(Finding::new(
-                Severity::Warn,
-                "assertion",
+                Severity::Pass,
+                crate::report::NOTE_KIND,
                 format!(
                     "NodeGetVolumeStats of {} on node {} reported no usage (OPTIONAL in the spec, but a CO has nothing to show)",
                     node.target.display(),
