@@ -128,11 +128,9 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         // INVALID_ARGUMENT for a set-but-empty content source is the error scheme's code for
         // an invalid field ("One of the type fields MUST be specified"): lawful, nothing found.
         Quirk::EmptySourceRejected => Vec::new(),
-        Quirk::RequireVolumeContext => on(
-            &["extras.node.stage-without-volume-context", "extras.node.publish-without-volume-context"],
-            "requires-volume-context",
-            Severity::Warn,
-        ),
+        // The spec has the CO pass volume_context "when present" (#createvolume): a plugin may
+        // rely on it, so needing it is a note (require_volume_context_is_a_note_on_the_context_free_node_calls_only).
+        Quirk::RequireVolumeContext => Vec::new(),
         Quirk::IgnoreSecrets => on(&["extras.secrets.create-volume-without-secrets"], "secrets-not-enforced", Severity::Warn),
         Quirk::InternalOnOddCaps => on(&PROPERTIES, "unexpected-code", Severity::Fail),
         Quirk::AllowSecondWriter => on(
@@ -428,9 +426,12 @@ async fn empty_source_rejected_is_lawful_and_passes() {
 }
 
 #[tokio::test]
-async fn require_volume_context_warns_on_the_context_free_node_calls_only() {
+async fn require_volume_context_is_a_note_on_the_context_free_node_calls_only() {
     let report = caught(Quirk::RequireVolumeContext).await;
-    assert_eq!(the_finding(&report, "extras.node.stage-without-volume-context").got.as_deref(), Some("FAILED_PRECONDITION"));
+    let s = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == "extras.node.stage-without-volume-context").unwrap();
+    assert_eq!(s.outcome, Severity::Pass, "{s:#?}");
+    let note = s.findings.iter().find(|f| f.kind == report::NOTE_KIND).expect("a note");
+    assert_eq!(note.got.as_deref(), Some("FAILED_PRECONDITION"));
 }
 
 #[tokio::test]
@@ -725,7 +726,9 @@ fn every_quirk_has_an_expectation() {
     // empty-source-rejected is lawful (INVALID_ARGUMENT for an invalid field): a control too.
     // long-context-value only earns a note (the spec limits a map, not each value): answer_quirks
     // shows the note.
-    let controls = [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue];
+    // require-volume-context only earns notes (the CO passes volume_context when present).
+    let controls =
+        [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue, Quirk::RequireVolumeContext];
     for quirk in Quirk::ALL.into_iter().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }
