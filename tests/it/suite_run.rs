@@ -637,6 +637,7 @@ async fn an_unknown_capability_entry_is_a_note_never_a_verdict() {
 #[tokio::test]
 async fn invalid_argument_for_a_second_fault_the_message_names_skips_not_fails() {
     use crate::support::misbehaving::{Misbehaviour, rules};
+    let focus = Regex::new(r"^controller\.validate\.not-found$").unwrap();
     for (message, want) in [("secret must be provided", Severity::Skip), ("volume id is malformed", Severity::Fail)] {
         let options = FakeOptions {
             misbehave: rules([("ValidateVolumeCapabilities", Misbehaviour::Refuse(tonic::Code::InvalidArgument, message))]),
@@ -646,7 +647,7 @@ async fn invalid_argument_for_a_second_fault_the_message_names_skips_not_fails()
         let plugin = plugin(&fake).await;
         let work = tempfile::tempdir().unwrap();
         let config = RunConfig {
-            focus: vec![Regex::new(r"^controller\.validate\.not-found$").unwrap()],
+            focus: vec![focus.clone()],
             secrets: BTreeMap::new(),
             ..config(work.path(), 1)
         };
