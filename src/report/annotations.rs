@@ -29,18 +29,19 @@ fn property(text: &str) -> String {
 pub fn annotations(report: &RunReport) -> Vec<String> {
     let mut lines = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
-        // What its findings break, else what it names.
-        let blamed = s.blamed();
-        let named = if blamed.is_empty() { &s.requirements } else { &blamed };
-        let requirements: Vec<&str> = named.iter().map(|r| r.id.as_str()).collect();
-        let title = if requirements.is_empty() {
-            text::one_line(&s.id)
-        } else {
-            format!("{} breaks {}", text::one_line(&s.id), requirements.join(" "))
+        // What a finding breaks, else what its scenario names: each annotation names the
+        // requirements of its own finding, and a warning its own level.
+        let title_of = |named: &[super::model::RequirementRef]| {
+            let requirements: Vec<&str> = named.iter().map(|r| r.id.as_str()).collect();
+            if requirements.is_empty() {
+                text::one_line(&s.id)
+            } else {
+                format!("{} breaks {}", text::one_line(&s.id), requirements.join(" "))
+            }
         };
-        let links: Vec<&str> = named.iter().map(|r| r.link.as_str()).collect();
-        let tail = {
+        let tail_of = |named: &[super::model::RequirementRef]| {
             let mut t = String::new();
+            let links: Vec<&str> = named.iter().map(|r| r.link.as_str()).filter(|l| !l.is_empty()).collect();
             if !links.is_empty() {
                 t.push_str(&format!("\nspec: {}", links.join(" ")));
             }
@@ -50,15 +51,26 @@ pub fn annotations(report: &RunReport) -> Vec<String> {
         match &s.expectation {
             Some(Expectation::ExpectedFailure { .. }) => continue,
             Some(Expectation::UnexpectedPass { reason }) => {
-                let message = format!("listed in --expect-failures ({}) but passed: remove it from the list{tail}", text::one_line(reason));
-                lines.push(format!("::error title={}::{}", property(&title), data(&message)));
+                let blamed = s.blamed();
+                let named = if blamed.is_empty() { &s.requirements } else { &blamed };
+                let message = format!(
+                    "listed in --expect-failures ({}) but passed: remove it from the list{}",
+                    text::one_line(reason),
+                    tail_of(named)
+                );
+                lines.push(format!("::error title={}::{}", property(&title_of(named)), data(&message)));
                 continue;
             }
             None => {}
         }
         for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
-            let command = if f.severity == Severity::Warn { "warning" } else { "error" };
-            let mut message = format!("{}: {}", f.kind, text::one_line(&f.message));
+            let named = f.blames(s);
+            let (command, level) = if f.severity == Severity::Warn {
+                ("warning", format!(" [{}]", text::warning_level(s, f)))
+            } else {
+                ("error", String::new())
+            };
+            let mut message = format!("{}{level}: {}", f.kind, text::one_line(&f.message));
             if let Some(e) = &f.expected {
                 message.push_str(&format!("\nexpected: {}", text::one_line(e)));
             }
@@ -68,8 +80,8 @@ pub fn annotations(report: &RunReport) -> Vec<String> {
             if let Some(p) = &f.plugin_message {
                 message.push_str(&format!("\nplugin message: {}", text::one_line(p)));
             }
-            message.push_str(&tail);
-            lines.push(format!("::{command} title={}::{}", property(&title), data(&message)));
+            message.push_str(&tail_of(&named));
+            lines.push(format!("::{command} title={}::{}", property(&title_of(&named)), data(&message)));
         }
     }
     lines

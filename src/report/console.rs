@@ -194,8 +194,8 @@ fn entry(out: &mut String, report: &RunReport, scenario: &ScenarioResult, color:
 /// One line per warning of a warned scenario: the word WARN, the scenario, the warning's
 /// level (never a bare MUST: a warning is what the spec tolerates) and its message.
 fn warning_lines(out: &mut String, scenario: &ScenarioResult, color: bool) {
-    let level = text::warning_level(scenario);
     for f in scenario.findings.iter().filter(|f| f.severity == Severity::Warn) {
+        let level = text::warning_level(scenario, f);
         let _ = writeln!(
             out,
             "  {} {} [{level}]: {}",
@@ -203,6 +203,20 @@ fn warning_lines(out: &mut String, scenario: &ScenarioResult, color: bool) {
             text::one_line(&scenario.id),
             text::finding_line(f)
         );
+    }
+}
+
+/// The notes of the run, one line each: behaviour the spec permits that a reader may want to
+/// know of (see [`text::is_note`]). They change no outcome and break no rule.
+fn notes(out: &mut String, scenarios: &[&ScenarioResult], color: bool) {
+    let notes: Vec<(&ScenarioResult, &super::model::Finding)> =
+        scenarios.iter().flat_map(|s| s.findings.iter().filter(|f| text::is_note(f)).map(move |f| (*s, f))).collect();
+    if notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{}", paint("Notes (what the spec permits; no verdict):", Style::Bold, color));
+    for (s, f) in notes {
+        let _ = writeln!(out, "  NOTE  {}: {}", text::one_line(&s.id), text::finding_line(f));
     }
 }
 
@@ -342,6 +356,7 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
         }
     }
     by_requirement(&mut out, report, &scenarios, color);
+    notes(&mut out, &scenarios, color);
     super::matrix::console(&mut out, report);
     out.push('\n');
     if let Some(why) = &report.interrupted {

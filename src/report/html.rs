@@ -80,7 +80,7 @@ pub enum Group {
 
 fn group_of(s: &ScenarioResult, f: &Finding) -> Group {
     match (f.severity, f.blames(s).into_iter().next()) {
-        (Severity::Warn, _) => Group::Warnings(text::warning_level(s)),
+        (Severity::Warn, _) => Group::Warnings(text::warning_level(s, f)),
         (_, Some(r)) => Group::Requirement(r),
         (_, None) => Group::NoRequirement,
     }
@@ -361,7 +361,7 @@ fn finding_item(out: &mut String, report: &RunReport, s: &ScenarioResult, f: &Fi
         "<div class=\"finding {sev}\" data-filter=\"{filter}\" data-scenario=\"{id}\"><p><span class=\"sev\">{sev}</span> \
          <a href=\"#{id}\"><code>{id}</code></a> {title}<br/><b>{kind}</b>{level}: {message}</p>",
         sev = f.severity,
-        level = if f.severity == Severity::Warn { format!(" [{}]", escape(text::warning_level(s))) } else { String::new() },
+        level = if f.severity == Severity::Warn { format!(" [{}]", escape(text::warning_level(s, f))) } else { String::new() },
         id = escape(&s.id),
         title = escape(&s.title),
         kind = escape(&f.kind),

@@ -181,7 +181,7 @@ fn finding_details(scenario: &ScenarioResult, finding: &Finding) -> String {
         let _ = write!(out, " (step {})", step + 1);
     }
     if finding.severity == Severity::Warn {
-        let _ = write!(out, " [{}]", text::warning_level(scenario));
+        let _ = write!(out, " [{}]", text::warning_level(scenario, finding));
     }
     let _ = write!(out, ": {}", text::one_line(&finding.message));
     let fields = [
@@ -261,7 +261,7 @@ impl<'a> Case<'a> {
                     (None, Severity::Warn) => {
                         let first = scenario.findings.iter().find(|f| f.severity == Severity::Warn);
                         let line = first.map_or_else(|| "warn".to_owned(), |f| {
-                            format!("warning [{}]: {}", text::warning_level(scenario), text::finding_line(f))
+                            format!("warning [{}]: {}", text::warning_level(scenario, f), text::finding_line(f))
                         });
                         match warnings_as {
                             WarningsAs::Passed => Verdict::Passed,

@@ -137,7 +137,7 @@ pub fn job_summary(report: &RunReport, base: Option<&str>, files: &[(&str, &std:
     if !warnings.is_empty() {
         let _ = writeln!(out, "### Warnings ({})\n", warnings.len());
         for (s, f) in warnings.iter().take(MAX_LISTED) {
-            let _ = writeln!(out, "- {} \\[{}\\]: {}", code(&s.id), md(text::warning_level(s)), md(&text::finding_line(f)));
+            let _ = writeln!(out, "- {} \\[{}\\]: {}", code(&s.id), md(text::warning_level(s, f)), md(&text::finding_line(f)));
         }
         if warnings.len() > MAX_LISTED {
             let _ = writeln!(out, "- … and {} more: see the reports", warnings.len() - MAX_LISTED);

@@ -22,6 +22,7 @@ pub use console::{scenario_line, shell_word, summary, summary_with_command};
 pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
+pub use text::NOTE_KIND;
 pub use model::{SpecEvidence, SpecJudged, BehaviourResult, OrchestratorResult, 
     Counts, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
     VolumeSizes,

@@ -200,9 +200,32 @@ impl RequirementRef {
 impl Finding {
     /// The requirements this finding breaks: its own ids (a response rule's, a step's
     /// `spec:`), or, when it names none, those of its scenario.
+    ///
+    /// Falling back on the scenario's, a finding names only those about its own RPC when some
+    /// are (`NodeStageVolume.staging-path.128-bytes` of six path requirements), and a failure
+    /// never names a MAY or a SHOULD: the plugin broke no rule at that level (a failure of
+    /// `lifecycle.no-secrets`, which checks a MAY, names what its finding says or nothing).
     pub fn blames(&self, scenario: &ScenarioResult) -> Vec<RequirementRef> {
         if self.requirements.is_empty() {
-            return scenario.requirements.clone();
+            let mut named: Vec<RequirementRef> = scenario
+                .requirements
+                .iter()
+                .filter(|r| self.severity < Severity::Fail || !matches!(r.level.trim(), "MAY" | "SHOULD"))
+                .cloned()
+                .collect();
+            // About another RPC (NodePublishVolume's path in a NodeStageVolume finding): not
+            // what this finding breaks, when something about its own RPC or the general rules
+            // remains.
+            if let Some(rpc) = self.rpc.as_deref() {
+                let other_rpc = |r: &RequirementRef| {
+                    let area = r.id.split('.').next().unwrap_or_default();
+                    area != rpc && crate::proto::method(area).is_some()
+                };
+                if named.iter().any(|r| !other_rpc(r)) {
+                    named.retain(|r| !other_rpc(r));
+                }
+            }
+            return named;
         }
         let of = |id: &String| scenario.requirements.iter().find(|r| r.id == *id).cloned();
         self.requirements.iter().map(|id| of(id).unwrap_or_else(|| RequirementRef::of(id))).collect()

@@ -112,23 +112,35 @@ pub(crate) fn outcome_reason(scenario: &ScenarioResult) -> Option<String> {
     }
 }
 
-/// The level of a warning, as reports show it beside the word WARN: `SHOULD` or `MAY` when
-/// every requirement its scenario names is one (the plugin skipped a recommendation or an
-/// option), `tolerated deviation from MUST` when the scenario checks a MUST and the engine
-/// chose to warn (an unconfirmed ValidateVolumeCapabilities, say), and `tolerated deviation`
-/// when the scenario names no requirement.
-pub(crate) fn warning_level(scenario: &ScenarioResult) -> &'static str {
-    let levels = || scenario.requirements.iter().map(|r| r.level.trim().to_ascii_uppercase());
-    if scenario.requirements.is_empty() {
-        "tolerated deviation"
-    } else if levels().any(|l| l == "MUST") {
+/// The level of a warning, as reports show it beside the word WARN, from the requirements the
+/// warning itself breaks (its own, else its scenario's: see [`Finding::blames`]), so that a
+/// SHOULD about a message's length is never shown as a MUST because its scenario also checks
+/// one: `tolerated deviation from MUST` when one of them is a MUST the engine chose to warn on
+/// (an unconfirmed ValidateVolumeCapabilities, say), else `SHOULD` or `MAY`, and `tolerated
+/// deviation` when none is named at all.
+pub(crate) fn warning_level(scenario: &ScenarioResult, finding: &Finding) -> &'static str {
+    let blamed = finding.blames(scenario);
+    let levels: Vec<String> = blamed.iter().map(|r| r.level.trim().to_ascii_uppercase()).collect();
+    if levels.iter().any(|l| l == "MUST") {
         "tolerated deviation from MUST"
-    } else if levels().any(|l| l == "SHOULD") {
+    } else if levels.iter().any(|l| l == "SHOULD") {
         "SHOULD"
-    } else {
+    } else if levels.iter().any(|l| l == "MAY") {
         "MAY"
+    } else {
+        "tolerated deviation"
     }
 }
+
+/// A finding that only informs: behaviour the spec permits (a MAY, an error check order it
+/// leaves open, a choice it leaves to the plugin) that a reader may still want to know of. A
+/// note is a passing finding: it never changes an outcome.
+pub(crate) fn is_note(finding: &Finding) -> bool {
+    finding.severity == Severity::Pass && finding.kind == NOTE_KIND
+}
+
+/// The kind of a [`is_note`] finding.
+pub const NOTE_KIND: &str = "note";
 
 /// A duration in seconds with millisecond precision, the form JUnit and the console both use.
 pub(crate) fn seconds(d: std::time::Duration) -> String {
@@ -145,6 +157,67 @@ mod tests {
         assert_eq!(one_line("red \u{1b}[31mX\u{7}"), "red \\u{1b}[31mX\\u{7}");
         assert_eq!(one_line("evil\u{202E}txt"), "evil\\u{202e}txt");
         assert!(!one_line("\u{0}\u{1f}\u{85}\u{9f}").chars().any(char::is_control));
+    }
+
+    fn requirement(id: &str, level: &str) -> super::super::model::RequirementRef {
+        super::super::model::RequirementRef { id: id.into(), level: level.into(), summary: String::new(), link: String::new() }
+    }
+
+    fn scenario_naming(requirements: Vec<super::super::model::RequirementRef>) -> ScenarioResult {
+        ScenarioResult {
+            id: "s".into(),
+            title: "s".into(),
+            requirements,
+            tags: Vec::new(),
+            parity: Vec::new(),
+            outcome: Severity::Warn,
+            skip_reason: None,
+            findings: Vec::new(),
+            duration: std::time::Duration::ZERO,
+            expectation: None,
+            rpcs: 0,
+            exercised: Vec::new(),
+        }
+    }
+
+    /// A warning's level is its own requirement's, not the strongest its scenario names: a
+    /// SHOULD warned in a scenario that also checks a MUST is a SHOULD.
+    #[test]
+    fn a_warning_is_labelled_by_its_own_requirement_first() {
+        let s = scenario_naming(vec![requirement("A.must", "MUST"), requirement("B.should", "SHOULD")]);
+        let mut own = Finding::new(Severity::Warn, "k", "m");
+        own.requirements = vec!["B.should".into()];
+        assert_eq!(warning_level(&s, &own), "SHOULD");
+        own.requirements = vec!["A.must".into()];
+        assert_eq!(warning_level(&s, &own), "tolerated deviation from MUST");
+        // Naming none, it falls back on its scenario's.
+        let bare = Finding::new(Severity::Warn, "k", "m");
+        assert_eq!(warning_level(&s, &bare), "tolerated deviation from MUST");
+        let may = scenario_naming(vec![requirement("C.may", "MAY")]);
+        assert_eq!(warning_level(&may, &bare), "MAY");
+        assert_eq!(warning_level(&scenario_naming(Vec::new()), &bare), "tolerated deviation");
+    }
+
+    /// A failure that names no requirement of its own names its scenario's about its RPC, and
+    /// never a MAY or a SHOULD.
+    #[test]
+    fn a_failure_falls_back_on_the_scenarios_musts_about_its_rpc() {
+        let s = scenario_naming(vec![
+            requirement("NodeStageVolume.path", "MUST"),
+            requirement("NodePublishVolume.path", "MUST"),
+            requirement("General.optional", "MAY"),
+        ]);
+        let mut f = Finding::new(Severity::Fail, "k", "m");
+        f.rpc = Some("NodeStageVolume".into());
+        let ids = |f: &Finding| f.blames(&s).into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(&f), ["NodeStageVolume.path"]);
+        f.rpc = Some("DeleteVolume".into());
+        assert_eq!(ids(&f), ["NodeStageVolume.path", "NodePublishVolume.path"]);
+        let may = scenario_naming(vec![requirement("General.optional", "MAY")]);
+        assert!(f.blames(&may).is_empty());
+        // A warning may still name it.
+        f.severity = Severity::Warn;
+        assert_eq!(f.blames(&may).len(), 1);
     }
 
     #[test]

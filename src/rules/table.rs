@@ -2,21 +2,26 @@
 //! each with its id, the requirement of `suites/spec/v1.12.yaml` it stands for, its level and
 //! what it asks, in one place. The checks in [`super::check`] only say *where* a row applies.
 
-/// How binding a rule is: a broken MUST fails, a broken SHOULD warns.
+/// How binding a rule is, as the spec's words make it: a broken MUST fails; a MUST the harness
+/// tolerates warns, labelled as what it is; what the spec leaves open is only a note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
-    /// The spec says MUST / SHALL / REQUIRED.
+    /// The spec says MUST / SHALL / REQUIRED, and a CO depends on it: a failure.
     Must,
-    /// A deviation the spec tolerates or that no CO depends on; reported as a warning.
-    Should,
+    /// The spec says MUST / SHALL, but no CO depends on it (a human-readable message's
+    /// length): a warning, labelled a tolerated deviation from MUST.
+    Tolerated,
+    /// The spec leaves it open (no rule binds the plugin): a note, never a verdict.
+    Note,
 }
 
 impl Level {
-    /// `MUST` or `SHOULD`.
+    /// `MUST`, `tolerated deviation from MUST` or `note`.
     pub fn as_str(self) -> &'static str {
         match self {
             Level::Must => "MUST",
-            Level::Should => "SHOULD",
+            Level::Tolerated => "tolerated deviation from MUST",
+            Level::Note => "note: the spec leaves it open",
         }
     }
 }
@@ -126,7 +131,7 @@ pub struct Rule {
     pub id: &'static str,
     /// The requirement of the built-in inventory it checks.
     pub requirement: &'static str,
-    /// MUST fails, SHOULD warns.
+    /// MUST fails, a tolerated MUST warns, a note informs.
     pub level: Level,
     /// What it asks, in one line.
     pub summary: &'static str,
@@ -142,7 +147,7 @@ const fn required(rpc: Option<&'static str>, message: &'static str, field: &'sta
     Check::Required { rpc, message, field }
 }
 
-use Level::{Must, Should};
+use Level::{Must, Note, Tolerated};
 
 /// Every response rule. Ids are unique (a test checks), and each names a requirement of the
 /// built-in inventory (a test checks that too).
@@ -242,18 +247,20 @@ pub const RULES: &[Rule] = &[
         "A usage's total is not negative", Check::NonNegative { message: "VolumeUsage", field: "total" }),
     rule("answer.stats.used-non-negative", "NodeGetVolumeStats.usage", Must,
         "A usage's used is not negative", Check::NonNegative { message: "VolumeUsage", field: "used" }),
-    rule("answer.stats.within-total", "NodeGetVolumeStats.usage", Should,
-        "A usage's used and available are not above its total (when the total is known)", Check::UsageWithinTotal),
+    rule("answer.stats.within-total", "NodeGetVolumeStats.usage", Note,
+        "A usage's used and available are not above its total (when the total is known): the spec sets no such rule, so a note",
+        Check::UsageWithinTotal),
     // Size limits and formats.
     rule("answer.strings.within-128-bytes", "General.strings.answer-within-limit", Must,
         "Strings in an answer are at most 128 bytes unless the field sets its own limit (node_id: 256)", Check::StringLimit),
-    rule("answer.strings.message-within-128-bytes", "General.strings.answer-within-limit", Should,
-        "Human-readable message fields are at most 128 bytes (no CO relies on it)", Check::TextLimit),
+    rule("answer.strings.message-within-128-bytes", "General.strings.answer-within-limit", Tolerated,
+        "Human-readable message fields are at most 128 bytes (#size-limits: fields \"SHALL NOT exceed\" 128 bytes; no CO relies on a message's length, so tolerated)",
+        Check::TextLimit),
     rule("answer.maps.within-4kib", "General.maps.answer-within-limit", Must,
         "String maps in an answer (volume_context, publish_context, manifest...) are at most 4 KiB, keys and values together",
         Check::MapLimit),
-    rule("answer.maps.value-within-128-bytes", "General.strings.answer-within-limit", Should,
-        "Values of string maps stay within 128 bytes: the spec limits maps as a whole (4 KiB), and whether its 128-byte string limit reaches each value is left open, so a longer one warns",
+    rule("answer.maps.value-within-128-bytes", "General.strings.answer-within-limit", Note,
+        "Values of string maps stay within 128 bytes: the spec limits maps as a whole (4 KiB), and whether its 128-byte string limit reaches each value is left open, so a longer one is a note",
         Check::MapValueLimit),
     rule("answer.topology.key-format", "Topology.segment-format", Must,
         "Topology keys are [prefix/]name: name at most 63 characters, alphanumeric at both ends, '-', '_', '.' inside; prefix a lower-case domain name of at most 63 characters, the same on every key; no two keys differ by case only",

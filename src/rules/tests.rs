@@ -81,7 +81,7 @@ fn strings_over_128_bytes_fail_but_node_id_has_256() {
     let vvc = proto::to_dynamic(&v1::ValidateVolumeCapabilitiesResponse { confirmed: None, message: "m".repeat(200) });
     let found = check_answer("ValidateVolumeCapabilities", &req, &[vvc]);
     assert_eq!(ids(&found), ["answer.strings.message-within-128-bytes"]);
-    assert_eq!(found[0].rule.level, Level::Should);
+    assert_eq!(found[0].rule.level, Level::Tolerated);
 }
 
 #[test]
@@ -460,7 +460,7 @@ fn used_and_available_may_reach_the_total_but_not_pass_it() {
     let found = stats(11, 10, 0);
     assert_eq!(broken(&found), [("answer.stats.within-total", "usage[0].available")]);
     assert_eq!(found[0].value.as_deref(), Some("11"));
-    assert_eq!(found[0].rule.level, Level::Should);
+    assert_eq!(found[0].rule.level, Level::Note);
     assert_eq!(broken(&stats(0, 10, 11)), [("answer.stats.within-total", "usage[0].used")]);
 }
 
@@ -547,7 +547,7 @@ fn maps_are_held_to_4_kib_and_their_values_warn_past_128_bytes() {
     let found = with_context(vec![("b".into(), "v".repeat(129)), ("a".into(), "v".repeat(130)), ("c".into(), "v".into())]);
     assert_eq!(broken(&found), [("answer.maps.value-within-128-bytes", "volume.volume_context[\"a\"]")]);
     assert_eq!(found[0].value.as_deref(), Some("130 bytes"));
-    assert_eq!(found[0].rule.level, Level::Should);
+    assert_eq!(found[0].rule.level, Level::Note);
     // Keys of a context are the plugin's own: no topology rule reaches them.
     assert!(with_context(vec![("Not A/Topology Key".into(), "-".into())]).is_empty());
 }
@@ -883,7 +883,7 @@ fn a_violation_reads_as_rpc_rule_detail_value_summary_and_level() {
         "Probe's answer breaks answer.error.details-empty: the status details are not empty (value 1 bytes); \
          An error answer leaves the status details empty [MUST]"
     );
-    assert_eq!(Level::Should.as_str(), "SHOULD");
+    assert_eq!(Level::Tolerated.as_str(), "tolerated deviation from MUST");
 }
 
 #[test]
@@ -903,7 +903,7 @@ fn created_ids_are_read_from_each_creating_rpc() {
 #[test]
 fn rules_are_found_by_id_and_by_check_and_cover_their_requirements() {
     assert_eq!(by_id("answer.error.message").map(|r| r.check), Some(Check::ErrorMessage));
-    assert_eq!(by_id("answer.stats.within-total").map(|r| r.level), Some(Level::Should));
+    assert_eq!(by_id("answer.stats.within-total").map(|r| r.level), Some(Level::Note));
     assert_eq!(by_id("answer.no-such-rule"), None);
     assert_eq!(table::of(Check::GroupReady).map(|r| r.id), Some("answer.group-snapshot.ready-only-if-members"));
     let pairs = covering();

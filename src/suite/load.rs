@@ -280,8 +280,10 @@ impl Loader<'_> {
         match node.scalar_text() {
             Some("fail") => Some(Severity::Fail),
             Some("warn") => Some(Severity::Warn),
+            // What the spec permits: a passing finding of kind `note`, never a verdict.
+            Some("note") => Some(Severity::Pass),
             _ => {
-                self.err(node.pos, format!("otherwise must be fail or warn, not {}", describe_value(node)));
+                self.err(node.pos, format!("otherwise must be fail, warn or note, not {}", describe_value(node)));
                 None
             }
         }

@@ -366,7 +366,11 @@ impl Default for Expect {
 
 impl Expect {
     /// The kind of a finding about a miss: `kind:` if given, else `default`.
+    /// A miss with `otherwise: note` is always of kind `note` (see [`crate::report::NOTE_KIND`]).
     pub fn kind_or<'a>(&'a self, default: &'a str) -> &'a str {
+        if self.otherwise == Severity::Pass {
+            return crate::report::NOTE_KIND;
+        }
         self.kind.as_deref().unwrap_or(default)
     }
 

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use prost_reflect::DynamicMessage;
+use prost_reflect::{DynamicMessage, ReflectMessage};
 use tonic::Code;
 
 use super::{
@@ -87,6 +87,7 @@ pub(crate) fn assertion_failed(
     expect: Option<&Expect>,
 ) -> Flow {
     let (severity, kind) = match &e {
+        AssertError::Failed(_) if otherwise == Severity::Pass => (otherwise, crate::report::NOTE_KIND),
         AssertError::Failed(_) => (otherwise, expect.map_or("assertion", |x| x.kind_or("assertion"))),
         AssertError::Invalid(_) => (Severity::Error, "suite"),
     };
@@ -335,6 +336,11 @@ pub(crate) fn judge(ctx: &mut ScenarioCtx, call: &Call, sent: &DynamicMessage, a
         {
             return Judged::Flow(Flow::Skip(reason));
         }
+        if let Err(e) = &answer
+            && let Some(reason) = other_fault(call, sent, e)
+        {
+            return Judged::Flow(Flow::Skip(reason));
+        }
         let expected = call.expect.codes.to_string();
         let mut message = format!("{rpc} answered {}, expected {expected}", crate::client::code_name(code));
         if let Ok(response) = &answer {
@@ -360,16 +366,49 @@ pub(crate) fn judge(ctx: &mut ScenarioCtx, call: &Call, sent: &DynamicMessage, a
     match assert::check_all(&call.expect.fields, &root, &ctx.vars) {
         Ok(()) => Judged::Response(response),
         Err(e) => {
-            let warn = matches!(e, AssertError::Failed(_)) && call.expect.otherwise == Severity::Warn;
+            let warn = matches!(e, AssertError::Failed(_)) && matches!(call.expect.otherwise, Severity::Warn | Severity::Pass);
             let flow = assertion_failed(ctx, e, call.expect.otherwise, Some(rpc), Some(sent), Some(&call.expect));
             if warn { Judged::Response(response) } else { Judged::Flow(flow) }
         }
     }
 }
 
-/// How a scenario goes on after a miss of this severity: a warning lets it continue.
+/// Request fields a run may leave empty for want of an option, with the words a plugin's
+/// message uses for them and the option that fills them.
+const SECOND_FAULTS: [(&str, &[&str], &str); 2] = [
+    ("secrets", &["secret", "credential"], "--secrets"),
+    ("mutable_parameters", &["mutable", "parameter"], "--test-volume-mutable-parameters"),
+];
+
+/// Why an INVALID_ARGUMENT the step did not expect is not the plugin's fault, if it is not: the
+/// request also left empty a field the run could not fill (no `--secrets`, no mutable
+/// parameters), and the plugin's message names that field. The spec orders no error checks, so
+/// a plugin may report either fault first: what the step checks could not be checked.
+fn other_fault(call: &Call, sent: &DynamicMessage, e: &crate::client::RpcError) -> Option<String> {
+    if e.code != Code::InvalidArgument || call.expect.codes.names(Code::InvalidArgument) {
+        return None;
+    }
+    let message = e.message.to_ascii_lowercase();
+    let (field, _, option) = SECOND_FAULTS.iter().find(|(field, words, _)| {
+        let empty = sent.descriptor().get_field_by_name(field).is_some_and(|f| match sent.get_field(&f).as_ref() {
+            prost_reflect::Value::Map(m) => m.is_empty(),
+            _ => false,
+        });
+        empty && words.iter().any(|w| message.contains(w))
+    })?;
+    Some(format!(
+        "{} answered INVALID_ARGUMENT ({}) to a request that also left {field} empty, which this run cannot fill \
+         (give {option}): the spec orders no error checks, so expecting {} could not be checked",
+        call.method.name(),
+        e.message,
+        call.expect.codes
+    ))
+}
+
+/// How a scenario goes on after a miss of this severity: a warning or a note (`otherwise:
+/// note`, a passing finding) lets it continue.
 pub(crate) fn flow_after(severity: Severity) -> Flow {
-    if severity == Severity::Warn { Flow::Continue } else { Flow::Stop }
+    if matches!(severity, Severity::Warn | Severity::Pass) { Flow::Continue } else { Flow::Stop }
 }
 
 /// What `judge` made of an answer.

@@ -81,14 +81,15 @@ impl Kept {
     }
 }
 
-/// The finding of a broken response rule in the answer to `request`: a MUST fails, a SHOULD
-/// warns; it names the rule's requirement.
+/// The finding of a broken response rule in the answer to `request`: a MUST fails, a tolerated
+/// MUST warns, what the spec leaves open is a note; it names the rule's requirement.
 pub(crate) fn violation_finding(v: &Violation, request: &DynamicMessage) -> Finding {
-    let severity = match v.rule.level {
-        Level::Must => Severity::Fail,
-        Level::Should => Severity::Warn,
+    let (severity, kind) = match v.rule.level {
+        Level::Must => (Severity::Fail, "response-rule"),
+        Level::Tolerated => (Severity::Warn, "response-rule"),
+        Level::Note => (Severity::Pass, crate::report::NOTE_KIND),
     };
-    let mut f = Finding::new(severity, "response-rule", v.to_string());
+    let mut f = Finding::new(severity, kind, v.to_string());
     f.rpc = Some(v.rpc.clone());
     f.request = Some(proto::to_redacted_json(request));
     f.expected = Some(v.rule.summary.to_owned());

@@ -34,7 +34,8 @@ pub const CASES: [Case; 13] = [
     case(Quirk::SnapshotNoCreationTime, "snapshots.get-snapshot", "CreateSnapshot", Severity::Fail),
     case(Quirk::EmptyVendorVersion, "identity.get-plugin-info", "GetPluginInfo", Severity::Fail),
     case(Quirk::StatsUnknownUnit, "node.lifecycle", "NodeGetVolumeStats", Severity::Fail),
-    case(Quirk::LongContextValue, "controller.create-volume.one-gib", "CreateVolume", Severity::Warn),
+    // A map value over 128 bytes: the spec limits the map, not each value, so only a note.
+    case(Quirk::LongContextValue, "controller.create-volume.one-gib", "CreateVolume", Severity::Pass),
     case(Quirk::BigPublishContext, "controller.publish.lifecycle", "ControllerPublishVolume", Severity::Fail),
     case(Quirk::BadTopologyKey, "node.get-info", "NodeGetInfo", Severity::Fail),
     case(Quirk::RepeatNextToken, "controller.list-volumes.pagination", "ListVolumes", Severity::Fail),
@@ -67,13 +68,17 @@ async fn journaled_run(quirk: Option<Quirk>, work: &tempfile::TempDir) -> (RunRe
     (report, plugin)
 }
 
-/// The response-rule findings of a run: (scenario, rule id in the message, finding).
+/// The response-rule findings of a run, notes of rules the spec leaves open included:
+/// (scenario, finding).
 fn rule_findings(report: &RunReport) -> Vec<(&str, &csi_conform::report::Finding)> {
+    let of_a_rule = |f: &&csi_conform::report::Finding| {
+        f.kind == "response-rule" || (f.kind == csi_conform::report::NOTE_KIND && f.message.contains("'s answer breaks answer."))
+    };
     report
         .suites
         .iter()
         .flat_map(|s| &s.scenarios)
-        .flat_map(|s| s.findings.iter().filter(|f| f.kind == "response-rule").map(move |f| (s.id.as_str(), f)))
+        .flat_map(|s| s.findings.iter().filter(of_a_rule).map(move |f| (s.id.as_str(), f)))
         .collect()
 }
 
@@ -118,7 +123,7 @@ async fn caught(case: &Case) {
     assert_eq!(f.rpc.as_deref(), Some(case.rpc), "{}: at the call that got the lie", case.quirk);
     assert!(f.step.is_some(), "{}: at the step that made the call: {f:#?}", case.quirk);
     assert_eq!(f.requirements, [rule.requirement], "{}: the finding names the rule's requirement", case.quirk);
-    assert!(report.failed() || case.severity == Severity::Warn, "{}: the run fails", case.quirk);
+    assert!(report.failed() || case.severity <= Severity::Warn, "{}: the run fails", case.quirk);
     assert_eq!(report.interrupted, None, "{}: the lie hung the run", case.quirk);
     // Nothing the harness could delete is left.
     let journal = work.path().join("journal.jsonl");

@@ -280,7 +280,7 @@ fn read(cwd: &std::path::Path, name: &str) -> String {
 
 #[tokio::test]
 async fn the_action_runs_csi_conform_and_writes_the_job_summary_annotations_and_outputs() {
-    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::EmptySourceRejected].into(), ..Config::default() };
+    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::MixedVersions].into(), ..Config::default() };
     let plugin = TestPlugin::start(config).await;
     let socket = plugin.socket.display().to_string();
     let cwd = tempfile::tempdir().unwrap();

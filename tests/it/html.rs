@@ -48,7 +48,7 @@ fn parse_xml(html: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_chart() {
-    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::EmptySourceRejected].into(), ..Config::default() };
+    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::MixedVersions].into(), ..Config::default() };
     let plugin = TestPlugin::start(config).await;
     let cwd = tempfile::tempdir().unwrap();
     let socket = plugin.socket.display().to_string();
@@ -124,16 +124,20 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
         for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
             let key = if f.severity == Severity::Warn {
-                let levels: Vec<&str> = s.requirements.iter().map(|r| r.level.as_str()).collect();
+                // Its own requirements' levels first (see Finding::blames), never its scenario's
+                // strongest.
+                let blamed = f.blames(s);
+                let levels: Vec<&str> = blamed.iter().map(|r| r.level.as_str()).collect();
                 let level = match () {
-                    _ if levels.is_empty() => "tolerated deviation",
                     _ if levels.contains(&"MUST") => "tolerated deviation from MUST",
                     _ if levels.contains(&"SHOULD") => "SHOULD",
-                    _ => "MAY",
+                    _ if levels.contains(&"MAY") => "MAY",
+                    // A requirement the inventory does not know has no level to show.
+                    _ => "tolerated deviation",
                 };
                 Some(format!("~warnings [{level}]"))
             } else {
-                s.requirements.first().map(|r| r.id.clone())
+                f.blames(s).first().map(|r| r.id.clone())
             };
             let item = (f.severity.to_string(), s.id.clone(), f.message.clone());
             match groups.iter_mut().find(|(k, _)| *k == key) {
@@ -186,7 +190,7 @@ async fn the_html_report_is_well_formed_and_holds_every_finding_and_the_latency_
 
 /// A run of the `extras` suite against a plugin with two quirks: failures and warnings both.
 async fn quirky_run(cwd: &std::path::Path, env: &[(&str, &str)], extra: &[&str]) -> (std::process::Output, TestPlugin) {
-    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::EmptySourceRejected].into(), ..Config::default() };
+    let config = Config { quirks: [Quirk::DropMountFlags, Quirk::MixedVersions].into(), ..Config::default() };
     let plugin = TestPlugin::start(config).await;
     let socket = plugin.socket.display().to_string();
     let mut args = vec!["run", "--endpoint", &socket, "-q", "--focus", "^extras\\.", "--html", "page.html"];
@@ -212,9 +216,12 @@ async fn annotations_appear_under_github_actions_only() {
     assert_eq!(errors.len(), count(&|s| s >= Severity::Fail), "one ::error per failing finding:\n{stdout}");
     assert_eq!(warnings.len(), count(&|s| s == Severity::Warn), "one ::warning per warning:\n{stdout}");
     let failed = report.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.outcome == Severity::Fail).unwrap();
-    let title = format!("::error title={} breaks {}::", failed.id, failed.requirements.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(" "));
+    // Titled with what its own finding breaks (see Finding::blames).
+    let finding = failed.findings.iter().find(|f| f.severity >= Severity::Fail).unwrap();
+    let named = finding.blames(failed);
+    let title = format!("::error title={} breaks {}::", failed.id, named.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(" "));
     let line = errors.iter().find(|l| l.starts_with(&title)).unwrap_or_else(|| panic!("no annotation titled {title}:\n{stdout}"));
-    assert!(line.contains(&format!("%0Aspec: {}", failed.requirements[0].link)), "{line}");
+    assert!(line.contains(&format!("%0Aspec: {}", named[0].link)), "{line}");
     assert!(!line.contains('\n'), "one line per finding");
 
     for (env, extra) in [(vec![], vec![]), (vec![("GITHUB_ACTIONS", "true")], vec!["--no-annotations"])] {

@@ -423,3 +423,28 @@ async fn a_plugin_that_stages_without_using_the_path_fails_no_orchestrator() {
     let staging = swarm.behaviours.iter().find(|b| b.id == "paths.staging").unwrap();
     assert_eq!(staging.outcome, Severity::Pass, "{staging:#?}");
 }
+
+/// A plugin that drops mount flags and one that mounts read-only publications read-write: under
+/// every orchestrator the cell that fails is the row documenting the field at fault
+/// (`fields.mount-options`, Swarm's `fields.capability` which carries them; `fields.readonly`),
+/// never the path rows (`paths.publish-mount` / `paths.publish-block`) the publish exercised.
+#[tokio::test]
+async fn mount_flag_and_read_only_defects_fail_their_own_rows_not_the_path_rows() {
+    for (quirk, rows) in [
+        (Quirk::IgnoreMountFlags, &["fields.mount-options", "fields.capability"][..]),
+        (Quirk::IgnoreReadonly, &["fields.readonly"][..]),
+    ] {
+        let report = focused_run(vec![quirk], Orchestrator::ALL.to_vec(), r"^lifecycle\.(mount|block)\..*@").await;
+        let cells = cells(&report);
+        for ((o, b), s) in &cells {
+            if b.starts_with("paths.publish-") {
+                assert!(*s <= Severity::Pass || *s == Severity::Skip, "{quirk}: {o} {b} is {s}: {:#?}", report.orchestrators);
+            }
+        }
+        let failed: Vec<&(String, String)> = cells.iter().filter(|(_, s)| **s == Severity::Fail).map(|(k, _)| k).collect();
+        assert!(!failed.is_empty(), "{quirk}: the defect is caught in the matrix: {cells:#?}");
+        for (o, b) in failed {
+            assert!(rows.contains(&b.as_str()), "{quirk}: {o} fails {b}: {:#?}", report.orchestrators);
+        }
+    }
+}

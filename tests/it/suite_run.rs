@@ -604,3 +604,59 @@ async fn a_poll_that_never_ends_stops_at_its_bound_and_names_it() {
     let f = s.findings.iter().find(|f| f.kind == "poll-timeout").expect("a poll-timeout finding");
     assert!(f.message.starts_with("Probe never met the poll condition within 60ms (the step's poll.timeout): "), "{}", f.message);
 }
+
+/// An UNKNOWN entry in a capability list (the csi-test mock's) is lawful: no rule forbids it
+/// and it advertises nothing. The capability scenarios pass, each with a note saying so.
+#[tokio::test]
+async fn an_unknown_capability_entry_is_a_note_never_a_verdict() {
+    let mut options = FakeOptions::default();
+    options.controller.push(csi_conform::fingerprint::ControllerCapability::Unknown);
+    options.node.push(csi_conform::fingerprint::NodeCapability::Unknown);
+    let fake = FakePlugin::start(options).await;
+    let plugin = plugin(&fake).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        focus: vec![Regex::new(r"^(controller|node)\.get-capabilities$").unwrap()],
+        ..config(work.path(), 1)
+    };
+    let report = suite::run(&plugin, &suite::builtin(), &config).await;
+    for id in ["controller.get-capabilities", "node.get-capabilities"] {
+        let s = report.scenario(id).unwrap_or_else(|| panic!("no {id}"));
+        assert_eq!(s.outcome, Severity::Pass, "{id}: {:#?}", s.findings);
+        let note = s.findings.iter().find(|f| f.kind == csi_conform::report::NOTE_KIND);
+        assert!(note.is_some_and(|f| f.severity == Severity::Pass && f.message.contains("UNKNOWN")), "{id}: {:#?}", s.findings);
+    }
+    let summary = csi_conform::report::summary(&report, false);
+    assert!(summary.contains("\nNotes (what the spec permits; no verdict):\n  NOTE  controller.get-capabilities: "), "{summary}");
+}
+
+/// A plugin that checks secrets first (the csi-test mock: INVALID_ARGUMENT "secret must be
+/// provided") and a run without `--secrets`: the request has two faults, the spec orders no
+/// error checks, so ValidateVolumeCapabilities' NOT_FOUND scenario cannot be checked. It skips,
+/// saying why; it does not fail. A plugin whose INVALID_ARGUMENT names no other fault still fails.
+#[tokio::test]
+async fn invalid_argument_for_a_second_fault_the_message_names_skips_not_fails() {
+    use crate::support::misbehaving::{Misbehaviour, rules};
+    let focus = Regex::new(r"^controller\.validate\.not-found$").unwrap();
+    for (message, want) in [("secret must be provided", Severity::Skip), ("volume id is malformed", Severity::Fail)] {
+        let options = FakeOptions {
+            misbehave: rules([("ValidateVolumeCapabilities", Misbehaviour::Refuse(tonic::Code::InvalidArgument, message))]),
+            ..FakeOptions::default()
+        };
+        let fake = FakePlugin::start(options).await;
+        let plugin = plugin(&fake).await;
+        let work = tempfile::tempdir().unwrap();
+        let config = RunConfig {
+            focus: vec![focus.clone()],
+            secrets: BTreeMap::new(),
+            ..config(work.path(), 1)
+        };
+        let report = suite::run(&plugin, &suite::builtin(), &config).await;
+        let s = report.scenario("controller.validate.not-found").expect("the scenario ran");
+        assert_eq!(s.outcome, want, "{message}: {s:#?}");
+        if want == Severity::Skip {
+            let why = s.skip_reason.as_deref().unwrap_or_default();
+            assert!(why.contains("left secrets empty") && why.contains("orders no error checks"), "{why}");
+        }
+    }
+}

@@ -564,14 +564,6 @@ impl Lifecycle<'_> {
         CheckOutcome::Stop
     }
 
-    /// A failure that breaks `requirements` (rather than every one the scenario names).
-    fn fail_breaking(&mut self, kind: &str, message: String, requirements: &[&str]) -> CheckOutcome {
-        let mut f = Finding::new(Severity::Fail, kind, message);
-        f.requirements = requirements.iter().map(|r| (*r).to_owned()).collect();
-        self.ctx.push(f);
-        CheckOutcome::Stop
-    }
-
     /// A mount-table answer, or (when the node's table cannot be read) an error finding.
     fn mount_table<T>(&mut self, answer: Result<Option<T>, MountTableError>) -> Result<Option<T>, CheckOutcome> {
         answer.map_err(|e| {

@@ -145,7 +145,8 @@ pub(super) async fn page_to_end(
                 }
                 if !warned {
                     warned = true;
-                    ctx.push(Finding::new(Severity::Warn, "pagination", format!("{message}{CHANGED_WHILE_PAGING}")));
+                    // Lawful while the list changes (#listvolumes): a note.
+                    ctx.push(Finding::new(Severity::Pass, crate::report::NOTE_KIND, format!("{message}{CHANGED_WHILE_PAGING}")));
                 }
                 continue;
             }
@@ -203,4 +204,4 @@ async fn list_all(ctx: &mut ScenarioCtx, args: CheckArgs, lister: Lister) -> Che
 
 /// Why a listing's duplicate or missing entry is a warning when volumes changed while paging.
 pub(super) const CHANGED_WHILE_PAGING: &str = "; volumes were created and deleted while paging, when the spec lets a CO see duplicates and miss \
-     existing volumes (#listvolumes), but a CO that pages while others provision cannot trust the listing";
+     existing volumes (#listvolumes: \"The CO SHALL NOT expect a consistent view\")";

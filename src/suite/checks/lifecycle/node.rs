@@ -193,9 +193,10 @@ impl Lifecycle<'_> {
         // `usage` is OPTIONAL (#nodegetvolumestats): a plugin that reports only a condition
         // is within the spec, but gives a CO nothing to show.
         if typed::<v1::NodeGetVolumeStatsResponse>(&response).usage.is_empty() {
+            // OPTIONAL: a note, never a verdict.
             self.ctx.push(Finding::new(
-                Severity::Warn,
-                "assertion",
+                Severity::Pass,
+                crate::report::NOTE_KIND,
                 format!(
                     "NodeGetVolumeStats of {} on node {} reported no usage (OPTIONAL in the spec, but a CO has nothing to show)",
                     node.target.display(),
@@ -324,18 +325,16 @@ impl Lifecycle<'_> {
         let read_only = self.plan.read_only();
         if read_only && !top.read_only {
             let message = format!("{shown} was published read-only, but the mount table shows it mounted read-write");
-            return Err(self.fail_breaking("path-state", message, READ_ONLY));
+            return Err(self.fail_in_row(ids::READONLY, "path-state", message, READ_ONLY));
         }
         let missing: Vec<&str> = self.plan.vfs_options().into_iter().filter(|o| !top.has_option(o)).collect();
         if !missing.is_empty() {
-            return Err(self.fail(
-                "mount-flags",
-                format!(
-                    "the mount at {shown} lacks the mount option{} {} that the volume capability asked for",
-                    if missing.len() == 1 { "" } else { "s" },
-                    missing.join(", ")
-                ),
-            ));
+            let message = format!(
+                "the mount at {shown} lacks the mount option{} {} that the volume capability asked for",
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", ")
+            );
+            return Err(self.fail_in_row(ids::MOUNT_OPTIONS, "mount-flags", message, MOUNT_FLAGS));
         }
         // Nothing is written to a volume the run may not write to (an existing volume without
         // --existing-volume-writable): the mount table's read-only flag is all it sees. The
@@ -358,7 +357,7 @@ impl Lifecycle<'_> {
         };
         match problem {
             // A read-only publication that writes is the node's fault, never the controller's.
-            Some(message) if read_only => Err(self.fail_breaking("path-state", message, READ_ONLY)),
+            Some(message) if read_only => Err(self.fail_in_row(ids::READONLY, "path-state", message, READ_ONLY)),
             Some(message) => Err(self.fail("path-state", message)),
             None => Ok(()),
         }
@@ -367,3 +366,27 @@ impl Lifecycle<'_> {
 
 /// What a read-only publication that is writable breaks: NodePublishVolume mounts it.
 const READ_ONLY: &[&str] = &["NodePublishVolume.readonly"];
+
+/// What a published mount without the capability's flags breaks: NodePublishVolume honours
+/// the capability it was given.
+const MOUNT_FLAGS: &[&str] = &["NodePublishVolume.capability.honoured"];
+
+impl Lifecycle<'_> {
+    /// A failure that breaks `requirements`, filed (in an orchestrator instance) under the
+    /// matrix row that documents the field at fault (`fields.readonly`,
+    /// `fields.mount-options`, or `fields.capability` where the orchestrator has no row of
+    /// its own for mount options) rather than the path behaviour being exercised: a matrix
+    /// cell's outcome comes only from findings on the behaviour its row documents.
+    fn fail_in_row(&mut self, row: &'static str, kind: &str, message: String, requirements: &[&str]) -> CheckOutcome {
+        let mut f = Finding::new(Severity::Fail, kind, message);
+        f.requirements = requirements.iter().map(|r| (*r).to_owned()).collect();
+        if let Some(p) = self.pattern.filter(|_| self.ctx.behaviour.is_some()) {
+            let o = p.orchestrator;
+            let fallback = (row == ids::MOUNT_OPTIONS).then_some(ids::CAPABILITY);
+            let filed = [Some(row), fallback].into_iter().flatten().find(|id| o.behaviour(id).is_some()).unwrap_or(row);
+            f.behaviour = Some(filed.to_owned());
+        }
+        self.ctx.push(f);
+        CheckOutcome::Stop
+    }
+}
