@@ -389,12 +389,15 @@ fn finding_item(out: &mut String, report: &RunReport, s: &ScenarioResult, f: &Fi
         ("rpc", &f.rpc),
         ("request", &f.request),
     ];
-    if rows.iter().any(|(_, v)| v.is_some()) {
+    if rows.iter().any(|(_, v)| v.is_some()) || !f.evidence.is_empty() {
         out.push_str("<table>");
         for (label, value) in rows {
             if let Some(v) = value {
                 let _ = write!(out, "<tr><th>{label}</th><td><pre>{}</pre></td></tr>", escape(v));
             }
+        }
+        for e in &f.evidence {
+            let _ = write!(out, "<tr><th>evidence</th><td><pre>{}</pre></td></tr>", escape(&e.to_string()));
         }
         out.push_str("</table>");
     }
@@ -479,6 +482,9 @@ fn scenario_row(out: &mut String, s: &ScenarioResult) {
             if let Some(v) = value {
                 let _ = writeln!(out, "{label}: {}", escape(v));
             }
+        }
+        for e in &f.evidence {
+            let _ = writeln!(out, "evidence: {}", escape(&e.to_string()));
         }
         out.push_str("</pre></details>");
     }

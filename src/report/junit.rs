@@ -198,6 +198,9 @@ fn finding_details(scenario: &ScenarioResult, finding: &Finding) -> String {
             let _ = write!(out, "\n  {label}: {}", text::block(value, "    "));
         }
     }
+    for e in &finding.evidence {
+        let _ = write!(out, "\n  evidence: {}", text::one_line(&e.to_string()));
+    }
     out
 }
 

@@ -87,6 +87,33 @@ pub struct Finding {
     /// was found under (`topology.match`), the row of the compatibility matrix it counts for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behaviour: Option<String>,
+    /// The answers other than the call under test that the verdict rests on (a look-up after
+    /// a delete, a listing), each with its call, object, claim and time: why a reader should
+    /// believe it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+/// One observation of the plugin's state a verdict rests on: which call, about which object,
+/// what its answer claimed, and when (from the start of the run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The call that answered (`ListVolumes`).
+    pub rpc: String,
+    /// The object it was asked about or looked for (a volume or snapshot id).
+    pub object: String,
+    /// What its answer claimed, in a few words (`does not list it`, `answers OK with it`).
+    pub claim: String,
+    /// When the answer came, from the start of the run.
+    #[serde(with = "duration_secs")]
+    pub at: Duration,
+}
+
+impl fmt::Display for Evidence {
+    /// `ListVolumes(vol-1) at 1.234s: does not list it`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({}) at {:.3}s: {}", self.rpc, self.object, self.at.as_secs_f64(), self.claim)
+    }
 }
 
 impl Finding {
@@ -114,6 +141,7 @@ impl Finding {
             plugin_message: None,
             requirements: Vec::new(),
             behaviour: None,
+            evidence: Vec::new(),
         }
     }
 
