@@ -138,6 +138,26 @@ pub enum Quirk {
     /// NodeStageVolume makes and mounts nothing at the staging path; NodePublishVolume
     /// mounts from the volume itself.
     StagingPathUnused,
+    /// ControllerGetVolume answers OK for a volume that does not exist, with an abnormal
+    /// volume condition saying NotFound (the kubernetes-csi hostpath plugin v1.16.1).
+    GetVolumeOkWhenMissing,
+}
+
+/// ControllerGetVolume's answer for a volume that does not exist under
+/// `get-volume-ok-when-missing`: OK, the id echoed, the condition abnormal with the NotFound
+/// the plugin should have answered (as the hostpath plugin v1.16.1 does).
+pub(crate) fn missing_volume_answer(volume_id: &str, why: &str) -> crate::proto::v1::ControllerGetVolumeResponse {
+    use crate::proto::v1;
+    v1::ControllerGetVolumeResponse {
+        volume: Some(v1::Volume { volume_id: volume_id.to_owned(), ..Default::default() }),
+        status: Some(v1::controller_get_volume_response::VolumeStatus {
+            published_node_ids: Vec::new(),
+            volume_condition: Some(v1::VolumeCondition {
+                abnormal: true,
+                message: format!("rpc error: code = NotFound desc = {why}"),
+            }),
+        }),
+    }
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -148,7 +168,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 47] = [
+    pub const ALL: [Quirk; 48] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -196,6 +216,7 @@ impl Quirk {
         Quirk::StagingDirNotMade,
         Quirk::UnstageByVolume,
         Quirk::StagingPathUnused,
+        Quirk::GetVolumeOkWhenMissing,
     ];
 
     /// The name `--quirk` takes.
@@ -248,6 +269,7 @@ impl Quirk {
             Quirk::StagingDirNotMade => "staging-dir-not-made",
             Quirk::UnstageByVolume => "unstage-by-volume",
             Quirk::StagingPathUnused => "staging-path-unused",
+            Quirk::GetVolumeOkWhenMissing => "get-volume-ok-when-missing",
         }
     }
 
@@ -378,6 +400,9 @@ impl Quirk {
             }
             Quirk::StagingPathUnused => {
                 "NodeStageVolume prepares the volume elsewhere and makes or mounts nothing at staging_target_path; NodePublishVolume mounts from the volume itself (cfgd-csi pulls to a cache): within the spec, and fine under Swarm, which makes no staging directory (a control)"
+            }
+            Quirk::GetVolumeOkWhenMissing => {
+                "ControllerGetVolume answers OK for a volume that does not exist (never made, or deleted), with volume_condition abnormal and a NotFound message, where the spec wants NOT_FOUND; ListVolumes tells the truth (the kubernetes-csi hostpath plugin v1.16.1): a lying witness of deletes"
             }
         }
     }
