@@ -553,6 +553,39 @@ impl ScenarioCtx {
         deferred
     }
 
+    /// A creation refused for room (RESOURCE_EXHAUSTED, or a message saying no space, after
+    /// the contention retries) while the plugin keeps objects it answered deleted: the room is
+    /// held by what it kept, so the refusal is that broken delete's doing, not this step's
+    /// subject. Filed as the delete's rule, citing what the plugin kept, and the scenario
+    /// stops: the verdict is the same whether this scenario ran before the room ran out (its
+    /// own delete is then kept) or after, so at any `--jobs`.
+    fn room_held_by_kept(&mut self, e: &RpcError, request: &DynamicMessage) {
+        let refused = e.origin == ErrorOrigin::Plugin
+            && (e.code == Code::ResourceExhausted || super::budget::is_no_space(&e.rpc, e.code, &e.message));
+        if !refused || self.contention_expected || !matches!(e.rpc.as_str(), "CreateVolume" | "CreateSnapshot") {
+            return;
+        }
+        let kept = self.shared.verifier.witnesses.kept_objects();
+        let Some((delete, _)) = kept.first() else { return };
+        let delete = delete.clone();
+        let noun = if delete == "DeleteSnapshot" { "snapshot" } else { "volume" };
+        let same: Vec<_> = kept.into_iter().filter(|(d, _)| *d == delete).map(|(_, seen)| seen).collect();
+        let message = format!(
+            "{} answered {}: the plugin has no room while it keeps {} {noun}(s) that {delete} answered OK for (the \
+             run's other findings name where); what the step checks cannot be tried, and the scenario stops",
+            e.rpc,
+            e.code_name(),
+            same.len()
+        );
+        let mut f = rpc_error_finding(e, request, Severity::Fail, "room-held-by-kept", message, None);
+        f.requirements = vec![format!("{delete}.deletes")];
+        f.evidence = same.into_iter().take(3).collect();
+        if !self.findings.iter().any(|g| g.kind == f.kind) {
+            self.push(f);
+        }
+        self.halted = true;
+    }
+
     /// Takes in what [`ScenarioCtx::watch`] found for the delete `request` (`node`): its calls and
     /// their rule violations; when the witnesses disagreed, an inconclusive finding (the
     /// scenario goes on); when the plugin kept the object, a finding of the current step
@@ -568,6 +601,7 @@ impl ScenarioCtx {
             self.push(f);
         }
         let Some(kept) = watched.kept else { return };
+        self.shared.verifier.witnesses.kept(&kept.rpc, &kept.evidence);
         let Some((violation, why)) = kept.violation(self.shared.config.delete_grace, self.step.is_some()) else {
             return;
         };
@@ -663,6 +697,9 @@ impl ScenarioCtx {
         }
         if let Ok(response) = &answer {
             self.version_evidence(method.name(), &request, response);
+        }
+        if let Err(e) = &answer {
+            self.room_held_by_kept(e, &request);
         }
         let lost = match &answer {
             Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),

@@ -549,6 +549,10 @@ impl Verifier {
     fn settle(&self, key: u64, watched: Watched) {
         let mut state = self.state();
         let Some(object) = state.objects.remove(&key) else { return };
+        // Told before the budget: a create waiting for room learns of it when it wakes.
+        if let Some(kept) = &watched.kept {
+            self.witnesses.kept(&kept.rpc, &kept.evidence);
+        }
         self.budget.delete_seen();
         let amendment = state.amendments.entry(object.scenario.clone()).or_default();
         amendment.rpcs += watched.calls;

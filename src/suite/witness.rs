@@ -50,6 +50,9 @@ struct State {
     caught: BTreeMap<&'static str, Finding>,
     /// The scenarios whose delete verdicts needed each look-up (whether or not it lied).
     relied: BTreeMap<&'static str, BTreeSet<String>>,
+    /// The last sighting of each object the plugin kept after a delete answered OK, by the
+    /// delete (`DeleteVolume`): what may hold the room a later creation is refused for.
+    kept: BTreeMap<String, Vec<Evidence>>,
 }
 
 /// The requirement a look-up breaks when it answers OK for an object that does not exist.
@@ -154,6 +157,20 @@ impl Witnesses {
         };
         self.state().credible.insert(get, believed);
         believed
+    }
+
+    /// Notes that the plugin kept what `rpc` (a delete) answered OK for, as `evidence` shows.
+    pub(crate) fn kept(&self, rpc: &str, evidence: &[Evidence]) {
+        if let Some(last) = evidence.last() {
+            self.state().kept.entry(rpc.to_owned()).or_default().push(last.clone());
+        }
+    }
+
+    /// The sightings of objects the plugin kept after deletes answered OK (volumes first),
+    /// with the delete that did not delete them.
+    pub(crate) fn kept_objects(&self) -> Vec<(String, Evidence)> {
+        let state = self.state();
+        state.kept.iter().flat_map(|(rpc, seen)| seen.iter().map(|e| (rpc.clone(), e.clone()))).collect()
     }
 
     /// The findings of the witnesses caught, each for the first scenario (by id) whose

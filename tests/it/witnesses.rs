@@ -111,3 +111,49 @@ async fn a_volume_both_witnesses_still_show_fails_the_delete_citing_both() {
     }
     assert!(!found.iter().any(|(_, f)| f.kind == "lying-witness"), "an honest look-up is not blamed");
 }
+
+/// Issue 33's case: a plugin that keeps deleted volumes (so they hold its small pool), with
+/// an attach limit and an attach race, under Kubernetes' call patterns. Whether a scenario's
+/// CreateVolume finds room depends on how many kept volumes the scenarios before it left,
+/// so on `--jobs`; a refusal for room held by kept volumes is the broken delete's doing (the
+/// same rule the scenario's own delete breaks when it finds room), and every scenario comes
+/// out the same at `--jobs` 1, 4 and 32.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_volumes_filling_the_pool_give_the_same_outcomes_at_any_jobs() {
+    let mut outcomes = Vec::new();
+    for jobs in [1, 4, 32] {
+        let plugin = TestPlugin::start(Config {
+            quirks: [Quirk::DeleteKeepsVolume, Quirk::AttachRace, Quirk::BigPublishContext].into(),
+            max_volumes_per_node: 2,
+            capacity: 32 << 20,
+            ..Config::default()
+        })
+        .await;
+        let engine = engine_plugin(&plugin).await;
+        let work = tempfile::tempdir().unwrap();
+        let mut config = RunConfig {
+            seed: 99,
+            jobs,
+            work_dir: work.path().join("work"),
+            orchestrators: vec![csi_conform::orchestrator::Orchestrator::Kubernetes.into()],
+            ..RunConfig::default()
+        };
+        config.budgets.contention_timeout = std::time::Duration::from_secs(20);
+        let report = suite::run(&engine, &suite::builtin(), &config).await;
+        let by_id: std::collections::BTreeMap<String, Severity> =
+            report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
+        outcomes.push((jobs, by_id));
+    }
+    let (_, first) = &outcomes[0];
+    for (jobs, other) in &outcomes[1..] {
+        let differ: Vec<_> = first
+            .iter()
+            .filter(|(id, o)| other.get(*id) != Some(*o))
+            .map(|(id, o)| format!("{id}: {o} at --jobs 1, {:?} at --jobs {jobs}", other.get(id)))
+            .collect();
+        assert!(differ.is_empty(), "{differ:#?}");
+    }
+    for id in ["extras.create-volume.content-source-empty", "extras.create-volume.topology-empty"] {
+        assert_eq!(first.get(id), Some(&Severity::Fail), "{id}: the kept volumes are the plugin's fault either way");
+    }
+}
