@@ -641,10 +641,13 @@ impl Plugin {
     ) -> Result<v1::ControllerGetVolumeResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
         let state = self.store.snapshot()?;
-        let v = state
-            .volumes
-            .get(&req.volume_id)
-            .ok_or_else(|| Status::not_found(format!("volume {} does not exist", req.volume_id)))?;
+        let missing = || format!("volume {} does not exist", req.volume_id);
+        let Some(v) = state.volumes.get(&req.volume_id) else {
+            if self.quirk(super::Quirk::GetVolumeOkWhenMissing) {
+                return Ok(super::quirks::missing_volume_answer(&req.volume_id, &missing()));
+            }
+            return Err(Status::not_found(missing()));
+        };
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);

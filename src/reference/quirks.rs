@@ -143,6 +143,26 @@ pub enum Quirk {
     ConfirmEverything,
     /// NodePublishVolume ignores the capability's volume_mount_group.
     DropsMountGroup,
+    /// ControllerGetVolume answers OK for a volume that does not exist, with an abnormal
+    /// volume condition saying NotFound (the kubernetes-csi hostpath plugin v1.16.1).
+    GetVolumeOkWhenMissing,
+}
+
+/// ControllerGetVolume's answer for a volume that does not exist under
+/// `get-volume-ok-when-missing`: OK, the id echoed, the condition abnormal with the NotFound
+/// the plugin should have answered (as the hostpath plugin v1.16.1 does).
+pub(crate) fn missing_volume_answer(volume_id: &str, why: &str) -> crate::proto::v1::ControllerGetVolumeResponse {
+    use crate::proto::v1;
+    v1::ControllerGetVolumeResponse {
+        volume: Some(v1::Volume { volume_id: volume_id.to_owned(), ..Default::default() }),
+        status: Some(v1::controller_get_volume_response::VolumeStatus {
+            published_node_ids: Vec::new(),
+            volume_condition: Some(v1::VolumeCondition {
+                abnormal: true,
+                message: format!("rpc error: code = NotFound desc = {why}"),
+            }),
+        }),
+    }
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -203,6 +223,7 @@ impl Quirk {
         Quirk::StagingPathUnused,
         Quirk::ConfirmEverything,
         Quirk::DropsMountGroup,
+        Quirk::GetVolumeOkWhenMissing,
     ];
 
     /// The name `--quirk` takes.
@@ -257,6 +278,7 @@ impl Quirk {
             Quirk::StagingPathUnused => "staging-path-unused",
             Quirk::ConfirmEverything => "confirm-everything",
             Quirk::DropsMountGroup => "drops-mount-group",
+            Quirk::GetVolumeOkWhenMissing => "get-volume-ok-when-missing",
         }
     }
 
@@ -393,6 +415,9 @@ impl Quirk {
             }
             Quirk::DropsMountGroup => {
                 "NodePublishVolume ignores volume_mount_group: the published target keeps its own group (a plugin that advertises VOLUME_MOUNT_GROUP and never passes it to the mount)"
+            }
+            Quirk::GetVolumeOkWhenMissing => {
+                "ControllerGetVolume answers OK for a volume that does not exist (never made, or deleted), with volume_condition abnormal and a NotFound message, where the spec wants NOT_FOUND; ListVolumes tells the truth (the kubernetes-csi hostpath plugin v1.16.1): a lying witness of deletes"
             }
         }
     }

@@ -27,7 +27,7 @@ use super::{
     resources::Tracker,
     settings::{Plugin, RunConfig, RunFacts},
     vars::{Val, Vars},
-    verifier::{self, Deferred, Kept, Verifier},
+    verifier::{self, Deferred, Verifier, Watched},
 };
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
@@ -519,8 +519,11 @@ impl ScenarioCtx {
 
     /// Whether the object a delete of `request` answered OK for at `answered` is gone, looked
     /// up at once (see [`verifier::watch`]); the calls' rule violations wait in the rule log.
-    async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> (Option<Kept>, u64) {
-        verifier::watch(&self.shared.plugin, &self.shared.config, &self.rules, rpc, request, answered).await
+    async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> Watched {
+        let shared = &self.shared;
+        let witnesses = &shared.verifier.witnesses;
+        verifier::watch(&shared.plugin, &shared.config, witnesses, &self.scenario_id, &self.rules, rpc, request, answered)
+            .await
     }
 
     /// Hands what a delete of `request` (`node`) answered OK for at `answered` to the run's
@@ -555,13 +558,47 @@ impl ScenarioCtx {
         deferred
     }
 
+    /// A creation refused for room (RESOURCE_EXHAUSTED, or a message saying no space, after
+    /// the contention retries) while the plugin keeps objects it answered deleted: the room is
+    /// held by what it kept, so the refusal is that broken delete's doing, not this step's
+    /// subject. Filed as the delete's rule, citing what the plugin kept, and the scenario
+    /// stops: the verdict is the same whether this scenario ran before the room ran out (its
+    /// own delete is then kept) or after, so at any `--jobs`.
+    fn room_held_by_kept(&mut self, e: &RpcError, request: &DynamicMessage) {
+        let refused = e.origin == ErrorOrigin::Plugin
+            && (e.code == Code::ResourceExhausted || super::budget::is_no_space(&e.rpc, e.code, &e.message));
+        if !refused || self.contention_expected || !matches!(e.rpc.as_str(), "CreateVolume" | "CreateSnapshot") {
+            return;
+        }
+        let kept = self.shared.verifier.witnesses.kept_objects();
+        let Some((delete, _)) = kept.first() else { return };
+        let delete = delete.clone();
+        let noun = if delete == "DeleteSnapshot" { "snapshot" } else { "volume" };
+        let same: Vec<_> = kept.into_iter().filter(|(d, _)| *d == delete).map(|(_, seen)| seen).collect();
+        let message = format!(
+            "{} answered {}: the plugin has no room while it keeps {} {noun}(s) that {delete} answered OK for (the \
+             run's other findings name where); what the step checks cannot be tried, and the scenario stops",
+            e.rpc,
+            e.code_name(),
+            same.len()
+        );
+        let mut f = rpc_error_finding(e, request, Severity::Fail, "room-held-by-kept", message, None);
+        f.requirements = vec![format!("{delete}.deletes")];
+        f.evidence = same.into_iter().take(3).collect();
+        if !self.findings.iter().any(|g| g.kind == f.kind) {
+            self.push(f);
+        }
+        self.halted = true;
+    }
+
     /// Takes in what [`ScenarioCtx::watch`] found for the delete `request` (`node`): its calls and
-    /// their rule violations; when the plugin kept the object, a finding of the current step
-    /// (rule `answer.delete-*.gone`), the scenario stopping after the step, and the object
-    /// handed back to the plugin in the tracker (the journal: kept by the plugin, never
-    /// retried by `cleanup`).
-    fn settle_delete(&mut self, request: &DynamicMessage, node: usize, (kept, calls): (Option<Kept>, u64)) {
-        self.rpcs += calls;
+    /// their rule violations; when the witnesses disagreed, an inconclusive finding (the
+    /// scenario goes on); when the plugin kept the object, a finding of the current step
+    /// (rule `answer.delete-*.gone`, with the witnesses' evidence), the scenario stopping
+    /// after the step, and the object handed back to the plugin in the tracker (the journal:
+    /// kept by the plugin, never retried by `cleanup`).
+    fn settle_delete(&mut self, request: &DynamicMessage, node: usize, watched: Watched) {
+        self.rpcs += watched.calls;
         // What the look-ups find is about what the plugin keeps, not about the orchestrator's
         // call pattern the delete was sent in (Swarm's `rpc.unstage`: a staged volume deleted):
         // filed under no behaviour, and never excused as the orchestrator's deviation.
@@ -569,15 +606,24 @@ impl ScenarioCtx {
         for violation in self.rules.take() {
             self.push_violation(&violation, &deleted::request(&violation.rpc, "", ""));
         }
-        let kept = kept.and_then(|k| {
-            let found = k.violation(self.shared.config.delete_grace, self.step.is_some());
-            found.map(|(violation, why)| (k, violation, why))
-        });
-        if let Some((_, violation, _)) = &kept {
-            self.push_violation(violation, request);
+        if let Some(f) = watched.undecided {
+            self.push(f);
+        }
+        let mut decided = None;
+        if let Some(kept) = watched.kept {
+            self.shared.verifier.witnesses.kept(&kept.rpc, &kept.evidence);
+            if let Some((violation, why)) = kept.violation(self.shared.config.delete_grace, self.step.is_some()) {
+                let mut f = verifier::violation_finding(&violation, request);
+                f.step = self.step;
+                f.evidence = kept.evidence.clone();
+                if !self.findings.iter().any(|g| g.repeats(&f)) {
+                    self.push(f);
+                }
+                decided = Some((kept, why));
+            }
         }
         self.behaviour = behaviour;
-        let Some((kept, _, why)) = kept else { return };
+        let Some((kept, why)) = decided else { return };
         self.halted |= self.step.is_some();
         self.tracker.kept(&kept.rpc, request, node, &why);
         self.kept.push(kept.id);
@@ -664,6 +710,9 @@ impl ScenarioCtx {
         }
         if let Ok(response) = &answer {
             self.version_evidence(method.name(), &request, response);
+        }
+        if let Err(e) = &answer {
+            self.room_held_by_kept(e, &request);
         }
         let lost = match &answer {
             Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),

@@ -51,6 +51,7 @@ mod settings;
 mod steps;
 mod vars;
 mod verifier;
+mod witness;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
 pub use builtin::{BUILTIN, builtin, load_file, load_str, orchestrator_suites};

@@ -34,4 +34,5 @@ mod spec;
 mod suite_load;
 mod suite_run;
 mod v113;
+mod witnesses;
 mod support;

@@ -110,6 +110,11 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         Quirk::StagingDirNotMade => Vec::new(),
         // No base scenario stages a volume at two paths on one node; only Nomad does.
         Quirk::UnstageByVolume => Vec::new(),
+        // The scenario about that rule, and one lying-witness finding for the run under the
+        // first scenario whose delete needed the look-up: tests/it/witnesses.rs.
+        Quirk::GetVolumeOkWhenMissing => {
+            on(&["extras.controller-get-volume.not-found"], "unexpected-code", Severity::Fail)
+        }
         Quirk::Unconfirmed => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed", Severity::Warn),
         Quirk::UnconfirmedSilent => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed-silent", Severity::Warn),
         Quirk::IncompleteConfirmation => on(&["extras.validate.confirms-request"], "incomplete-confirmation", Severity::Warn),

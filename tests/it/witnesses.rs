@@ -1,0 +1,159 @@
+//! Two witnesses before blame (issue 33): a delete fails only when every witness the run
+//! believes still shows the object; a witness caught breaking its rule is the one finding,
+//! filed once, and what rested on it alone is inconclusive, never a failure elsewhere.
+
+use csi_conform::{
+    reference::{Config, Quirk},
+    report::{Finding, RunReport, ScenarioResult, Severity},
+    suite::{self, RunConfig},
+};
+use regex::Regex;
+
+use crate::support::{TestPlugin, engine_plugin};
+
+/// Scenarios that delete volumes in steps and at teardown, and the one that asks
+/// ControllerGetVolume about an unknown id on purpose.
+const FOCUS: &str = r"^(controller\.delete-volume|controller\.list-volumes\.create-delete|controller\.create-volume|extras\.controller-get-volume\.not-found)$";
+
+async fn run(quirks: &[Quirk]) -> RunReport {
+    run_focused(quirks, FOCUS).await
+}
+
+async fn run_focused(quirks: &[Quirk], focus: &str) -> RunReport {
+    let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        seed: 7,
+        work_dir: work.path().join("work"),
+        focus: vec![Regex::new(focus).unwrap()],
+        ..RunConfig::default()
+    };
+    suite::run(&engine, &suite::builtin(), &config).await
+}
+
+fn all(report: &RunReport) -> Vec<(&ScenarioResult, &Finding)> {
+    report.suites.iter().flat_map(|s| &s.scenarios).flat_map(|s| s.findings.iter().map(move |f| (s, f))).collect()
+}
+
+fn blames_delete(f: &Finding) -> bool {
+    f.requirements.iter().any(|r| r == "DeleteVolume.deletes") || f.message.contains("answer.delete-volume.gone")
+}
+
+/// hostpath v1.16.1: ControllerGetVolume answers OK for any id, ListVolumes tells the truth.
+/// The look-up is asked about an id the run never created before its word counts, so no
+/// delete rests on it: no DeleteVolume failure, nothing inconclusive, and its broken rule is
+/// one finding for the run (beside the scenario that tests that rule itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_that_answers_ok_for_missing_volumes_is_one_finding_and_no_delete_fails() {
+    let report = run(&[Quirk::GetVolumeOkWhenMissing]).await;
+    let found = all(&report);
+    let detail = || found.iter().map(|(s, f)| format!("{} {} {}: {}", s.id, f.severity, f.kind, f.message)).collect::<Vec<_>>();
+    assert!(!found.iter().any(|(_, f)| blames_delete(f)), "no delete is blamed: {:#?}", detail());
+    assert!(!found.iter().any(|(_, f)| f.severity == Severity::Inconclusive), "{:#?}", detail());
+    let lies: Vec<_> = found.iter().filter(|(_, f)| f.kind == "lying-witness").collect();
+    assert_eq!(lies.len(), 1, "once per run: {:#?}", detail());
+    let (filed_under, lie) = lies[0];
+    assert_eq!((lie.severity, lie.rpc.as_deref()), (Severity::Fail, Some("ControllerGetVolume")));
+    assert_eq!(lie.requirements, ["ControllerGetVolume.errors.not-found"]);
+    assert!(lie.evidence.iter().any(|e| e.rpc == "ControllerGetVolume" && e.claim.contains("never created")), "{lie:#?}");
+    // Under the first scenario by id whose delete needed the look-up: the same at any --jobs.
+    assert_eq!(filed_under.id, "controller.delete-volume", "{:#?}", detail());
+    // The scenario about that rule still fails on its own; nothing else warns or fails.
+    let not_found = report.scenario("extras.controller-get-volume.not-found").unwrap();
+    assert_eq!(not_found.outcome, Severity::Fail);
+    let others: Vec<_> = found
+        .iter()
+        .filter(|(s, f)| f.severity >= Severity::Warn && f.kind != "lying-witness" && s.id != not_found.id)
+        .collect();
+    assert!(others.is_empty(), "{:#?}", detail());
+    for id in ["controller.delete-volume", "controller.list-volumes.create-delete"] {
+        assert_eq!(report.scenario(id).unwrap().outcome, Severity::Pass, "{id}: {:#?}", detail());
+    }
+}
+
+/// A look-up that refuses ids of a foreign format (so the never-created id tells nothing)
+/// but answers OK for the volumes the run deleted, which its listing no longer lists: the
+/// witnesses disagree. The look-up's broken rule is one finding, each delete judged on its
+/// word alone is inconclusive (the scenario goes on), and none fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn witnesses_that_disagree_make_the_delete_inconclusive_and_blame_the_liar_once() {
+    // No scenario here needs the run's probe (which would catch the liar before any scenario).
+    let report = run_focused(&[Quirk::GetVolumeOkWhenMissing, Quirk::StrictIds], r"^controller\.list-volumes\.create-delete$").await;
+    assert!(report.scenario("controller.list-volumes.create-delete").is_some());
+    let found = all(&report);
+    let detail = || found.iter().map(|(s, f)| format!("{} {} {}: {}", s.id, f.severity, f.kind, f.message)).collect::<Vec<_>>();
+    assert!(!found.iter().any(|(_, f)| blames_delete(f)), "{:#?}", detail());
+    let lies: Vec<_> = found.iter().filter(|(_, f)| f.kind == "lying-witness").collect();
+    assert_eq!(lies.len(), 1, "{:#?}", detail());
+    let rpcs: Vec<&str> = lies[0].1.evidence.iter().map(|e| e.rpc.as_str()).collect();
+    assert_eq!(rpcs, ["ControllerGetVolume", "ListVolumes"], "both witnesses cited: {:#?}", lies[0].1);
+    // Only deletes judged before the liar was caught rest on it: at least the first.
+    let undecided: Vec<_> = found.iter().filter(|(_, f)| f.severity == Severity::Inconclusive).collect();
+    assert!(!undecided.is_empty(), "{:#?}", detail());
+    for (s, f) in &undecided {
+        assert_eq!((f.kind.as_str(), f.rpc.as_deref()), ("witnesses-disagree", Some("DeleteVolume")), "{}", s.id);
+        assert_eq!(f.evidence.len(), 2, "{f:#?}");
+    }
+}
+
+/// A plugin that keeps what it deleted, by both witnesses: nothing slips, DeleteVolume fails,
+/// citing both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_both_witnesses_still_show_fails_the_delete_citing_both() {
+    let report = run(&[Quirk::DeleteKeepsVolume]).await;
+    let found = all(&report);
+    let kept: Vec<_> = found.iter().filter(|(_, f)| blames_delete(f) && f.severity == Severity::Fail).collect();
+    assert!(!kept.is_empty(), "{found:#?}");
+    for (s, f) in kept {
+        let rpcs: Vec<&str> = f.evidence.iter().map(|e| e.rpc.as_str()).collect();
+        assert_eq!(rpcs, ["ControllerGetVolume", "ListVolumes"], "{}: {f:#?}", s.id);
+    }
+    assert!(!found.iter().any(|(_, f)| f.kind == "lying-witness"), "an honest look-up is not blamed");
+}
+
+/// Issue 33's case: a plugin that keeps deleted volumes (so they hold its small pool), with
+/// an attach limit and an attach race, under Kubernetes' call patterns. Whether a scenario's
+/// CreateVolume finds room depends on how many kept volumes the scenarios before it left,
+/// so on `--jobs`; a refusal for room held by kept volumes is the broken delete's doing (the
+/// same rule the scenario's own delete breaks when it finds room), and every scenario comes
+/// out the same at `--jobs` 1, 4 and 32.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_volumes_filling_the_pool_give_the_same_outcomes_at_any_jobs() {
+    let mut outcomes = Vec::new();
+    for jobs in [1, 4, 32] {
+        let plugin = TestPlugin::start(Config {
+            quirks: [Quirk::DeleteKeepsVolume, Quirk::AttachRace, Quirk::BigPublishContext].into(),
+            max_volumes_per_node: 2,
+            capacity: 32 << 20,
+            ..Config::default()
+        })
+        .await;
+        let engine = engine_plugin(&plugin).await;
+        let work = tempfile::tempdir().unwrap();
+        let mut config = RunConfig {
+            seed: 99,
+            jobs,
+            work_dir: work.path().join("work"),
+            orchestrators: vec![csi_conform::orchestrator::Orchestrator::Kubernetes.into()],
+            ..RunConfig::default()
+        };
+        config.budgets.contention_timeout = std::time::Duration::from_secs(20);
+        let report = suite::run(&engine, &suite::builtin(), &config).await;
+        let by_id: std::collections::BTreeMap<String, Severity> =
+            report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
+        outcomes.push((jobs, by_id));
+    }
+    let (_, first) = &outcomes[0];
+    for (jobs, other) in &outcomes[1..] {
+        let differ: Vec<_> = first
+            .iter()
+            .filter(|(id, o)| other.get(*id) != Some(*o))
+            .map(|(id, o)| format!("{id}: {o} at --jobs 1, {:?} at --jobs {jobs}", other.get(id)))
+            .collect();
+        assert!(differ.is_empty(), "{differ:#?}");
+    }
+    for id in ["extras.create-volume.content-source-empty", "extras.create-volume.topology-empty"] {
+        assert_eq!(first.get(id), Some(&Severity::Fail), "{id}: the kept volumes are the plugin's fault either way");
+    }
+}
