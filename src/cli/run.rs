@@ -363,6 +363,9 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
             tracing::warn!("--expect-failures lists {id}, which this run did not include");
         }
     }
+    // Every string of the report scrubbed (in every encoding) and then capped, before any of
+    // it is written or printed: what a plugin sent back is repeated in every report.
+    let report = scrubber.clean(&report).unwrap_or(report);
     write_all_reports(&report, &args)?;
     let github = report::annotations::enabled(std::env::var("GITHUB_ACTIONS").ok().as_deref(), args.no_annotations);
     if github {
