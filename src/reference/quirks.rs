@@ -138,6 +138,9 @@ pub enum Quirk {
     /// NodeStageVolume makes and mounts nothing at the staging path; NodePublishVolume
     /// mounts from the volume itself.
     StagingPathUnused,
+    /// Error messages and answered contexts repeat the secrets and mount flags received,
+    /// raw and encoded.
+    EchoSecrets,
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -148,7 +151,7 @@ pub const EMPTY_SOURCE_MESSAGE: &str = "volume_content_source must have a snapsh
 
 impl Quirk {
     /// Every quirk, in the order `--list-quirks` shows them.
-    pub const ALL: [Quirk; 47] = [
+    pub const ALL: [Quirk; 48] = [
         Quirk::Unconfirmed,
         Quirk::UnconfirmedSilent,
         Quirk::IncompleteConfirmation,
@@ -196,6 +199,7 @@ impl Quirk {
         Quirk::StagingDirNotMade,
         Quirk::UnstageByVolume,
         Quirk::StagingPathUnused,
+        Quirk::EchoSecrets,
     ];
 
     /// The name `--quirk` takes.
@@ -248,6 +252,7 @@ impl Quirk {
             Quirk::StagingDirNotMade => "staging-dir-not-made",
             Quirk::UnstageByVolume => "unstage-by-volume",
             Quirk::StagingPathUnused => "staging-path-unused",
+            Quirk::EchoSecrets => "echo-secrets",
         }
     }
 
@@ -378,6 +383,9 @@ impl Quirk {
             }
             Quirk::StagingPathUnused => {
                 "NodeStageVolume prepares the volume elsewhere and makes or mounts nothing at staging_target_path; NodePublishVolume mounts from the volume itself (cfgd-csi pulls to a cache): within the spec, and fine under Swarm, which makes no staging directory (a control)"
+            }
+            Quirk::EchoSecrets => {
+                "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
             }
         }
     }

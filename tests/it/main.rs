@@ -3,6 +3,7 @@
 mod answer_quirks;
 mod bad_input;
 mod budgets;
+mod canary;
 mod ci;
 mod cleanup;
 mod client;
