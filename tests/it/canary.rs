@@ -171,3 +171,27 @@ async fn no_encoding_of_any_secret_survives_a_plugin_that_echoes_them() {
     // output stays readable (and the plugin's echo of it shows).
     assert!(report.contains(&format!("={SHORT} ")) || report.contains(&format!("={SHORT})")), "the short value is left in free text, by rule");
 }
+
+/// `call` prints the plugin's answer: a context that echoes the request's secrets is
+/// scrubbed there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_prints_no_secret_an_answer_echoes() {
+    let cwd = tempfile::tempdir().unwrap();
+    let plugin = ReferenceProcess::start(&["--quirk", "echo-secrets"]).await;
+    let secret = &values()[0];
+    let request = format!(
+        r#"{{ name: canary-call, secrets: {{ k: {} }}, volume_capabilities: [{{ mount: {{}}, access_mode: {{ mode: SINGLE_NODE_WRITER }} }}] }}"#,
+        yaml_quoted(secret)
+    );
+    let out = tokio::process::Command::new(bin())
+        .current_dir(cwd.path())
+        .args(["call", "CreateVolume", "--endpoint", &plugin.endpoint(), "--request", &request])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("echo/0.b64"), "the answer echoed: {stdout}");
+    let leaked: Vec<String> = forms(secret).into_iter().filter(|f| stdout.contains(f.as_str())).collect();
+    assert_eq!(leaked, Vec::<String>::new(), "{stdout}");
+}
