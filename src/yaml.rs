@@ -1,6 +1,12 @@
 //! A YAML document as a tree of nodes that remember where they were written (line and column),
-//! built from `saphyr-parser` events. Everything that reads suites and requests works on this
-//! tree so that every error can name `file:line:column`.
+//! built from `saphyr-parser` events. Everything that reads suites, configuration, secrets and
+//! requests works on this tree so that every error can name `file:line:column`.
+//!
+//! Hostile input is refused while it is read, in time linear in its size: a file over
+//! [`MAX_SOURCE_BYTES`] is not read at all, bytes that are not UTF-8 are named by line and
+//! byte ([`read_source`]), nesting deeper than [`MAX_DEPTH`] stops the parse at the level that
+//! breaks it, and more than [`MAX_NODES`] nodes (aliases expanded) stop it at the node that
+//! does. [`check_limits`] applies the same bounds to text another parser will read.
 
 use std::{collections::HashMap, fmt};
 
@@ -73,9 +79,116 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Bounds that keep hostile input (alias bombs, absurd nesting) from exhausting the process.
-const MAX_NODES: usize = 200_000;
-const MAX_DEPTH: usize = 64;
+/// The most nodes a document may hold, aliases expanded (alias bombs).
+pub const MAX_NODES: usize = 200_000;
+/// The deepest nesting of sequences and mappings a document may have.
+pub const MAX_DEPTH: usize = 64;
+/// The largest YAML input read, in bytes.
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// Why a YAML source could not be read as text. Its `Display` names no file: callers put the
+/// file (and, for [`SourceError::NotUtf8`], [`SourceError::pos`]) in front.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The file could not be read.
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    /// The file is larger than [`MAX_SOURCE_BYTES`].
+    #[error("it is larger than the {MAX_SOURCE_BYTES}-byte limit of a YAML input")]
+    TooLarge,
+    /// A byte sequence that is not UTF-8.
+    #[error("invalid UTF-8 at byte {col} of line {line} (byte {offset} of the file)")]
+    NotUtf8 {
+        /// 1-based line.
+        line: usize,
+        /// 1-based byte of the line.
+        col: usize,
+        /// 0-based byte offset in the file.
+        offset: usize,
+    },
+}
+
+impl SourceError {
+    /// Where in the file the error is, when it is in the text.
+    pub fn pos(&self) -> Option<Pos> {
+        match self {
+            SourceError::NotUtf8 { line, col, .. } => Some(Pos { line: *line, col: *col }),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a YAML input file as text: at most [`MAX_SOURCE_BYTES`], and UTF-8 (an invalid byte
+/// is named by line and byte).
+pub fn read_source(path: &std::path::Path) -> Result<String, SourceError> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(SourceError::TooLarge);
+    }
+    decode_source(bytes)
+}
+
+/// `bytes` as text, or where the first byte that is not UTF-8 is.
+pub fn decode_source(bytes: Vec<u8>) -> Result<String, SourceError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..offset];
+        let line = 1 + before.iter().filter(|b| **b == b'\n').count();
+        let col = 1 + offset - before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        SourceError::NotUtf8 { line, col, offset }
+    })
+}
+
+/// Checks `text` against the bounds of this module (nesting, node count) without building a
+/// tree, in one linear pass: for inputs another parser reads. Syntax errors are left to it.
+pub fn check_limits(text: &str) -> Result<(), SyntaxError> {
+    let mut depth = 0usize;
+    let mut nodes = 0usize;
+    let mut sizes: HashMap<usize, usize> = HashMap::new();
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    let mut parser = Parser::new_from_str(text);
+    while let Some(Ok((event, span))) = parser.next_event() {
+        let pos = pos_of(&span);
+        let added = match event {
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(SyntaxError { pos, message: format!("nesting deeper than {MAX_DEPTH} levels") });
+                }
+                open.push((anchor, nodes));
+                1
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                depth = depth.saturating_sub(1);
+                if let Some((anchor, start)) = open.pop()
+                    && anchor > 0
+                {
+                    sizes.insert(anchor, nodes - start);
+                }
+                0
+            }
+            Event::Scalar(_, _, anchor, _) => {
+                if anchor > 0 {
+                    sizes.insert(anchor, 1);
+                }
+                1
+            }
+            Event::Alias(id) => sizes.get(&id).copied().unwrap_or(1),
+            _ => 0,
+        };
+        nodes = nodes.saturating_add(added);
+        if nodes > MAX_NODES {
+            return Err(too_large(pos));
+        }
+    }
+    Ok(())
+}
+
+fn too_large(pos: Pos) -> SyntaxError {
+    SyntaxError { pos, message: format!("the document is too large (more than {MAX_NODES} nodes, aliases expanded)") }
+}
 
 impl Node {
     /// A node of this kind at `pos`.
@@ -208,19 +321,17 @@ struct Builder {
 }
 
 impl Builder {
-    fn count(&mut self, node: &Node) -> Result<(), SyntaxError> {
-        self.nodes += count_nodes(node);
+    /// Counts `added` more nodes: each node once, when it is read (a collection when it
+    /// opens, an alias for the whole tree it repeats), so the count is linear in the input.
+    fn count(&mut self, added: usize, pos: Pos) -> Result<(), SyntaxError> {
+        self.nodes = self.nodes.saturating_add(added);
         if self.nodes > MAX_NODES {
-            return Err(SyntaxError {
-                pos: node.pos,
-                message: format!("the document is too large (more than {MAX_NODES} nodes, aliases expanded)"),
-            });
+            return Err(too_large(pos));
         }
         Ok(())
     }
 
     fn push(&mut self, node: Node, anchor: usize) -> Result<(), SyntaxError> {
-        self.count(&node)?;
         if anchor > 0 {
             self.anchors.insert(anchor, node.clone());
         }
@@ -280,6 +391,7 @@ impl Builder {
                     None => None,
                 };
                 let quoted = style != ScalarStyle::Plain;
+                self.count(1, pos)?;
                 self.push(Node::new(pos, NodeKind::Scalar { text: text.into_owned(), quoted, tag }), anchor)?;
             }
             Event::SequenceStart(anchor, _) => self.open(Open::Seq(pos, anchor, Vec::new()), pos)?,
@@ -290,17 +402,17 @@ impl Builder {
                     Some(Open::Map(p, a, entries, _)) => (Node::new(p, NodeKind::Map(entries)), a),
                     None => return Ok(()),
                 };
-                self.nodes = self.nodes.saturating_sub(1);
                 self.push(node, anchor)?;
             }
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some(node) => {
-                    let mut node = node.clone();
-                    node.pos = pos;
-                    self.push(node, 0)?;
-                }
-                None => return Err(SyntaxError { pos, message: "alias to an unknown anchor".into() }),
-            },
+            Event::Alias(id) => {
+                let Some(repeated) = self.anchors.get(&id).map(count_nodes) else {
+                    return Err(SyntaxError { pos, message: "alias to an unknown anchor".into() });
+                };
+                self.count(repeated, pos)?;
+                let mut node = self.anchors[&id].clone();
+                node.pos = pos;
+                self.push(node, 0)?;
+            }
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
         }
         Ok(())
@@ -310,6 +422,7 @@ impl Builder {
         if self.stack.len() >= MAX_DEPTH {
             return Err(SyntaxError { pos, message: format!("nesting deeper than {MAX_DEPTH} levels") });
         }
+        self.count(1, pos)?;
         self.stack.push(open);
         Ok(())
     }
