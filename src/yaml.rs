@@ -91,7 +91,7 @@ pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The file could not be read.
-    #[error("cannot read it: {0}")]
+    #[error("{0}")]
     Io(#[from] std::io::Error),
     /// The file is larger than [`MAX_SOURCE_BYTES`].
     #[error("it is larger than the {MAX_SOURCE_BYTES}-byte limit of a YAML input")]

@@ -40,14 +40,14 @@ impl Echo {
     }
 
     /// `status` with everything received appended to its message.
-    pub(super) fn into_status(&self, status: Status) -> Status {
+    pub(super) fn status(&self, status: Status) -> Status {
         let echoed: Vec<String> = self.encodings().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         Status::new(status.code(), format!("{} (received: {})", status.message(), echoed.join(" ")))
     }
 
     /// `answer` with everything received added to its volume_context (CreateVolume) or
     /// publish_context (ControllerPublishVolume); other answers as they are.
-    pub(super) fn into_answer<R: 'static>(&self, mut answer: R) -> R {
+    pub(super) fn answer<R: 'static>(&self, mut answer: R) -> R {
         let any: &mut dyn std::any::Any = &mut answer;
         let context = if let Some(created) = any.downcast_mut::<v1::CreateVolumeResponse>() {
             created.volume.as_mut().map(|v| &mut v.volume_context)

@@ -403,7 +403,7 @@ impl Service {
         };
         let result = result.map_err(|status| self.0.told_error(status));
         let result = match &echo {
-            Some(echo) => result.map(|answer| echo.into_answer(answer)).map_err(|status| echo.into_status(status)),
+            Some(echo) => result.map(|answer| echo.answer(answer)).map_err(|status| echo.status(status)),
             None => result,
         };
         match &result {
