@@ -142,14 +142,19 @@ pub fn decode_source(bytes: Vec<u8>) -> Result<String, SourceError> {
 }
 
 /// Checks `text` against the bounds of this module (nesting, node count) without building a
-/// tree, in one linear pass: for inputs another parser reads. Syntax errors are left to it.
+/// tree, in one linear pass: for inputs another parser reads. A syntax error is returned as
+/// [`parse`] returns it (the scanner's own nesting limit is one).
 pub fn check_limits(text: &str) -> Result<(), SyntaxError> {
     let mut depth = 0usize;
     let mut nodes = 0usize;
     let mut sizes: HashMap<usize, usize> = HashMap::new();
     let mut open: Vec<(usize, usize)> = Vec::new();
     let mut parser = Parser::new_from_str(text);
-    while let Some(Ok((event, span))) = parser.next_event() {
+    while let Some(next) = parser.next_event() {
+        let (event, span) = next.map_err(|e| SyntaxError {
+            pos: Pos { line: e.marker().line(), col: e.marker().col() + 1 },
+            message: format!("invalid YAML: {}", e.info()),
+        })?;
         let pos = pos_of(&span);
         let added = match event {
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {

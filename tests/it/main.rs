@@ -10,6 +10,7 @@ mod client;
 mod compare;
 mod compat;
 mod existing;
+mod fuzz_input;
 mod console;
 mod data;
 mod docs;
