@@ -195,3 +195,30 @@ async fn call_prints_no_secret_an_answer_echoes() {
     let leaked: Vec<String> = forms(secret).into_iter().filter(|f| stdout.contains(f.as_str())).collect();
     assert_eq!(leaked, Vec::<String>::new(), "{stdout}");
 }
+
+/// A plugin's strings are capped where the reports repeat them, after scrubbing: a 120 kB
+/// vendor_version (the reference plugin refuses a name that long; a plugin may send either)
+/// does not make every JUnit test suite 120 kB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_plugin_string_is_capped_in_every_report() {
+    let cwd = tempfile::tempdir().unwrap();
+    let version = format!("huge-version-{}", "v".repeat(120_000));
+    let plugin = ReferenceProcess::start(&["--vendor-version", &version]).await;
+    let out = tokio::process::Command::new(bin())
+        .current_dir(cwd.path())
+        .args(["run", "--endpoint", &plugin.endpoint(), "--work-dir", "work"])
+        .args(["--focus", r"^(identity\.|controller\.get-capabilities$|node\.get-info$)"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{stdout}");
+    let junit = std::fs::read_to_string(cwd.path().join("reports/junit.xml")).unwrap();
+    let suites = junit.matches("<testsuite ").count();
+    assert!(suites >= 2, "several test suites repeat the version: {suites}");
+    assert!(junit.contains("huge-version-vvvv"), "the version's head is kept");
+    for file in ["junit.xml", "report.json", "report.html"] {
+        let len = std::fs::metadata(cwd.path().join("reports").join(file)).unwrap().len();
+        assert!(len < 100_000, "{file} is {len} bytes");
+    }
+}
