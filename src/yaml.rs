@@ -507,6 +507,35 @@ mod tests {
         assert!(errs[0].message.starts_with("invalid YAML"), "{:?}", errs);
     }
 
+    /// Each node is counted once, however deep it sits: a document of 100,000 scalars 40
+    /// levels down is read (counting a node again for every level it closes would make it
+    /// 4 million, and refuse it).
+    #[test]
+    fn nodes_are_counted_once_whatever_their_depth() {
+        let depth = 40;
+        let text = format!("{}{}{}", "[".repeat(depth), vec!["x"; 100_000].join(","), "]".repeat(depth));
+        assert!(parse(&text).is_ok());
+        assert!(check_limits(&text).is_ok());
+        let over = format!("[{}]", vec!["x"; MAX_NODES + 1].join(","));
+        assert!(parse(&over).unwrap_err()[0].message.contains("too large"));
+        assert!(check_limits(&over).unwrap_err().message.contains("too large"));
+    }
+
+    #[test]
+    fn check_limits_bounds_nesting_and_aliases_like_parse() {
+        let deep = format!("{}x{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        let err = check_limits(&deep).unwrap_err();
+        assert_eq!((err.pos.line, err.pos.col), (1, MAX_DEPTH + 1), "{err:?}");
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..8u8 {
+            let (prev, next) = ((b'a' + i) as char, (b'a' + i + 1) as char);
+            bomb.push_str(&format!("{next}: &{next} [{}]\n", vec![format!("*{prev}"); 10].join(", ")));
+        }
+        assert!(check_limits(&bomb).unwrap_err().message.contains("too large"));
+        assert!(check_limits("a: [1, 2]\nb: {c: d}\n").is_ok());
+        assert!(check_limits("a: [1, 2\n").unwrap_err().message.starts_with("invalid YAML"));
+    }
+
     #[test]
     fn aliases_expand_and_bombs_are_refused() {
         let root = parse("a: &x {k: v}\nb: *x\n").unwrap().unwrap();
