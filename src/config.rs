@@ -39,14 +39,24 @@ pub enum ConfigError {
     },
 }
 
+/// Reads a configuration file as text: bounded in size, and UTF-8 (an invalid byte is named
+/// by line and byte).
+fn read(file: &Path) -> Result<String, ConfigError> {
+    yaml::read_source(file).map_err(|e| match e {
+        yaml::SourceError::Io(io) => ConfigError::Io { file: file.to_owned(), reason: io.to_string() },
+        other => ConfigError::Invalid {
+            file: file.to_owned(),
+            pos: other.pos().unwrap_or(Pos { line: 1, col: 1 }),
+            reason: other.to_string(),
+        },
+    })
+}
+
 /// Loads a flat YAML map of strings (`key: value`), as csi-sanity's parameter files are.
 /// Numbers and booleans are taken as their text (`iops: 3000` is `"3000"`); an empty file is
 /// an empty map. Anything else (lists, nested maps, null values) is an error at its line.
 pub fn load_string_map(file: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Io {
-        file: file.to_owned(),
-        reason: e.to_string(),
-    })?;
+    let text = read(file)?;
     parse_string_map(&text, file)
 }
 
@@ -110,7 +120,7 @@ pub struct Setting {
 /// Loads a settings file (`run --config FILE`): a YAML map whose values are scalars or lists
 /// of scalars. Which keys are allowed is the caller's business; the shapes are checked here.
 pub fn load_settings(file: &Path) -> Result<Vec<Setting>, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Io { file: file.to_owned(), reason: e.to_string() })?;
+    let text = read(file)?;
     parse_settings(&text, file)
 }
 
@@ -156,7 +166,7 @@ const EXISTING_KEYS: [&str; 3] = ["id", "context", "capability"];
 
 /// Loads the `existing-volumes:` list of a settings file (none when it has no such key).
 pub fn load_existing_volumes(file: &Path) -> Result<Vec<ExistingVolume>, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Io { file: file.to_owned(), reason: e.to_string() })?;
+    let text = read(file)?;
     parse_existing_volumes(&text, file)
 }
 
@@ -359,10 +369,7 @@ fn texts(node: &Node, what: &str) -> Result<Vec<(String, Pos)>, (Pos, String)> {
 
 /// Loads `--property-bounds FILE`: a bounds mapping applied to the default bounds.
 pub fn load_bounds(file: &Path) -> Result<Bounds, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Io {
-        file: file.to_owned(),
-        reason: e.to_string(),
-    })?;
+    let text = read(file)?;
     parse_bounds_text(&text, file)
 }
 

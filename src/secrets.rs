@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::yaml;
+
 /// The top-level keys of a secrets file, one per kind of RPC that carries secrets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SecretKey {
@@ -225,27 +227,29 @@ impl fmt::Display for SecretsMismatch {
 }
 
 impl Secrets {
-    /// Loads and validates a secrets file.
+    /// Loads and validates a secrets file (at most [`yaml::MAX_SOURCE_BYTES`], UTF-8: an
+    /// invalid byte is named by line and byte).
     pub fn load(file: &Path) -> Result<Secrets, SecretsError> {
-        let text = std::fs::read_to_string(file).map_err(|source| SecretsError::Io {
-            file: file.to_path_buf(),
-            source,
+        let text = yaml::read_source(file).map_err(|e| match e {
+            yaml::SourceError::Io(source) => SecretsError::Io { file: file.to_path_buf(), source },
+            other => {
+                let pos = other.pos().unwrap_or(yaml::Pos { line: 1, col: 1 });
+                SecretsError::Yaml { file: file.to_path_buf(), line: pos.line, column: pos.col, reason: other.to_string() }
+            }
         })?;
         Secrets::parse(&text, file)
     }
 
-    /// Parses secrets-file text; `file` is only used in error messages.
+    /// Parses secrets-file text; `file` is only used in error messages. Nesting and size are
+    /// bounded while parsing ([`yaml`]), so hostile input is refused in linear time.
     pub fn parse(text: &str, file: &Path) -> Result<Secrets, SecretsError> {
-        let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((1, 1));
+        let root = yaml::parse(text).map_err(|errors| {
+            let first = errors.into_iter().next().unwrap_or(yaml::SyntaxError { pos: yaml::Pos::default(), message: String::new() });
             SecretsError::Yaml {
                 file: file.to_path_buf(),
-                line,
-                column,
-                reason: yaml_reason(&e),
+                line: first.pos.line.max(1),
+                column: first.pos.col.max(1),
+                reason: first.message.strip_prefix("invalid YAML: ").unwrap_or(&first.message).to_owned(),
             }
         })?;
         let shape = |line: usize, reason: String| SecretsError::Shape {
@@ -253,23 +257,18 @@ impl Secrets {
             line,
             reason,
         };
-        let top = match value {
-            serde_yaml::Value::Null => return Ok(Secrets::default()),
-            serde_yaml::Value::Mapping(m) => m,
-            _ => {
-                return Err(shape(
-                    1,
-                    "the document must be a map of secret kinds".into(),
-                ));
+        let top = match root.as_ref().map(|r| (r, r.as_map())) {
+            None => return Ok(Secrets::default()),
+            Some((r, _)) if r.is_null() => return Ok(Secrets::default()),
+            Some((_, Some(entries))) => entries,
+            Some((r, None)) => {
+                return Err(shape(r.pos.line, "the document must be a map of secret kinds".into()));
             }
         };
         let mut maps = BTreeMap::new();
         for (k, v) in top {
-            let name = match &k {
-                serde_yaml::Value::String(s) => s.clone(),
-                other => scalar_text(other).unwrap_or_else(|| "<non-scalar key>".to_owned()),
-            };
-            let line = key_line(text, &name);
+            let name = k.scalar_text().unwrap_or("<non-scalar key>").to_owned();
+            let line = k.pos.line;
             let Some(key) = SecretKey::from_name(&name) else {
                 let mut reason = format!("unknown key {name:?}");
                 if let Some(near) = did_you_mean(&name) {
@@ -281,30 +280,21 @@ impl Secrets {
                 ));
                 return Err(shape(line, reason));
             };
-            let entries = match v {
-                serde_yaml::Value::Null => BTreeMap::new(),
-                serde_yaml::Value::Mapping(m) => {
-                    let mut entries = BTreeMap::new();
-                    for (sk, sv) in m {
-                        let sname = scalar_text(&sk).ok_or_else(|| {
-                            shape(line, format!("{name}: secret names must be strings"))
-                        })?;
-                        let svalue = scalar_text(&sv).ok_or_else(|| {
-                            shape(
-                                line,
-                                format!("{name}: the value of {sname:?} must be a string"),
-                            )
-                        })?;
-                        entries.insert(sname, svalue);
-                    }
-                    entries
+            let entries = if v.is_null() {
+                BTreeMap::new()
+            } else if let Some(m) = v.as_map() {
+                let mut entries = BTreeMap::new();
+                for (sk, sv) in m {
+                    let sname = scalar_text(sk)
+                        .ok_or_else(|| shape(sk.pos.line, format!("{name}: secret names must be strings")))?;
+                    let svalue = scalar_text(sv).ok_or_else(|| {
+                        shape(sv.pos.line, format!("{name}: the value of {sname:?} must be a string"))
+                    })?;
+                    entries.insert(sname, svalue);
                 }
-                _ => {
-                    return Err(shape(
-                        line,
-                        format!("{name} must be a map of secret names to values"),
-                    ));
-                }
+                entries
+            } else {
+                return Err(shape(line, format!("{name} must be a map of secret names to values")));
             };
             maps.insert(key, entries);
         }
@@ -380,41 +370,13 @@ impl Secrets {
     }
 }
 
-/// The text of a YAML scalar (strings, numbers, booleans), as Go's YAML decoder would turn
-/// it into a string.
-fn scalar_text(value: &serde_yaml::Value) -> Option<String> {
-    match value {
-        serde_yaml::Value::String(s) => Some(s.clone()),
-        serde_yaml::Value::Number(n) => Some(n.to_string()),
-        serde_yaml::Value::Bool(b) => Some(b.to_string()),
-        serde_yaml::Value::Null => Some(String::new()),
-        _ => None,
+/// The text of a YAML scalar as written (strings, numbers, booleans: Go's YAML decoder reads
+/// any scalar into a string field so); null is the empty string.
+fn scalar_text(node: &yaml::Node) -> Option<String> {
+    if node.is_null() {
+        return Some(String::new());
     }
-}
-
-/// The parser's message without its trailing location (we print our own) and without any
-/// echo of the input.
-fn yaml_reason(e: &serde_yaml::Error) -> String {
-    let text = e.to_string();
-    match text.find(" at line ") {
-        Some(i) => text[..i].to_owned(),
-        None => text,
-    }
-}
-
-/// The 1-based line where top-level key `name` is written (1 when it cannot be found).
-fn key_line(text: &str, name: &str) -> usize {
-    let candidates = [name.to_owned(), format!("\"{name}\""), format!("'{name}'")];
-    let top_level = text.lines().position(|line| {
-        candidates.iter().any(|c| {
-            line.strip_prefix(c.as_str())
-                .is_some_and(|rest| rest.trim_start().starts_with(':'))
-        })
-    });
-    top_level
-        .or_else(|| text.lines().position(|line| line.contains(name)))
-        .map(|i| i + 1)
-        .unwrap_or(1)
+    node.scalar_text().map(str::to_owned)
 }
 
 /// The known key closest to `name`, when it is close enough to be a typo.
@@ -626,8 +588,38 @@ mod tests {
     fn malformed_yaml_is_explained_by_the_parser_without_its_own_location() {
         let err = parse("CreateVolumeSecret:\n  a: [b\n  c: d\n").unwrap_err().to_string();
         let reason = err.split(": invalid YAML: ").nth(1).unwrap_or_default();
-        assert!(reason.contains("did not find expected"), "the parser's own words: {err}");
+        assert!(reason.contains("illegal placement of ':'"), "the parser's own words: {err}");
         assert!(!reason.contains(" at line "), "one location, ours: {err}");
+    }
+
+    /// Nesting is refused near the level that breaks the bound, where it is written: the
+    /// parse stops there (it does not read the 80,000 levels after it).
+    #[test]
+    fn deep_nesting_is_refused_at_the_level_that_breaks_the_bound() {
+        let deep = format!("CreateVolumeSecret: {{a: {}{}}}\n", "[".repeat(80_000), "]".repeat(80_000));
+        let err = parse(&deep).unwrap_err();
+        // The scanner looks a few hundred levels ahead (and has a limit of its own there).
+        assert!(
+            matches!(&err, SecretsError::Yaml { line: 1, column, reason, .. }
+                if *column < 400 && (reason.contains("nesting deeper than 64") || reason.contains("recursion limit"))),
+            "{err}"
+        );
+        let block: String = (0..200).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+        let err = parse(&format!("CreateVolumeSecret:\n{block}")).unwrap_err().to_string();
+        assert!(err.starts_with("secrets.yaml:66:") && err.contains("nesting deeper"), "{err}");
+    }
+
+    #[test]
+    fn invalid_utf8_is_named_by_file_line_and_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secrets.yaml");
+        std::fs::write(&file, b"CreateVolumeSecret:\n  user: ab\xffc\n").unwrap();
+        let err = Secrets::load(&file).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("{}:2:11: invalid YAML: invalid UTF-8 at byte 11 of line 2 (byte 30 of the file)", file.display())
+        );
+        assert!(!err.contains("ab"), "no value is quoted: {err}");
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! A YAML document as a tree of nodes that remember where they were written (line and column),
-//! built from `saphyr-parser` events. Everything that reads suites and requests works on this
-//! tree so that every error can name `file:line:column`.
+//! built from `saphyr-parser` events. Everything that reads suites, configuration, secrets and
+//! requests works on this tree so that every error can name `file:line:column`.
+//!
+//! Hostile input is refused while it is read, in time linear in its size: a file over
+//! [`MAX_SOURCE_BYTES`] is not read at all, bytes that are not UTF-8 are named by line and
+//! byte ([`read_source`]), nesting deeper than [`MAX_DEPTH`] stops the parse at the level that
+//! breaks it, and more than [`MAX_NODES`] nodes (aliases expanded) stop it at the node that
+//! does. [`check_limits`] applies the same bounds to text another parser will read.
 
 use std::{collections::HashMap, fmt};
 
@@ -73,9 +79,121 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Bounds that keep hostile input (alias bombs, absurd nesting) from exhausting the process.
-const MAX_NODES: usize = 200_000;
-const MAX_DEPTH: usize = 64;
+/// The most nodes a document may hold, aliases expanded (alias bombs).
+pub const MAX_NODES: usize = 200_000;
+/// The deepest nesting of sequences and mappings a document may have.
+pub const MAX_DEPTH: usize = 64;
+/// The largest YAML input read, in bytes.
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// Why a YAML source could not be read as text. Its `Display` names no file: callers put the
+/// file (and, for [`SourceError::NotUtf8`], [`SourceError::pos`]) in front.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The file could not be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The file is larger than [`MAX_SOURCE_BYTES`].
+    #[error("it is larger than the {MAX_SOURCE_BYTES}-byte limit of a YAML input")]
+    TooLarge,
+    /// A byte sequence that is not UTF-8.
+    #[error("invalid UTF-8 at byte {col} of line {line} (byte {offset} of the file)")]
+    NotUtf8 {
+        /// 1-based line.
+        line: usize,
+        /// 1-based byte of the line.
+        col: usize,
+        /// 0-based byte offset in the file.
+        offset: usize,
+    },
+}
+
+impl SourceError {
+    /// Where in the file the error is, when it is in the text.
+    pub fn pos(&self) -> Option<Pos> {
+        match self {
+            SourceError::NotUtf8 { line, col, .. } => Some(Pos { line: *line, col: *col }),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a YAML input file as text: at most [`MAX_SOURCE_BYTES`], and UTF-8 (an invalid byte
+/// is named by line and byte).
+pub fn read_source(path: &std::path::Path) -> Result<String, SourceError> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(SourceError::TooLarge);
+    }
+    decode_source(bytes)
+}
+
+/// `bytes` as text, or where the first byte that is not UTF-8 is.
+pub fn decode_source(bytes: Vec<u8>) -> Result<String, SourceError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..offset];
+        let line = 1 + before.iter().filter(|b| **b == b'\n').count();
+        let col = 1 + offset - before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        SourceError::NotUtf8 { line, col, offset }
+    })
+}
+
+/// Checks `text` against the bounds of this module (nesting, node count) without building a
+/// tree, in one linear pass: for inputs another parser reads. A syntax error is returned as
+/// [`parse`] returns it (the scanner's own nesting limit is one).
+pub fn check_limits(text: &str) -> Result<(), SyntaxError> {
+    let mut depth = 0usize;
+    let mut nodes = 0usize;
+    let mut sizes: HashMap<usize, usize> = HashMap::new();
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    let mut parser = Parser::new_from_str(text);
+    while let Some(next) = parser.next_event() {
+        let (event, span) = next.map_err(|e| SyntaxError {
+            pos: Pos { line: e.marker().line(), col: e.marker().col() + 1 },
+            message: format!("invalid YAML: {}", e.info()),
+        })?;
+        let pos = pos_of(&span);
+        let added = match event {
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(SyntaxError { pos, message: format!("nesting deeper than {MAX_DEPTH} levels") });
+                }
+                open.push((anchor, nodes));
+                1
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                depth = depth.saturating_sub(1);
+                if let Some((anchor, start)) = open.pop()
+                    && anchor > 0
+                {
+                    sizes.insert(anchor, nodes - start);
+                }
+                0
+            }
+            Event::Scalar(_, _, anchor, _) => {
+                if anchor > 0 {
+                    sizes.insert(anchor, 1);
+                }
+                1
+            }
+            Event::Alias(id) => sizes.get(&id).copied().unwrap_or(1),
+            _ => 0,
+        };
+        nodes = nodes.saturating_add(added);
+        if nodes > MAX_NODES {
+            return Err(too_large(pos));
+        }
+    }
+    Ok(())
+}
+
+fn too_large(pos: Pos) -> SyntaxError {
+    SyntaxError { pos, message: format!("the document is too large (more than {MAX_NODES} nodes, aliases expanded)") }
+}
 
 impl Node {
     /// A node of this kind at `pos`.
@@ -208,19 +326,17 @@ struct Builder {
 }
 
 impl Builder {
-    fn count(&mut self, node: &Node) -> Result<(), SyntaxError> {
-        self.nodes += count_nodes(node);
+    /// Counts `added` more nodes: each node once, when it is read (a collection when it
+    /// opens, an alias for the whole tree it repeats), so the count is linear in the input.
+    fn count(&mut self, added: usize, pos: Pos) -> Result<(), SyntaxError> {
+        self.nodes = self.nodes.saturating_add(added);
         if self.nodes > MAX_NODES {
-            return Err(SyntaxError {
-                pos: node.pos,
-                message: format!("the document is too large (more than {MAX_NODES} nodes, aliases expanded)"),
-            });
+            return Err(too_large(pos));
         }
         Ok(())
     }
 
     fn push(&mut self, node: Node, anchor: usize) -> Result<(), SyntaxError> {
-        self.count(&node)?;
         if anchor > 0 {
             self.anchors.insert(anchor, node.clone());
         }
@@ -280,6 +396,7 @@ impl Builder {
                     None => None,
                 };
                 let quoted = style != ScalarStyle::Plain;
+                self.count(1, pos)?;
                 self.push(Node::new(pos, NodeKind::Scalar { text: text.into_owned(), quoted, tag }), anchor)?;
             }
             Event::SequenceStart(anchor, _) => self.open(Open::Seq(pos, anchor, Vec::new()), pos)?,
@@ -290,17 +407,17 @@ impl Builder {
                     Some(Open::Map(p, a, entries, _)) => (Node::new(p, NodeKind::Map(entries)), a),
                     None => return Ok(()),
                 };
-                self.nodes = self.nodes.saturating_sub(1);
                 self.push(node, anchor)?;
             }
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some(node) => {
-                    let mut node = node.clone();
-                    node.pos = pos;
-                    self.push(node, 0)?;
-                }
-                None => return Err(SyntaxError { pos, message: "alias to an unknown anchor".into() }),
-            },
+            Event::Alias(id) => {
+                let Some(repeated) = self.anchors.get(&id).map(count_nodes) else {
+                    return Err(SyntaxError { pos, message: "alias to an unknown anchor".into() });
+                };
+                self.count(repeated, pos)?;
+                let mut node = self.anchors[&id].clone();
+                node.pos = pos;
+                self.push(node, 0)?;
+            }
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
         }
         Ok(())
@@ -310,6 +427,7 @@ impl Builder {
         if self.stack.len() >= MAX_DEPTH {
             return Err(SyntaxError { pos, message: format!("nesting deeper than {MAX_DEPTH} levels") });
         }
+        self.count(1, pos)?;
         self.stack.push(open);
         Ok(())
     }
@@ -387,6 +505,35 @@ mod tests {
         assert!(errs[0].message.contains("duplicate key \"a\""), "{:?}", errs);
         let errs = parse("a: [1, 2\n").unwrap_err();
         assert!(errs[0].message.starts_with("invalid YAML"), "{:?}", errs);
+    }
+
+    /// Each node is counted once, however deep it sits: a document of 100,000 scalars 40
+    /// levels down is read (counting a node again for every level it closes would make it
+    /// 4 million, and refuse it).
+    #[test]
+    fn nodes_are_counted_once_whatever_their_depth() {
+        let depth = 40;
+        let text = format!("{}{}{}", "[".repeat(depth), vec!["x"; 100_000].join(","), "]".repeat(depth));
+        assert!(parse(&text).is_ok());
+        assert!(check_limits(&text).is_ok());
+        let over = format!("[{}]", vec!["x"; MAX_NODES + 1].join(","));
+        assert!(parse(&over).unwrap_err()[0].message.contains("too large"));
+        assert!(check_limits(&over).unwrap_err().message.contains("too large"));
+    }
+
+    #[test]
+    fn check_limits_bounds_nesting_and_aliases_like_parse() {
+        let deep = format!("{}x{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        let err = check_limits(&deep).unwrap_err();
+        assert_eq!((err.pos.line, err.pos.col), (1, MAX_DEPTH + 1), "{err:?}");
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..8u8 {
+            let (prev, next) = ((b'a' + i) as char, (b'a' + i + 1) as char);
+            bomb.push_str(&format!("{next}: &{next} [{}]\n", vec![format!("*{prev}"); 10].join(", ")));
+        }
+        assert!(check_limits(&bomb).unwrap_err().message.contains("too large"));
+        assert!(check_limits("a: [1, 2]\nb: {c: d}\n").is_ok());
+        assert!(check_limits("a: [1, 2\n").unwrap_err().message.starts_with("invalid YAML"));
     }
 
     #[test]

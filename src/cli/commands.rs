@@ -162,7 +162,8 @@ pub(super) async fn call(args: CallArgs, scrubber: &Scrubber) -> Result<u8, CliE
     };
     match outcome {
         Ok(yaml) => {
-            print!("{yaml}");
+            // A plugin may echo what it was sent in its answer (a context map).
+            print!("{}", scrubber.scrub(&yaml));
             Ok(EXIT_OK)
         }
         Err(e) => {

@@ -363,6 +363,17 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
             tracing::warn!("--expect-failures lists {id}, which this run did not include");
         }
     }
+    // Every string of the report scrubbed (in every encoding) and then capped, before any of
+    // it is written or printed: what a plugin sent back is repeated in every report.
+    let report = match scrubber.clean(&report) {
+        Some(cleaned) => cleaned,
+        None => {
+            // A held value spells one of the report's own words: what the scenarios
+            // recorded was scrubbed as it was recorded; the rest is written as it is.
+            tracing::warn!("the report could not be scrubbed as a whole; its findings were scrubbed as they were made");
+            report
+        }
+    };
     write_all_reports(&report, &args)?;
     let github = report::annotations::enabled(std::env::var("GITHUB_ACTIONS").ok().as_deref(), args.no_annotations);
     if github {

@@ -25,6 +25,7 @@ mod backing;
 mod checks;
 mod config;
 mod controller;
+mod echo;
 mod group;
 mod health;
 mod identity;
@@ -389,6 +390,7 @@ impl Service {
             tokio::time::sleep(plugin.config.latency).await;
         }
         let req = request.into_inner();
+        let echo = plugin.quirk(Quirk::EchoSecrets).then(|| echo::Echo::of(&req)).flatten();
         let subject = req.subject().to_owned();
         let malformed = || {
             plugin.quirk(Quirk::StrictIds).then(|| quirks::malformed_id(&crate::proto::to_dynamic(&req))).flatten()
@@ -400,6 +402,10 @@ impl Service {
                 .unwrap_or_else(|e| Err(Status::internal(format!("{rpc} failed: {e}")))),
         };
         let result = result.map_err(|status| self.0.told_error(status));
+        let result = match &echo {
+            Some(echo) => result.map(|answer| echo.answer(answer)).map_err(|status| echo.status(status)),
+            None => result,
+        };
         match &result {
             Ok(_) => tracing::info!(rpc, subject = %subject, code = "OK", "rpc"),
             Err(s) => tracing::info!(

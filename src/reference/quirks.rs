@@ -146,6 +146,9 @@ pub enum Quirk {
     /// ControllerGetVolume answers OK for a volume that does not exist, with an abnormal
     /// volume condition saying NotFound (the kubernetes-csi hostpath plugin v1.16.1).
     GetVolumeOkWhenMissing,
+    /// Error messages and answered contexts repeat the secrets and mount flags received,
+    /// raw and encoded.
+    EchoSecrets,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -224,6 +227,7 @@ impl Quirk {
         Quirk::ConfirmEverything,
         Quirk::DropsMountGroup,
         Quirk::GetVolumeOkWhenMissing,
+        Quirk::EchoSecrets,
     ];
 
     /// The name `--quirk` takes.
@@ -279,6 +283,7 @@ impl Quirk {
             Quirk::ConfirmEverything => "confirm-everything",
             Quirk::DropsMountGroup => "drops-mount-group",
             Quirk::GetVolumeOkWhenMissing => "get-volume-ok-when-missing",
+            Quirk::EchoSecrets => "echo-secrets",
         }
     }
 
@@ -418,6 +423,9 @@ impl Quirk {
             }
             Quirk::GetVolumeOkWhenMissing => {
                 "ControllerGetVolume answers OK for a volume that does not exist (never made, or deleted), with volume_condition abnormal and a NotFound message, where the spec wants NOT_FOUND; ListVolumes tells the truth (the kubernetes-csi hostpath plugin v1.16.1): a lying witness of deletes"
+            }
+            Quirk::EchoSecrets => {
+                "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
             }
         }
     }

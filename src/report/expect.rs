@@ -164,8 +164,14 @@ fn line_of_key(text: &str, id: &str) -> Option<usize> {
 impl ExpectedFailures {
     /// Reads and checks an expect-failures file.
     pub fn load(path: &Path) -> Result<Self, ExpectError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ExpectError::Read { path: path.to_owned(), source })?;
+        let text = crate::yaml::read_source(path).map_err(|e| match e {
+            crate::yaml::SourceError::Io(source) => ExpectError::Read { path: path.to_owned(), source },
+            other => ExpectError::Invalid {
+                path: path.to_owned(),
+                location: other.pos().map(|p| (p.line, p.col)),
+                message: other.to_string(),
+            },
+        })?;
         Self::parse_str(&text, path)
     }
 
@@ -180,6 +186,9 @@ impl ExpectedFailures {
 
     /// Parses the text of an expect-failures file; errors carry (line, column) when known.
     fn parse(text: &str) -> Result<Self, (Option<(usize, usize)>, String)> {
+        // Nesting and size bounded first, in one linear pass (serde_yaml alone takes
+        // quadratic time to refuse deep nesting).
+        crate::yaml::check_limits(text).map_err(|e| (Some((e.pos.line, e.pos.col)), e.message))?;
         let deserializer = serde_yaml::Deserializer::from_str(text);
         let entries = deserializer.deserialize_any(DocumentVisitor { text }).map_err(|e| {
             let location = e.location().map(|l| (l.line(), l.column()));

@@ -20,8 +20,11 @@ pub type CheckArgs = BTreeMap<String, Val>;
 pub enum ArgKind {
     /// A string.
     Str,
-    /// A whole number.
+    /// A whole number from 0 to [`INT_ARG_MAX`] (counts and indices: a literal beyond is a
+    /// load error, never an overflow at run time).
     Int,
+    /// A whole number in this inclusive range.
+    IntIn(i128, i128),
     /// true / false.
     Bool,
     /// One of these words.
@@ -35,6 +38,9 @@ pub enum ArgKind {
     /// A map of strings (a mapping of text values, or a variable such as `${parameters}`).
     Map,
 }
+
+/// The largest literal an [`ArgKind::Int`] argument takes.
+pub const INT_ARG_MAX: i128 = 1_000_000;
 
 /// One argument of a check.
 #[derive(Debug, Clone, Copy)]
@@ -180,7 +186,10 @@ pub trait Catalog: Sync {
 pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String> {
     match (kind, node.plain()) {
         (ArgKind::Str, Some(Plain::Str(_))) | (ArgKind::Bool, Some(Plain::Bool(_))) => Ok(()),
-        (ArgKind::Int, Some(Plain::Int(i))) if i >= 0 => Ok(()),
+        (ArgKind::Int, Some(Plain::Int(i))) if (0..=INT_ARG_MAX).contains(&i) => Ok(()),
+        (ArgKind::IntIn(lo, hi), Some(Plain::Int(i))) if (lo..=hi).contains(&i) => Ok(()),
+        (ArgKind::Int, Some(Plain::Int(i))) => Err(format!("expects a whole number from 0 to {INT_ARG_MAX}, not {i}")),
+        (ArgKind::IntIn(lo, hi), Some(Plain::Int(i))) => Err(format!("expects a whole number from {lo} to {hi}, not {i}")),
         (ArgKind::Choice(words), Some(Plain::Str(s))) if words.contains(&s) => Ok(()),
         (ArgKind::Capability, None) if node.as_map().is_some() => Ok(()),
         (ArgKind::StrList, None) if node.as_seq().is_some_and(|items| items.iter().all(is_scalar)) => Ok(()),
@@ -201,7 +210,7 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
         }
         (ArgKind::Str, _) => Err(format!("expects a string, not {}", node.describe())),
         (ArgKind::Bool, _) => Err(format!("expects true or false, not {}", node.describe())),
-        (ArgKind::Int, _) => Err(format!("expects a whole number, not {}", node.describe())),
+        (ArgKind::Int | ArgKind::IntIn(..), _) => Err(format!("expects a whole number, not {}", node.describe())),
         (ArgKind::Choice(words), _) => Err(format!(
             "expects one of {}, not {}",
             words.join(", "),
@@ -218,4 +227,27 @@ pub(crate) fn check_arg_literal(kind: ArgKind, node: &Node) -> Result<(), String
 
 fn is_scalar(node: &Node) -> bool {
     node.scalar_text().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn literal(kind: ArgKind, text: &str) -> Result<(), String> {
+        check_arg_literal(kind, &crate::yaml::parse(text).unwrap().unwrap())
+    }
+
+    /// A whole number a check cannot take is a load error (so `suites check` rejects it),
+    /// never an overflow or a refusal at run time.
+    #[test]
+    fn whole_numbers_out_of_range_are_load_errors() {
+        assert_eq!(literal(ArgKind::Int, "5"), Ok(()));
+        assert_eq!(literal(ArgKind::Int, "1000000"), Ok(()));
+        let err = literal(ArgKind::Int, "0x7fffffffffffffff").unwrap_err();
+        assert_eq!(err, "expects a whole number from 0 to 1000000, not 9223372036854775807");
+        assert!(literal(ArgKind::Int, "-1").is_err());
+        assert_eq!(literal(ArgKind::IntIn(1, 4), "4"), Ok(()));
+        assert_eq!(literal(ArgKind::IntIn(1, 4), "0").unwrap_err(), "expects a whole number from 1 to 4, not 0");
+        assert_eq!(literal(ArgKind::IntIn(1, 4), "x").unwrap_err(), "expects a whole number, not a string");
+    }
 }

@@ -46,8 +46,13 @@ fn known_secret_keys() -> Vec<String> {
 /// Reads and loads a suite file, its checks and properties found in `catalog`.
 pub fn load_file_in(catalog: &dyn Catalog, path: &Path) -> Result<Suite, LoadErrors> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        LoadErrors(vec![LoadError::new(&origin, Pos::default(), format!("cannot read the suite: {e}"))])
+    let text = yaml::read_source(path).map_err(|e| {
+        let pos = e.pos().unwrap_or_default();
+        let message = match e {
+            yaml::SourceError::NotUtf8 { .. } => e.to_string(),
+            _ => format!("cannot read the suite: {e}"),
+        };
+        LoadErrors(vec![LoadError::new(&origin, pos, message)])
     })?;
     load_str_in(catalog, &origin, &text)
 }

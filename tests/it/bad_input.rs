@@ -29,7 +29,7 @@ const RUN_CASES: &[(&[&str], &str)] = &[
          ControllerValidateVolumeCapabilitiesSecret, NodeStageVolumeSecret, NodePublishVolumeSecret, CreateSnapshotSecret, \
          DeleteSnapshotSecret, ControllerExpandVolumeSecret, ControllerModifyVolumeSecret, ListSnapshotsSecret, GetSnapshotSecret",
     ),
-    (&["--secrets", "broken-secrets.yaml"], "error: broken-secrets.yaml:3:1: invalid YAML: did not find expected ',' or ']'"),
+    (&["--secrets", "broken-secrets.yaml"], "error: broken-secrets.yaml:3:1: invalid YAML: while parsing a flow sequence, expected ',' or ']'"),
     (&["--test-volume-parameters", "missing.yaml"], "error: missing.yaml: cannot read: No such file or directory (os error 2)"),
     (
         &["--test-volume-parameters", "nested-params.yaml"],

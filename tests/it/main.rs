@@ -3,6 +3,7 @@
 mod answer_quirks;
 mod bad_input;
 mod budgets;
+mod canary;
 mod ci;
 mod claims;
 mod cleanup;
@@ -10,6 +11,7 @@ mod client;
 mod compare;
 mod compat;
 mod existing;
+mod fuzz_input;
 mod console;
 mod data;
 mod docs;

@@ -733,13 +733,15 @@ fn every_quirk_has_an_expectation() {
     // well-formed ids (strict_ids_fail_nothing_with_the_runs_own_deleted_ids shows it bites).
     // The orchestrator quirks break only an orchestrator's call pattern: tests/it/orchestrators.rs;
     // staging-path-unused is a control there (within the spec, and under every orchestrator).
+    // echo-secrets tests the harness, not a verdict: tests/it/canary.rs greps every output.
     let orchestrated: Vec<Quirk> = crate::orchestrators::QUIRKS.iter().map(|(q, ..)| *q).collect();
     // empty-source-rejected is lawful (INVALID_ARGUMENT for an invalid field): a control too.
     // long-context-value only earns a note (the spec limits a map, not each value): answer_quirks
     // shows the note.
     // require-volume-context only earns notes (the CO passes volume_context when present).
     let controls =
-        [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue, Quirk::RequireVolumeContext];
+        [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue, Quirk::RequireVolumeContext,
+         Quirk::EchoSecrets];
     for quirk in Quirk::ALL.iter().copied().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }

@@ -140,7 +140,7 @@ pub(crate) const ARGS: &[ArgSpec] = &[
     ArgSpec { name: "refused_code", kind: ArgKind::Str, required: false },
     ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "long_paths", kind: ArgKind::Bool, required: false },
-    ArgSpec { name: "volumes", kind: ArgKind::Int, required: false },
+    ArgSpec { name: "volumes", kind: ArgKind::IntIn(1, orchestrated::MAX_VOLUMES as i128), required: false },
     ArgSpec { name: "expand", kind: ArgKind::Bool, required: false },
     ArgSpec { name: "second_usage", kind: ArgKind::Bool, required: false },
 ];
