@@ -152,8 +152,10 @@ async fn undo_resource(
 /// Settles a call whose answer was never heard. An attachment is fully named by its
 /// request, so it is undone directly. A creation is asked for again (CSI creation is
 /// idempotent by name: the plugin answers with what the first call made, or makes it now) to
-/// learn the id, which is then undone. The request was journaled without its sensitive
-/// fields; secrets are filled in again from the secrets file.
+/// learn the id, which is then undone. The request was journaled without its secrets (mount
+/// flags kept, so the repeat is the request the plugin saw); secrets are filled in again from
+/// the secrets file. ALREADY_EXISTS to the repeat leaves the record: whatever holds the name
+/// is named as left, never taken for nothing made.
 async fn undo_call(
     conn: &Connection,
     call: &CallRecord,
@@ -176,6 +178,17 @@ async fn undo_call(
     }
     let response = match conn.call_dynamic(&method, request.clone()).await {
         Ok(response) => response,
+        // The name is taken by something the repeat does not match: what the first call made
+        // (the journal's request is what was sent, so the plugin compares it differently) or
+        // another's object. Never "made nothing": it is left, by name, for an operator.
+        Err(e) if e.origin == ErrorOrigin::Plugin && e.code == Code::AlreadyExists => {
+            let name = call.request.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+            return Err(format!(
+                "asked again, {rpc} answered ALREADY_EXISTS: an object named {name:?} is on the plugin and may be what \
+                 the lost call made; it is left there ({})",
+                e.message
+            ));
+        }
         // A definite refusal of the same request: the first call made nothing either (had it
         // made something, the repeat would be answered with it).
         Err(e) if e.origin == ErrorOrigin::Plugin && !is_transient(e.code) => {

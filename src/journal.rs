@@ -17,12 +17,15 @@
 //!
 //! Only resources in the journal are ever cleaned up: nothing is discovered by listing the
 //! plugin. Entries hold ids, names, paths and the *name* of the secrets key that deletes a
-//! resource, never secret values (requests are written with every sensitive field cleared).
+//! resource, never secret values: requests are written with every secret field cleared, and
+//! with their mount flags (what an identical re-send needs; they may carry data, so the
+//! journal is readable by its owner alone, mode 0600).
 
 use std::{
     collections::BTreeMap,
     fs::{File, OpenOptions},
     io::{BufRead, BufReader, Write},
+    os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _},
     path::{Path, PathBuf},
     sync::Mutex,
 };
@@ -70,7 +73,7 @@ pub struct CallRecord {
     /// Which node endpoint (node RPCs).
     #[serde(default)]
     pub node: usize,
-    /// The request with every sensitive field cleared, as proto JSON with field names.
+    /// The request with every secret field cleared (mount flags kept), as proto JSON with field names.
     pub request: serde_json::Value,
 }
 
@@ -218,7 +221,9 @@ impl Journal {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let lock = lock_file(path, FlockArg::LockShared)?.ok_or_else(|| io(std::io::ErrorKind::WouldBlock.into()))?;
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path).map_err(io)?;
+        // It holds mount flags, which may carry data: for its owner alone, whoever made it.
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         Ok(Journal {
             path: path.to_owned(),
             run_id: run_id.to_owned(),
@@ -365,7 +370,7 @@ fn lock_file(journal: &Path, how: FlockArg) -> Result<Option<Flock<File>>, Journ
     name.push(".lock");
     let path = PathBuf::from(name);
     let io = |source| JournalError::Io { path: path.clone(), source };
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+    let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path).map_err(io)?;
     match Flock::lock(file, how) {
         Ok(lock) => Ok(Some(lock)),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
@@ -415,7 +420,7 @@ fn rewrite(path: &Path) -> Result<usize, JournalError> {
             text.push_str(&serde_json::to_string(&entry).expect("journal entries serialise"));
             text.push('\n');
         }
-        let mut file = File::create(&temp)?;
+        let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temp)?;
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
         std::fs::rename(&temp, path)
@@ -468,12 +473,14 @@ impl JournalObserver {
 }
 
 impl JournalObserver {
-    /// How `call` is journaled: sensitive fields cleared.
+    /// How `call` is journaled: secrets cleared, mount flags kept.
     fn call_record(&self, call: &crate::suite::Sending) -> CallRecord {
         let node = crate::proto::method(&call.rpc)
             .filter(|m| m.parent_service().name() == "Node")
             .map(|_| call.node);
-        let request = crate::proto::to_json_value(&crate::proto::without_sensitive(&call.request));
+        // Mount flags stay (a re-send must be the request the plugin saw: the journal is
+        // mode 0600); secrets never do (they are read again from the secrets file).
+        let request = crate::proto::to_json_value(&crate::proto::without_secrets(&call.request));
         CallRecord {
             endpoint: self.endpoint_of(node),
             scenario: call.scenario.clone(),
@@ -866,6 +873,48 @@ mod tests {
             "{text}"
         );
         assert_eq!(outstanding(&path).unwrap().len(), 2, "both stay for cleanup");
+    }
+
+    /// A re-send must be the request the plugin saw: the journal keeps mount flags (mode
+    /// 0600), and never a secret.
+    #[test]
+    fn a_call_is_journaled_with_its_mount_flags_and_without_its_secrets_readable_by_its_owner_alone() {
+        use crate::suite::{ResourceObserver as _, Sending};
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let observer = JournalObserver::new(Journal::open(&path, "r").unwrap(), Some("unix:///c.sock".into()), vec![]);
+        let request = crate::proto::v1::CreateVolumeRequest {
+            name: "v".into(),
+            secrets: [("password".to_owned(), "hunter2-Zq".to_owned())].into(),
+            volume_capabilities: vec![crate::proto::v1::VolumeCapability {
+                access_type: Some(crate::proto::v1::volume_capability::AccessType::Mount(
+                    crate::proto::v1::volume_capability::MountVolume {
+                        fs_type: "xfs".into(),
+                        mount_flags: vec!["nodev".into(), "uid=1000".into()],
+                        volume_mount_group: String::new(),
+                    },
+                )),
+                access_mode: None,
+            }],
+            ..Default::default()
+        };
+        let call = Sending {
+            seq: 1,
+            scenario: "s.x".into(),
+            rpc: "CreateVolume".into(),
+            request: crate::proto::to_dynamic(&request),
+            node: 0,
+            secrets_key: Some("CreateVolumeSecret".into()),
+        };
+        observer.sending(&call);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("hunter2") && !text.contains("password"), "{text}");
+        let outstanding = outstanding(&path).unwrap();
+        let Outstanding::Call(journaled) = &outstanding[0].1 else { panic!("{outstanding:?}") };
+        let flags = &journaled.request["volume_capabilities"][0]["mount"]["mount_flags"];
+        assert_eq!(flags, &serde_json::json!(["nodev", "uid=1000"]), "{text}");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]
