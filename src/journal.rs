@@ -363,18 +363,50 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Outstanding)>, JournalErr
     Ok(open.into_values().collect())
 }
 
-/// Takes the journal's lock file (`<journal>.lock`) with `how`; `None` when a non-blocking
-/// attempt finds it held.
-fn lock_file(journal: &Path, how: FlockArg) -> Result<Option<Flock<File>>, JournalError> {
+/// The journal's lock file: `<journal>.lock`.
+fn lock_path(journal: &Path) -> PathBuf {
     let mut name = journal.as_os_str().to_owned();
     name.push(".lock");
-    let path = PathBuf::from(name);
+    PathBuf::from(name)
+}
+
+/// Takes the journal's lock file (`<journal>.lock`) with `how`; `None` when a non-blocking
+/// attempt finds it held. The last holder removes the file ([`release_lock_file`]), so a
+/// lock taken on a file since removed is no lock: it is taken again on the file now there.
+fn lock_file(journal: &Path, how: FlockArg) -> Result<Option<Flock<File>>, JournalError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path = lock_path(journal);
     let io = |source| JournalError::Io { path: path.clone(), source };
-    let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path).map_err(io)?;
-    match Flock::lock(file, how) {
-        Ok(lock) => Ok(Some(lock)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, errno)) => Err(io(errno.into())),
+    loop {
+        let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path).map_err(io)?;
+        let lock = match Flock::lock(file, how) {
+            Ok(lock) => lock,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, errno)) => return Err(io(errno.into())),
+        };
+        let held = lock.metadata().map_err(io)?;
+        match std::fs::metadata(&path) {
+            Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => return Ok(Some(lock)),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(e)),
+        }
+    }
+}
+
+/// Removes the lock file of `journal` when `lock` (on it) can be held exclusively, i.e. no
+/// other run or cleanup uses the journal: nothing is left beside it after a run. Another
+/// process that opened the file before it went finds it gone once it holds the lock, and
+/// takes it again on a new file (see [`lock_file`]).
+fn release_lock_file(journal: &Path, lock: &Flock<File>) {
+    if lock.relock(FlockArg::LockExclusiveNonblock).is_ok() {
+        let _ = std::fs::remove_file(lock_path(journal));
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        release_lock_file(&self.path, &self.lock);
     }
 }
 
@@ -386,10 +418,12 @@ pub fn compact(path: &Path) -> Result<Option<usize>, JournalError> {
     if !path.exists() {
         return Ok(Some(0));
     }
-    let Some(_lock) = lock_file(path, FlockArg::LockExclusiveNonblock)? else {
+    let Some(lock) = lock_file(path, FlockArg::LockExclusiveNonblock)? else {
         return Ok(None);
     };
-    rewrite(path).map(Some)
+    let kept = rewrite(path).map(Some);
+    release_lock_file(path, &lock);
+    kept
 }
 
 /// The rewrite itself; the caller holds the exclusive lock.
@@ -915,6 +949,28 @@ mod tests {
         let flags = &journaled.request["volume_capabilities"][0]["mount"]["mount_flags"];
         assert_eq!(flags, &serde_json::json!(["nodev", "uid=1000"]), "{text}");
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    /// No empty `<journal>.lock` stays beside the journal once nobody uses it, and a lock
+    /// taken on a lock file since removed is taken again on the one now there.
+    #[test]
+    fn the_lock_file_goes_with_its_last_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let lock = dir.path().join("j.jsonl.lock");
+        let a = Journal::open(&path, "a").unwrap();
+        let b = Journal::open(&path, "b").unwrap();
+        drop(a);
+        assert!(lock.exists(), "another run still writes");
+        assert_eq!(compact(&path).unwrap(), None, "and still holds it");
+        drop(b);
+        assert!(!lock.exists(), "the last user removes it");
+        let c = Journal::open(&path, "c").unwrap();
+        c.created(&volume("x")).unwrap();
+        assert_eq!(compact(&path).unwrap(), None, "a run holds the new lock file");
+        drop(c);
+        assert_eq!(compact(&path).unwrap(), Some(1));
+        assert!(!lock.exists(), "a cleanup's compaction removes it too");
     }
 
     #[test]

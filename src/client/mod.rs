@@ -167,6 +167,12 @@ impl Connection {
         Connection { rules: Some(log.clone()), ..self.clone() }
     }
 
+    /// The same connection, its calls allowed `rpc_timeout` each (a run's last re-asks of
+    /// calls in doubt wait out what is left of --cleanup-timeout).
+    pub fn with_rpc_timeout(&self, rpc_timeout: Duration) -> Connection {
+        Connection { options: ClientOptions { rpc_timeout, ..self.options.clone() }, ..self.clone() }
+    }
+
     /// Records the violations of a successful answer (one message, or a stream's messages).
     fn check_answer(&self, rpc: &str, request: &DynamicMessage, messages: &[DynamicMessage]) {
         match &self.rules {

@@ -9,6 +9,7 @@ mod client;
 mod compare;
 mod compat;
 mod existing;
+mod faults;
 mod console;
 mod data;
 mod docs;
