@@ -2,7 +2,8 @@
 //! `csi-conform cleanup`, and `run --cleanup-first`. Idempotent: a resource the plugin no
 //! longer knows (NOT_FOUND) counts as undone, a creation whose answer was lost is asked for
 //! again to learn what it made, and whatever cannot be undone stays in the journal for the
-//! next attempt. The empty directories of the scenarios whose stagings and publications it
+//! next attempt ([`settle_run`] does the same for a run's own calls in doubt before it ends,
+//! asking again while the plugin does not answer). The empty directories of the scenarios whose stagings and publications it
 //! undoes (and then their run's) are removed too, so a killed run leaves nothing behind on
 //! this host either; only empty directories are ever removed.
 
@@ -32,6 +33,9 @@ pub struct Outcome {
     /// One line per response rule an answer broke on the way (the answers of `cleanup` are
     /// checked like a run's).
     pub rules_broken: Vec<String>,
+    /// How many of `failed` got no answer (no connection, a deadline) or a "not now"
+    /// (UNAVAILABLE, ABORTED): worth asking again once the plugin answers.
+    pub retryable: usize,
 }
 
 impl Outcome {
@@ -56,6 +60,25 @@ impl fmt::Display for Outcome {
             writeln!(f, "cleanup: FAILED {line} (left in the journal)")?;
         }
         writeln!(f, "cleanup: {} undone, {} left", self.undone.len(), self.failed.len())
+    }
+}
+
+/// Why an undo failed, and whether asking again later may succeed.
+struct Failed {
+    why: String,
+    retry: bool,
+}
+
+impl Failed {
+    /// A definite failure: asking again gives the same.
+    fn definite(why: String) -> Self {
+        Failed { why, retry: false }
+    }
+
+    /// A failed call: worth retrying when the plugin did not answer (no connection, a
+    /// deadline, the client library's own status) or answered "not now".
+    fn call(e: &crate::client::RpcError, why: String) -> Self {
+        Failed { why, retry: e.origin != ErrorOrigin::Plugin || matches!(e.code, Code::Unavailable | Code::Aborted) }
     }
 }
 
@@ -110,6 +133,7 @@ async fn undo_records(
                 continue;
             }
         };
+        let paths = node_paths(item);
         let result = match item {
             Outstanding::Resource(r) => undo_resource(&conn, &r.resource, r.undo_secrets_key.as_deref(), secrets).await,
             Outstanding::Call(c) => undo_call(&conn, c, secrets).await,
@@ -117,11 +141,15 @@ async fn undo_records(
         outcome.rules_broken.extend(rules.take().into_iter().map(|v| format!("{item}: {v}")));
         match result {
             Ok(how) => outcome.undone.push(format!("{item}: {how}")),
-            Err(why) => {
-                outcome.failed.push(format!("{item}: {why}"));
+            Err(failed) => {
+                outcome.retryable += usize::from(failed.retry);
+                outcome.failed.push(format!("{item}: {}", failed.why));
                 continue;
             }
         }
+        // Its empty directories go before its record does: a cleanup killed in between
+        // finds the record again (already gone, NOT_FOUND) and removes them then.
+        prune_scenario_dirs(&paths);
         if let Err(e) = journal::mark_done(journal_path, std::slice::from_ref(id)) {
             outcome.failed.push(format!("{item}: undone, but the journal could not record it: {e}"));
         }
@@ -136,33 +164,35 @@ async fn undo_resource(
     resource: &Resource,
     key: Option<&str>,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
-) -> Result<String, String> {
+) -> Result<String, Failed> {
     let (rpc, mut request) = resource.teardown();
     if let Some(values) = key.and_then(|k| secrets.get(k)) {
         suite::set_secrets(&mut request, values);
     }
-    let method = proto::method(rpc).ok_or_else(|| format!("{rpc} is not a CSI RPC"))?;
+    let method = proto::method(rpc).ok_or_else(|| Failed::definite(format!("{rpc} is not a CSI RPC")))?;
     match conn.call_dynamic(&method, request).await {
         Ok(_) => Ok(format!("{rpc} OK")),
-        Err(e) if e.code == Code::NotFound => Ok(format!("{rpc}: already gone")),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.code == Code::NotFound && e.origin == ErrorOrigin::Plugin => Ok(format!("{rpc}: already gone")),
+        Err(e) => Err(Failed::call(&e, e.to_string())),
     }
 }
 
 /// Settles a call whose answer was never heard. An attachment is fully named by its
 /// request, so it is undone directly. A creation is asked for again (CSI creation is
 /// idempotent by name: the plugin answers with what the first call made, or makes it now) to
-/// learn the id, which is then undone. The request was journaled without its sensitive
-/// fields; secrets are filled in again from the secrets file.
+/// learn the id, which is then undone. The request was journaled without its secrets (mount
+/// flags kept, so the repeat is the request the plugin saw); secrets are filled in again from
+/// the secrets file. ALREADY_EXISTS to the repeat leaves the record: whatever holds the name
+/// is named as left, never taken for nothing made.
 async fn undo_call(
     conn: &Connection,
     call: &CallRecord,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
-) -> Result<String, String> {
+) -> Result<String, Failed> {
     let rpc = call.rpc.as_str();
-    let method = proto::method(rpc).ok_or_else(|| format!("{rpc} is not a CSI RPC"))?;
+    let method = proto::method(rpc).ok_or_else(|| Failed::definite(format!("{rpc} is not a CSI RPC")))?;
     let mut request = proto::from_json_value(method.input(), &call.request)
-        .map_err(|e| format!("the journaled request cannot be read: {e}"))?;
+        .map_err(|e| Failed::definite(format!("the journaled request cannot be read: {e}")))?;
     let nothing = DynamicMessage::new(method.output());
     // What undoes it sends secrets when the creating call did, as the engine's teardown does.
     let undo_key = |r: &Resource| call.secrets_key.as_ref().map(|_| secret_key(r.teardown().0));
@@ -176,12 +206,23 @@ async fn undo_call(
     }
     let response = match conn.call_dynamic(&method, request.clone()).await {
         Ok(response) => response,
+        // The name is taken by something the repeat does not match: what the first call made
+        // (the journal's request is what was sent, so the plugin compares it differently) or
+        // another's object. Never "made nothing": it is left, by name, for an operator.
+        Err(e) if e.origin == ErrorOrigin::Plugin && e.code == Code::AlreadyExists => {
+            let name = call.request.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+            return Err(Failed::definite(format!(
+                "asked again, {rpc} answered ALREADY_EXISTS: an object named {name:?} is on the plugin and may be what \
+                 the lost call made; it is left there ({})",
+                e.message
+            )));
+        }
         // A definite refusal of the same request: the first call made nothing either (had it
         // made something, the repeat would be answered with it).
         Err(e) if e.origin == ErrorOrigin::Plugin && !is_transient(e.code) => {
             return Ok(format!("asked again, {rpc} answered {}: it made nothing", e.code_name()));
         }
-        Err(e) => return Err(format!("asking again what it created failed: {e}")),
+        Err(e) => return Err(Failed::call(&e, format!("asking again what it created failed: {e}"))),
     };
     match Resource::created_by(rpc, &request, &response, call.node) {
         Some(resource) => {
@@ -260,6 +301,65 @@ fn prune_scenario_dirs(paths: &[PathBuf]) {
         if container.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("run-")) {
             let _ = std::fs::remove_dir(&container);
         }
+    }
+}
+
+/// What a run left in doubt, settled before it ends: the records of the journal at
+/// `journal_path` written under `run_id` (calls whose answer never came, and what teardown
+/// could not undo) are undone through the run's own `connections`, and what failed for want
+/// of an answer is asked again once the plugin answers again: as `reconnect` tries a lost
+/// plugin in a run (--reconnect-attempts passes in a row that undo nothing, with doubling
+/// waits), never past `bound` (--cleanup-timeout). `None` when the run left nothing.
+pub async fn settle_run(
+    journal_path: &Path,
+    run_id: &str,
+    connections: &Connections,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+    bound: std::time::Duration,
+    reconnect: suite::Reconnect,
+) -> Option<Outcome> {
+    let prefix = format!("{run_id}:");
+    let deadline = tokio::time::Instant::now() + bound;
+    let mut wait = reconnect.first_wait;
+    let mut fruitless = 0;
+    let mut total = Outcome::default();
+    loop {
+        let records: Vec<_> = journal::outstanding(journal_path)
+            .ok()?
+            .into_iter()
+            .filter(|(id, _)| id.starts_with(&prefix))
+            .collect();
+        if records.is_empty() {
+            return (!total.undone.is_empty() || !total.failed.is_empty()).then_some(total);
+        }
+        // A re-ask may wait out the bound: the first call's answer came late, so will this.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(std::time::Duration::from_millis(10));
+        let patient = Connections {
+            controller: connections.controller.as_ref().map(|c| c.with_rpc_timeout(left)),
+            nodes: connections.nodes.iter().map(|c| c.with_rpc_timeout(left)).collect(),
+        };
+        let pass = tokio::time::timeout_at(deadline, undo(journal_path, &records, &patient, secrets)).await;
+        let Ok(pass) = pass else {
+            total.failed = records.iter().map(|(_, r)| format!("{r}: not undone within --cleanup-timeout")).collect();
+            return Some(total);
+        };
+        if pass.undone.is_empty() {
+            fruitless += 1;
+        } else {
+            (fruitless, wait) = (0, reconnect.first_wait);
+        }
+        total.undone.extend(pass.undone);
+        total.rules_broken.extend(pass.rules_broken);
+        let again =
+            pass.retryable > 0 && fruitless <= reconnect.attempts && tokio::time::Instant::now() + wait < deadline;
+        if !again {
+            total.failed = pass.failed;
+            total.retryable = pass.retryable;
+            return Some(total);
+        }
+        tracing::warn!("{} undo call(s) got no answer; asking again in {}", pass.retryable, crate::client::human_duration(wait));
+        tokio::time::sleep(wait).await;
+        wait = wait.saturating_mul(2);
     }
 }
 

@@ -17,12 +17,15 @@
 //!
 //! Only resources in the journal are ever cleaned up: nothing is discovered by listing the
 //! plugin. Entries hold ids, names, paths and the *name* of the secrets key that deletes a
-//! resource, never secret values (requests are written with every sensitive field cleared).
+//! resource, never secret values: requests are written with every secret field cleared, and
+//! with their mount flags (what an identical re-send needs; they may carry data, so the
+//! journal is readable by its owner alone, mode 0600).
 
 use std::{
     collections::BTreeMap,
     fs::{File, OpenOptions},
     io::{BufRead, BufReader, Write},
+    os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _},
     path::{Path, PathBuf},
     sync::Mutex,
 };
@@ -70,7 +73,7 @@ pub struct CallRecord {
     /// Which node endpoint (node RPCs).
     #[serde(default)]
     pub node: usize,
-    /// The request with every sensitive field cleared, as proto JSON with field names.
+    /// The request with every secret field cleared (mount flags kept), as proto JSON with field names.
     pub request: serde_json::Value,
 }
 
@@ -218,7 +221,9 @@ impl Journal {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         let lock = lock_file(path, FlockArg::LockShared)?.ok_or_else(|| io(std::io::ErrorKind::WouldBlock.into()))?;
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path).map_err(io)?;
+        // It holds mount flags, which may carry data: for its owner alone, whoever made it.
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         Ok(Journal {
             path: path.to_owned(),
             run_id: run_id.to_owned(),
@@ -358,18 +363,50 @@ pub fn outstanding(path: &Path) -> Result<Vec<(String, Outstanding)>, JournalErr
     Ok(open.into_values().collect())
 }
 
-/// Takes the journal's lock file (`<journal>.lock`) with `how`; `None` when a non-blocking
-/// attempt finds it held.
-fn lock_file(journal: &Path, how: FlockArg) -> Result<Option<Flock<File>>, JournalError> {
+/// The journal's lock file: `<journal>.lock`.
+fn lock_path(journal: &Path) -> PathBuf {
     let mut name = journal.as_os_str().to_owned();
     name.push(".lock");
-    let path = PathBuf::from(name);
+    PathBuf::from(name)
+}
+
+/// Takes the journal's lock file (`<journal>.lock`) with `how`; `None` when a non-blocking
+/// attempt finds it held. The last holder removes the file ([`release_lock_file`]), so a
+/// lock taken on a file since removed is no lock: it is taken again on the file now there.
+fn lock_file(journal: &Path, how: FlockArg) -> Result<Option<Flock<File>>, JournalError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path = lock_path(journal);
     let io = |source| JournalError::Io { path: path.clone(), source };
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
-    match Flock::lock(file, how) {
-        Ok(lock) => Ok(Some(lock)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, errno)) => Err(io(errno.into())),
+    loop {
+        let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path).map_err(io)?;
+        let lock = match Flock::lock(file, how) {
+            Ok(lock) => lock,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, errno)) => return Err(io(errno.into())),
+        };
+        let held = lock.metadata().map_err(io)?;
+        match std::fs::metadata(&path) {
+            Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => return Ok(Some(lock)),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(e)),
+        }
+    }
+}
+
+/// Removes the lock file of `journal` when `lock` (on it) can be held exclusively, i.e. no
+/// other run or cleanup uses the journal: nothing is left beside it after a run. Another
+/// process that opened the file before it went finds it gone once it holds the lock, and
+/// takes it again on a new file (see [`lock_file`]).
+fn release_lock_file(journal: &Path, lock: &Flock<File>) {
+    if lock.relock(FlockArg::LockExclusiveNonblock).is_ok() {
+        let _ = std::fs::remove_file(lock_path(journal));
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        release_lock_file(&self.path, &self.lock);
     }
 }
 
@@ -381,10 +418,12 @@ pub fn compact(path: &Path) -> Result<Option<usize>, JournalError> {
     if !path.exists() {
         return Ok(Some(0));
     }
-    let Some(_lock) = lock_file(path, FlockArg::LockExclusiveNonblock)? else {
+    let Some(lock) = lock_file(path, FlockArg::LockExclusiveNonblock)? else {
         return Ok(None);
     };
-    rewrite(path).map(Some)
+    let kept = rewrite(path).map(Some);
+    release_lock_file(path, &lock);
+    kept
 }
 
 /// The rewrite itself; the caller holds the exclusive lock.
@@ -415,7 +454,7 @@ fn rewrite(path: &Path) -> Result<usize, JournalError> {
             text.push_str(&serde_json::to_string(&entry).expect("journal entries serialise"));
             text.push('\n');
         }
-        let mut file = File::create(&temp)?;
+        let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temp)?;
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
         std::fs::rename(&temp, path)
@@ -468,12 +507,14 @@ impl JournalObserver {
 }
 
 impl JournalObserver {
-    /// How `call` is journaled: sensitive fields cleared.
+    /// How `call` is journaled: secrets cleared, mount flags kept.
     fn call_record(&self, call: &crate::suite::Sending) -> CallRecord {
         let node = crate::proto::method(&call.rpc)
             .filter(|m| m.parent_service().name() == "Node")
             .map(|_| call.node);
-        let request = crate::proto::to_json_value(&crate::proto::without_sensitive(&call.request));
+        // Mount flags stay (a re-send must be the request the plugin saw: the journal is
+        // mode 0600); secrets never do (they are read again from the secrets file).
+        let request = crate::proto::to_json_value(&crate::proto::without_secrets(&call.request));
         CallRecord {
             endpoint: self.endpoint_of(node),
             scenario: call.scenario.clone(),
@@ -866,6 +907,70 @@ mod tests {
             "{text}"
         );
         assert_eq!(outstanding(&path).unwrap().len(), 2, "both stay for cleanup");
+    }
+
+    /// A re-send must be the request the plugin saw: the journal keeps mount flags (mode
+    /// 0600), and never a secret.
+    #[test]
+    fn a_call_is_journaled_with_its_mount_flags_and_without_its_secrets_readable_by_its_owner_alone() {
+        use crate::suite::{ResourceObserver as _, Sending};
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let observer = JournalObserver::new(Journal::open(&path, "r").unwrap(), Some("unix:///c.sock".into()), vec![]);
+        let request = crate::proto::v1::CreateVolumeRequest {
+            name: "v".into(),
+            secrets: [("password".to_owned(), "hunter2-Zq".to_owned())].into(),
+            volume_capabilities: vec![crate::proto::v1::VolumeCapability {
+                access_type: Some(crate::proto::v1::volume_capability::AccessType::Mount(
+                    crate::proto::v1::volume_capability::MountVolume {
+                        fs_type: "xfs".into(),
+                        mount_flags: vec!["nodev".into(), "uid=1000".into()],
+                        volume_mount_group: String::new(),
+                    },
+                )),
+                access_mode: None,
+            }],
+            ..Default::default()
+        };
+        let call = Sending {
+            seq: 1,
+            scenario: "s.x".into(),
+            rpc: "CreateVolume".into(),
+            request: crate::proto::to_dynamic(&request),
+            node: 0,
+            secrets_key: Some("CreateVolumeSecret".into()),
+        };
+        observer.sending(&call);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("hunter2") && !text.contains("password"), "{text}");
+        let outstanding = outstanding(&path).unwrap();
+        let Outstanding::Call(journaled) = &outstanding[0].1 else { panic!("{outstanding:?}") };
+        let flags = &journaled.request["volume_capabilities"][0]["mount"]["mount_flags"];
+        assert_eq!(flags, &serde_json::json!(["nodev", "uid=1000"]), "{text}");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    /// No empty `<journal>.lock` stays beside the journal once nobody uses it, and a lock
+    /// taken on a lock file since removed is taken again on the one now there.
+    #[test]
+    fn the_lock_file_goes_with_its_last_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let lock = dir.path().join("j.jsonl.lock");
+        let a = Journal::open(&path, "a").unwrap();
+        let b = Journal::open(&path, "b").unwrap();
+        drop(a);
+        assert!(lock.exists(), "another run still writes");
+        assert_eq!(compact(&path).unwrap(), None, "and still holds it");
+        drop(b);
+        assert!(!lock.exists(), "the last user removes it");
+        let c = Journal::open(&path, "c").unwrap();
+        c.created(&volume("x")).unwrap();
+        assert_eq!(compact(&path).unwrap(), None, "a run holds the new lock file");
+        drop(c);
+        assert_eq!(compact(&path).unwrap(), Some(1));
+        assert!(!lock.exists(), "a cleanup's compaction removes it too");
     }
 
     #[test]

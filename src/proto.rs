@@ -138,6 +138,19 @@ pub fn without_sensitive(message: &DynamicMessage) -> DynamicMessage {
     copy
 }
 
+/// A copy of `message` with every secret field cleared (not even its keys), mount flags
+/// kept: what the cleanup journal (mode 0600) writes so that a repeated call is the very
+/// request the plugin saw, with the secrets filled in again from the secrets file then.
+pub fn without_secrets(message: &DynamicMessage) -> DynamicMessage {
+    let mut copy = message.clone();
+    walk_sensitive(&mut copy, &mut |m, field| {
+        if is_secret_field(field) {
+            m.clear_field(field);
+        }
+    });
+    copy
+}
+
 /// The values of `message`'s sensitive fields that must not show up in free text: every
 /// value of a secret field, and each mount flag that carries data (`key=value`: the flag and
 /// its value; a bare option name such as `ro` is not data).

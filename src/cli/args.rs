@@ -145,7 +145,8 @@ pub struct RunArgs {
     #[arg(help_heading = "Selection", long)]
     pub test_node_volume_attach_limit: bool,
 
-    /// Seed of names and property-based checks (default: random; printed for replay).
+    /// Seed of generated values and property-based checks (default: random; printed for
+    /// replay). Names never come from it: every run has a fresh run id in its names.
     #[arg(help_heading = "Selection", long)]
     pub seed: Option<u64>,
 

@@ -353,6 +353,20 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
     let mut report: RunReport = suite::run_until(&plugin, &suites, &config, stop).await;
     signals.abort();
     console.finish();
+    // Calls whose answer never came, and teardown that failed for want of a connection:
+    // asked again (idempotently) and undone before the run ends, within --cleanup-timeout
+    // (after a signal, the run's teardown has had that bound already).
+    let signalled = interrupted.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+    if !signalled {
+        let connections = crate::client::Connections { controller: plugin.controller.clone(), nodes: plugin.nodes.clone() };
+        let settled =
+            crate::cleanup::settle_run(&args.journal, &run_id, &connections, &config.secrets, config.cleanup_timeout, config.reconnect)
+                .await;
+        if let Some(settled) = settled {
+            eprintln!("in doubt at the end of the run (undone from the journal, within --cleanup-timeout):");
+            eprint!("{}", scrubber.scrub(&settled.to_string()));
+        }
+    }
     // The run has written its last record: keep only what is outstanding.
     if let Err(e) = observer.journal().compact() {
         eprintln!("warning: {}", scrubber.scrub(&e.to_string()));
@@ -401,8 +415,10 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
     let left = leftovers_on(&args.journal, &endpoints)?.len();
     if left > 0 {
         eprintln!(
-            "warning: {} lists {left} resource(s) or unanswered call(s) this run left on the plugin; undo them with `csi-conform cleanup --journal {}`",
+            "warning: {} lists {left} resource(s) or unanswered call(s) left on the plugin (not undone within --cleanup-timeout {} and {} --reconnect-attempts); undo them with `csi-conform cleanup --journal {}`",
             args.journal.display(),
+            crate::client::human_duration(config.cleanup_timeout),
+            config.reconnect.attempts,
             args.journal.display()
         );
     }

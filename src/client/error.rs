@@ -123,7 +123,9 @@ fn classify_status(status: &tonic::Status) -> ErrorOrigin {
     if status.code() == Code::Internal && msg.starts_with("protocol error") {
         return ErrorOrigin::Transport;
     }
-    if status.code() == Code::Unknown && msg.contains("h2 protocol error") {
+    // tonic's mapping of an HTTP/2 error (a stream reset, a GOAWAY), whatever code it gave it
+    // (INTERNAL, UNAVAILABLE for REFUSED_STREAM, UNKNOWN): the transport's, never the plugin's.
+    if msg.starts_with("h2 protocol error") || (status.code() == Code::Unknown && msg.contains("h2 protocol error")) {
         return ErrorOrigin::Transport;
     }
     ErrorOrigin::Plugin
@@ -362,6 +364,18 @@ mod tests {
         let d = RpcError::deadline("CreateVolume", Duration::from_secs(30));
         assert!(d.to_string().contains("no answer within 30s"), "{d}");
         assert!(d.direction().contains("--rpc-timeout"));
+    }
+
+    /// What tonic makes of an HTTP/2 failure is the transport's, whatever its code; what a
+    /// plugin sends with the same codes is the plugin's.
+    #[test]
+    fn statuses_the_transport_made_are_told_from_the_plugins() {
+        let origin = |code, msg: &str| RpcError::from_status("CreateVolume", &tonic::Status::new(code, msg), Duration::ZERO).origin;
+        for code in [Code::Internal, Code::Unavailable, Code::Unknown] {
+            assert_eq!(origin(code, "h2 protocol error: stream no longer needed"), ErrorOrigin::Transport, "{code:?}");
+            assert_eq!(origin(code, "backend says no"), ErrorOrigin::Plugin, "{code:?}");
+        }
+        assert_eq!(origin(Code::Cancelled, "operation was canceled"), ErrorOrigin::Transport);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 mod codec;
 mod endpoint;
 mod error;
+mod heard;
 
 use std::{
     collections::BTreeMap,
@@ -19,7 +20,7 @@ use std::{
     io,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU8, Ordering},
+        atomic::{AtomicBool, AtomicU8, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -166,6 +167,12 @@ impl Connection {
         Connection { rules: Some(log.clone()), ..self.clone() }
     }
 
+    /// The same connection, its calls allowed `rpc_timeout` each (a run's last re-asks of
+    /// calls in doubt wait out what is left of --cleanup-timeout).
+    pub fn with_rpc_timeout(&self, rpc_timeout: Duration) -> Connection {
+        Connection { options: ClientOptions { rpc_timeout, ..self.options.clone() }, ..self.clone() }
+    }
+
     /// Records the violations of a successful answer (one message, or a stream's messages).
     fn check_answer(&self, rpc: &str, request: &DynamicMessage, messages: &[DynamicMessage]) {
         match &self.rules {
@@ -240,7 +247,7 @@ impl Connection {
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
         let sent = crate::proto::to_dynamic(&request);
-        let answer = self.call_within(rpc, request, self.options.rpc_timeout, send).await;
+        let answer = self.call_within(rpc, request, self.options.rpc_timeout, None, send).await;
         if let Ok(response) = &answer {
             self.check_answer(rpc, &sent, &[crate::proto::to_dynamic(response)]);
         }
@@ -252,6 +259,7 @@ impl Connection {
         rpc: &str,
         request: Req,
         timeout: Duration,
+        heard: Option<&AtomicBool>,
         send: F,
     ) -> Result<Resp, RpcError>
     where
@@ -274,7 +282,14 @@ impl Connection {
                 Err(RpcError::deadline(rpc, timeout))
             }
             Ok(Err(status)) => {
-                let error = RpcError::from_status(rpc, &status, elapsed);
+                let mut error = RpcError::from_status(rpc, &status, elapsed);
+                // No response came: the status is the client library's or the transport's
+                // own (tonic's UNAVAILABLE for a connection lost mid-call, say), not the
+                // plugin's answer. Whether the plugin acted on the call is unknown.
+                if error.origin == ErrorOrigin::Plugin && heard.is_some_and(|h| !heard::answered(h)) {
+                    error.origin = ErrorOrigin::Transport;
+                    error.message = format!("no answer from the plugin; the client library says: {}", error.message);
+                }
                 if error.origin == ErrorOrigin::Plugin {
                     match &self.rules {
                         Some(log) => log.error(rpc, error.code_name(), status.message(), status.details()),
@@ -309,10 +324,11 @@ impl Connection {
     ) -> Result<DynamicMessage, RpcError> {
         let path = method_path(method);
         let codec = DynamicCodec::new(method.output());
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
-            .max_decoding_message_size(self.options.max_message_size);
+        let channel = heard::Heard::new(self.channel.clone());
+        let heard = channel.flag();
+        let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(self.options.max_message_size);
         let answer = self
-            .call_within(method.name(), request.clone(), self.options.rpc_timeout, |r| async move {
+            .call_within(method.name(), request.clone(), self.options.rpc_timeout, Some(&heard), |r| async move {
                 grpc.ready().await.map_err(|e| tonic::Status::from_error(Box::new(e)))?;
                 grpc.unary(r, path, codec).await
             })
@@ -332,10 +348,11 @@ impl Connection {
     ) -> Result<Vec<DynamicMessage>, RpcError> {
         let path = method_path(method);
         let codec = DynamicCodec::new(method.output());
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
-            .max_decoding_message_size(self.options.max_message_size);
+        let channel = heard::Heard::new(self.channel.clone());
+        let heard = channel.flag();
+        let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(self.options.max_message_size);
         let sent = request.clone();
-        let answer = self.call_within(method.name(), request, self.options.rpc_timeout, |r| async move {
+        let answer = self.call_within(method.name(), request, self.options.rpc_timeout, Some(&heard), |r| async move {
             grpc.ready().await.map_err(|e| tonic::Status::from_error(Box::new(e)))?;
             let response = grpc.server_streaming(r, path, codec).await?;
             let (metadata, mut stream, extensions) = response.into_parts();
@@ -358,7 +375,7 @@ impl Connection {
     pub async fn probe(&self, timeout: Duration) -> Result<bool, RpcError> {
         let mut identity = self.identity();
         let response = self
-            .call_within("Probe", v1::ProbeRequest {}, timeout, |r| async move { identity.probe(r).await })
+            .call_within("Probe", v1::ProbeRequest {}, timeout, None, |r| async move { identity.probe(r).await })
             .await?;
         Ok(response.ready != Some(false))
     }
@@ -373,7 +390,7 @@ impl Connection {
             let mut identity = self.identity();
             let asked = Instant::now();
             let outcome = self
-                .call_within("Probe", v1::ProbeRequest {}, remaining, |r| async move {
+                .call_within("Probe", v1::ProbeRequest {}, remaining, None, |r| async move {
                     identity.probe(r).await
                 })
                 .await;

@@ -64,6 +64,11 @@ pub struct Args {
     #[arg(long, value_name = "DUR", default_value = "0", value_parser = crate::units::parse_duration)]
     pub latency: Duration,
 
+    /// CreateVolume makes the volume, then waits this long before answering: an answer
+    /// that comes after a caller's shorter deadline (its call is then in doubt).
+    #[arg(long, value_name = "DUR", default_value = "0", value_parser = crate::units::parse_duration)]
+    pub create_answer_delay: Duration,
+
     /// Snapshots report ready_to_use=false until this long after they were cut.
     #[arg(long, value_name = "DUR", default_value = "0", value_parser = crate::units::parse_duration)]
     pub snapshot_ready_after: Duration,
@@ -342,6 +347,8 @@ pub struct Config {
     pub require_context: bool,
     /// Delay before every answer.
     pub latency: Duration,
+    /// Delay between making a volume and answering CreateVolume.
+    pub create_answer_delay: Duration,
     /// How long a new snapshot reports ready_to_use=false.
     pub snapshot_ready_after: Duration,
     /// How long Probe reports ready=false.
@@ -381,6 +388,7 @@ impl Default for Config {
             secrets: None,
             require_context: false,
             latency: Duration::ZERO,
+            create_answer_delay: Duration::ZERO,
             snapshot_ready_after: Duration::ZERO,
             ready_after: Duration::ZERO,
             capacity: TIB,
@@ -431,6 +439,7 @@ impl Config {
             secrets,
             require_context: args.require_context,
             latency: args.latency,
+            create_answer_delay: args.create_answer_delay,
             snapshot_ready_after: args.snapshot_ready_after,
             ready_after: args.ready_after,
             capacity: args.capacity,

@@ -689,9 +689,12 @@ fn same_volume_request(
     {
         return differs("capacity");
     }
+    // A capability the volume was created with is the same request, whatever the others
+    // say (a re-send of a request naming several file systems must not be refused by the
+    // one the volume was formatted with); any other must be one the volume supports.
     if caps
         .iter()
-        .any(|c| checks::volume_support_problem(existing, c).is_some())
+        .any(|c| !existing.capabilities.contains(c) && checks::volume_support_problem(existing, c).is_some())
     {
         return differs("set of volume capabilities");
     }

@@ -401,6 +401,9 @@ impl Service {
                 .await
                 .unwrap_or_else(|e| Err(Status::internal(format!("{rpc} failed: {e}")))),
         };
+        if rpc == "CreateVolume" && !self.0.config.create_answer_delay.is_zero() {
+            tokio::time::sleep(self.0.config.create_answer_delay).await;
+        }
         let result = result.map_err(|status| self.0.told_error(status));
         let result = match &echo {
             Some(echo) => result.map(|answer| echo.answer(answer)).map_err(|status| echo.status(status)),

@@ -485,6 +485,13 @@ impl Plugin {
             let known = self.volume_known_or_static(state, &req.volume_id);
             let node = state.node_mut(&self.config.node_id);
             let Some(record) = record_to_undo(node.publications.get(&key), |r| &r.volume_id, &req.volume_id, known)? else {
+                // A mount at the target that no record knows: a publication made by a process
+                // of this plugin killed before it recorded it. Undone all the same, as a real
+                // plugin unmounts whatever is mounted at the target.
+                if mounts::is_mount_point(&target) {
+                    mounts::unmount(&target).map_err(|e| internal("unmount target_path", e))?;
+                    remove_path(&target)?;
+                }
                 return Ok(v1::NodeUnpublishVolumeResponse {});
             };
             if record.mounted {

@@ -384,7 +384,11 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
     if let Some(sizes) = &report.sizes {
         let _ = writeln!(out, "Volume sizes: {}", text::one_line(&sizes.to_string()));
     }
-    let _ = writeln!(out, "Seed: {} (replay with --seed {})", report.seed, report.seed);
+    let _ = writeln!(
+        out,
+        "Seed: {} (replay with --seed {}: the same generated cases, under fresh names)",
+        report.seed, report.seed
+    );
     if base.is_none() && sections.iter().any(|(s, m)| *s != Section::Warnings && !m.is_empty()) {
         let _ = writeln!(out, "In the rerun commands, ... stands for this run's endpoint and suite options.");
     }

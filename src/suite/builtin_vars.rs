@@ -69,9 +69,18 @@ fn stable_hash(text: &str) -> u64 {
     h.finish()
 }
 
-/// The run id derived from the seed: eight hex digits, part of every name.
-pub fn run_id(seed: u64) -> String {
-    format!("{:08x}", stable_hash(&seed.to_string()) & 0xffff_ffff)
+/// A fresh run id, whatever `--seed` says: eight hex digits, part of every name, so that no
+/// other run (another CI job pinning the same seed against the same backend, or a rerun)
+/// shares a volume name with this one and has its volume adopted. The seed replays what is
+/// generated, never names. Random per process (the standard library's hasher keys come from
+/// the operating system), mixed with the clock and the process id.
+pub fn run_id() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    format!("{:08x}", h.finish() & 0xffff_ffff)
 }
 
 /// A unique, valid volume name for a scenario: lower-case letters, digits and dashes, at most
@@ -185,9 +194,11 @@ mod tests {
 
     #[test]
     fn names_are_unique_valid_and_bounded() {
-        let run = run_id(7);
-        assert_eq!(run, run_id(7));
-        assert_ne!(run, run_id(8));
+        let run = run_id();
+        assert_eq!(run.len(), 8);
+        // Fresh in every run: 32 ids in a row are all different (a seed-derived id repeats).
+        let ids: std::collections::BTreeSet<String> = (0..32).map(|_| run_id()).collect();
+        assert_eq!(ids.len(), 32, "{ids:?}");
         let a = scenario_name(&run, "controller.create-volume.ok");
         assert!(a.starts_with("csi-conform-") && a.ends_with("controller-create-volume-ok"), "{a}");
         let long_id = format!("suite.{}", "very-long-".repeat(30));

@@ -287,8 +287,8 @@ pub struct Sending {
     pub scenario: String,
     /// The RPC (one of [`Resource::CREATING_RPCS`]).
     pub rpc: String,
-    /// The request as sent, secrets included: observers must strip sensitive fields
-    /// ([`crate::proto::without_sensitive`]) before keeping it anywhere.
+    /// The request as sent, secrets included: observers must strip secret fields
+    /// ([`crate::proto::without_secrets`]) before keeping it anywhere.
     pub request: DynamicMessage,
     /// Which node endpoint (node RPCs).
     pub node: usize,

@@ -52,7 +52,8 @@ pub async fn run_until(
     // what an orchestrator does is in the pattern their checks read).
     let expanded = super::instances::with_instances(suites, &config.orchestrators, config.orchestrator_only);
     let suites = expanded.as_slice();
-    let run_id = builtin_vars::run_id(config.seed);
+    // Names never come from the seed (see `builtin_vars::run_id`).
+    let run_id = builtin_vars::run_id();
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
     let mut inspectors = Vec::new();

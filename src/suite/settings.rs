@@ -77,8 +77,8 @@ pub struct RunConfig {
     pub paths: PathSettings,
     /// Whether warnings fail the run.
     pub strict: bool,
-    /// The seed: recorded in the report, the source of the run id in names, and of every
-    /// property step's generated cases.
+    /// The seed: recorded in the report, the source of every property step's generated
+    /// cases and of data markers; never of names (each run has a fresh run id).
     pub seed: u64,
     /// `--property-cases`: how many generated cases each `property` step checks (0 skips
     /// the scenarios that have one).

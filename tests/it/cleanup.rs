@@ -100,7 +100,7 @@ async fn cleanup_undoes_what_the_journal_lists_with_secrets_once_and_nothing_els
         node: 0,
         request,
     };
-    let stripped = |m: prost_reflect::DynamicMessage| proto::to_json_value(&proto::without_sensitive(&m));
+    let stripped = |m: prost_reflect::DynamicMessage| proto::to_json_value(&proto::without_secrets(&m));
     journal.created(&volume_record("unix:///nonexistent/other.sock", "vol-elsewhere", "elsewhere")).unwrap();
     journal.sending(&call("CreateVolume", stripped(proto::to_dynamic(&create("answer-lost"))))).unwrap();
     journal.sending(&call("CreateVolume", stripped(proto::to_dynamic(&create("never-made"))))).unwrap();
@@ -221,9 +221,9 @@ async fn a_run_compacts_the_journal_to_what_is_outstanding_and_cleanup_still_und
     assert_eq!(std::fs::read_to_string(&journal_path).unwrap(), "");
 }
 
-/// An unanswered CreateVolume in a journal, as the engine writes it (sensitive fields left out).
+/// An unanswered CreateVolume in a journal, as the engine writes it (secrets left out).
 fn unanswered_create(journal: &Journal, endpoint: &str, request: &v1::CreateVolumeRequest) {
-    let stripped = proto::to_json_value(&proto::without_sensitive(&proto::to_dynamic(request)));
+    let stripped = proto::to_json_value(&proto::without_secrets(&proto::to_dynamic(request)));
     let record = CallRecord {
         endpoint: endpoint.to_owned(),
         scenario: "old.scenario".into(),
@@ -233,6 +233,77 @@ fn unanswered_create(journal: &Journal, endpoint: &str, request: &v1::CreateVolu
         request: stripped,
     };
     journal.sending(&record).unwrap();
+}
+
+/// A lost CreateVolume naming several file systems and mount flags is re-sent as the plugin
+/// saw it (the journal keeps mount flags, never secrets): the plugin answers with what the
+/// first call made, and cleanup deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_creation_with_several_capabilities_and_mount_flags_is_re_sent_identically() {
+    use csi_conform::proto::v1::volume_capability::access_mode::Mode;
+    use crate::support::mount_cap_with;
+    let plugin = TestPlugin::start(Config::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", plugin.socket.display());
+    let request = v1::CreateVolumeRequest {
+        secrets: [("key".to_owned(), "never-journaled-Qz7".to_owned())].into(),
+        ..create_req(
+            "three-file-systems",
+            vec![
+                mount_cap_with(Mode::SingleNodeWriter, "", &["noatime"], ""),
+                mount_cap_with(Mode::SingleNodeWriter, "ext4", &[], ""),
+                mount_cap_with(Mode::SingleNodeWriter, "xfs", &["nodev"], ""),
+            ],
+        )
+    };
+    // The call was made; only its answer was lost.
+    let made = ok(plugin.controller().create_volume(request.clone()).await).volume.unwrap().volume_id;
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    unanswered_create(&journal, &endpoint, &request);
+    drop(journal);
+    let text = std::fs::read_to_string(&journal_path).unwrap();
+    assert!(text.contains("nodev") && !text.contains("Qz7"), "mount flags kept, secrets never: {text}");
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&journal_path).unwrap().permissions().mode() & 0o777, 0o600);
+
+    let cleaned = csi_conform(&["cleanup", "--journal", "journal.jsonl"], cwd.path()).await;
+    let out = lines(&cleaned.stdout);
+    assert_eq!(cleaned.status.code(), Some(0), "{out:?} {:?}", lines(&cleaned.stderr));
+    let what = format!("unanswered CreateVolume of three-file-systems on {endpoint} (scenario old.scenario)");
+    assert_eq!(out, [format!("cleanup: {what}: asked again, it is volume {made}; DeleteVolume OK"), "cleanup: 1 undone, 0 left".to_owned()]);
+    assert!(volume_ids(&plugin).await.is_empty());
+}
+
+/// ALREADY_EXISTS to a re-sent creation is never "it made nothing": something holds the
+/// name (perhaps what the lost call made), so it is named as left, the record stays, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_creation_answered_already_exists_is_left_by_name_never_made_nothing() {
+    let plugin = TestPlugin::start(Config::default()).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = format!("unix://{}", plugin.socket.display());
+    let holder = v1::CreateVolumeRequest { parameters: [("tier".to_owned(), "gold".to_owned())].into(), ..create_req("taken", vec![snw()]) };
+    let held = ok(plugin.controller().create_volume(holder).await).volume.unwrap().volume_id;
+    let journal_path = cwd.path().join("journal.jsonl");
+    let journal = Journal::open(&journal_path, "old").unwrap();
+    unanswered_create(&journal, &endpoint, &create_req("taken", vec![snw()]));
+    drop(journal);
+
+    let args = ["cleanup", "--journal", "journal.jsonl"];
+    for _ in 0..2 {
+        let cleaned = csi_conform(&args, cwd.path()).await;
+        let out = lines(&cleaned.stdout);
+        assert_eq!(cleaned.status.code(), Some(1), "{out:?} {:?}", lines(&cleaned.stderr));
+        assert_eq!(out.len(), 2, "{out:?}");
+        let prefix = format!(
+            "cleanup: FAILED unanswered CreateVolume of taken on {endpoint} (scenario old.scenario): \
+             asked again, CreateVolume answered ALREADY_EXISTS: an object named \"taken\" is on the plugin"
+        );
+        assert!(out[0].starts_with(&prefix) && out[0].ends_with("(left in the journal)"), "{out:?}");
+        assert_eq!(out[1], "cleanup: 0 undone, 1 left");
+        assert_eq!(csi_conform::journal::outstanding(&journal_path).unwrap().len(), 1, "the record is kept");
+        assert_eq!(volume_ids(&plugin).await, std::slice::from_ref(&held), "what holds the name is not touched");
+    }
 }
 
 /// A definite refusal, asked again, means the lost call made nothing either: the record goes,

@@ -316,3 +316,44 @@ async fn serve_identity(path: &Path, identity: Identity) {
         .await
         .unwrap();
 }
+
+/// A connection lost mid-call gives every call in flight a status the client library made
+/// (whatever code and message it carries): never taken for the plugin's answer, since the
+/// plugin may have done what it was asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_of_calls_cut_off_by_a_lost_connection_are_the_transports_not_the_plugins() {
+    use crate::support::{
+        create_req,
+        fake_plugin::{FakeOptions, FakePlugin},
+        snw,
+    };
+    use csi_conform::{client::ErrorOrigin, proto};
+    let fake = FakePlugin::start(FakeOptions::default()).await;
+    let conn = fake.connect_with(ClientOptions { rpc_timeout: HANG, ..ClientOptions::default() }).await;
+    let method = proto::method("CreateVolume").unwrap();
+    // Several calls wait in the plugin, then one makes it die before answering.
+    let held = (0..3).map(|i| {
+        let request = v1::CreateVolumeRequest {
+            parameters: [("hold".to_owned(), "never".to_owned())].into(),
+            ..create_req(&format!("held-{i}"), vec![snw()])
+        };
+        let (conn, method) = (conn.clone(), method.clone());
+        tokio::spawn(async move { conn.call_dynamic(&method, proto::to_dynamic(&request)).await })
+    });
+    let held: Vec<_> = held.collect();
+    // Bounded wait for the three to be in the plugin (it counts calls in flight).
+    let until = std::time::Instant::now() + HANG;
+    while fake.in_flight() < 3 {
+        assert!(std::time::Instant::now() < until, "the held calls never reached the plugin");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let crash = conn.call_dynamic(&method, proto::to_dynamic(&create_req("dies-crash", vec![snw()]))).await;
+    let mut errors = vec![crash.expect_err("the plugin died before answering")];
+    for call in held {
+        errors.push(call.await.unwrap().expect_err("the plugin died before answering"));
+    }
+    for e in &errors {
+        assert_eq!(e.origin, ErrorOrigin::Transport, "{e} ({:?}, {:?})", e.code, e.message);
+        assert!(e.is_unreachable(), "{e}");
+    }
+}

@@ -12,6 +12,7 @@ mod compare;
 mod compat;
 mod existing;
 mod fuzz_input;
+mod faults;
 mod console;
 mod data;
 mod docs;

@@ -461,7 +461,7 @@ async fn cli_run(fake: &FakePlugin, suite: &str, args: &[&str]) -> (std::process
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_line_reports_a_hung_rpc_with_its_deadline_and_exits_1() {
     let fake = fake_where("CreateVolume", Misbehaviour::Hang).await;
-    let (out, report, cwd) = cli_run(&fake, HANG_SUITE, &["--rpc-timeout", "250ms"]).await;
+    let (out, report, cwd) = cli_run(&fake, HANG_SUITE, &["--rpc-timeout", "250ms", "--cleanup-timeout", "500ms"]).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("FAIL  hang.create"), "{stdout}");
@@ -474,8 +474,8 @@ async fn the_command_line_reports_a_hung_rpc_with_its_deadline_and_exits_1() {
     assert!(described[0].starts_with("unanswered CreateVolume of csi-conform-"), "{described:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(
-            "warning: reports/journal.jsonl lists 1 resource(s) or unanswered call(s) this run left on the plugin; \
-             undo them with `csi-conform cleanup --journal reports/journal.jsonl`"
+            "warning: reports/journal.jsonl lists 1 resource(s) or unanswered call(s) left on the plugin \
+             (not undone within --cleanup-timeout 500ms and 3 --reconnect-attempts); undo them with `csi-conform cleanup --journal reports/journal.jsonl`"
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)

@@ -338,6 +338,29 @@ async fn create_volume_is_idempotent_and_detects_conflicts() {
             .map(String::as_str),
         Some("ext4")
     );
+
+    // An identical re-send is the same request, whatever file systems its capabilities
+    // name (a lost answer is asked for again this way), mount flags and all.
+    let many = || {
+        vec![
+            mount_cap_with(Mode::SingleNodeWriter, "", &["noatime"], ""),
+            mount_cap_with(Mode::SingleNodeWriter, "ext4", &[], ""),
+            mount_cap_with(Mode::SingleNodeWriter, "xfs", &["nodev", "noexec"], ""),
+        ]
+    };
+    let made = create(&mut ctl, "three-file-systems", many()).await;
+    for _ in 0..2 {
+        assert_eq!(create(&mut ctl, "three-file-systems", many()).await, made, "an identical re-send");
+    }
+    // A capability it was not created with is still compared with what it supports.
+    expect_code(
+        ctl.create_volume(create_req(
+            "three-file-systems",
+            vec![block_cap(Mode::SingleNodeWriter)],
+        ))
+        .await,
+        Code::AlreadyExists,
+    );
 }
 
 #[tokio::test]

@@ -163,6 +163,7 @@ pub struct FakePlugin {
     /// The fake's own runtime: shutting it down drops every connection at once, as a crash
     /// does (a graceful server shutdown would still answer calls on open connections).
     runtime: Arc<Mutex<Option<tokio::runtime::Runtime>>>,
+    in_flight: Arc<AtomicUsize>,
     _dir: tempfile::TempDir,
 }
 
@@ -181,6 +182,7 @@ impl FakePlugin {
             gates: gates.clone(),
         };
         let state = fake.state.clone();
+        let in_flight = fake.in_flight.clone();
         let crash = fake.crash.clone();
         let runtime = Arc::new(Mutex::new(Some(serve(&fake, &socket))));
         let on_crash = runtime.clone();
@@ -196,7 +198,12 @@ impl FakePlugin {
                 *on_crash.lock().unwrap() = Some(serve(&fake, &crash_socket));
             }
         });
-        FakePlugin { socket, gates, state, runtime, _dir: dir }
+        FakePlugin { socket, gates, state, runtime, in_flight, _dir: dir }
+    }
+
+    /// How many calls it is working on now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// Connects to it with short timeouts.

@@ -71,6 +71,25 @@ impl ReferenceProcess {
         process
     }
 
+    /// Kills it (SIGKILL, as a crash does) and starts it again on the same socket and state
+    /// directory with `args`; returns once it answers Probe.
+    pub async fn kill_and_restart(&mut self, args: &[&str]) {
+        signal(&self.child, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait().await;
+        let endpoint = format!("unix://{}", self.socket.display());
+        let log = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("plugin.log")).expect("the plugin's log");
+        self.child = Command::new(bin())
+            .args(["reference-plugin", "--endpoint", &endpoint, "--state-dir"])
+            .arg(self.dir.path().join("state"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("restart the reference plugin");
+        self.connect().await;
+    }
+
     /// The endpoint as `csi-conform` flags take it.
     pub fn endpoint(&self) -> String {
         self.socket.display().to_string()
