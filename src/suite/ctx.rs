@@ -787,6 +787,13 @@ impl ScenarioCtx {
         })
     }
 
+    /// The p90 of the answer times of the connection `rpc` goes to (for node `node`), so far
+    /// in the run: what the run's waits scale from (see `client::Latency`).
+    pub fn latency(&self, rpc: &str, node: Option<usize>) -> Option<Duration> {
+        let method = proto::method(rpc)?;
+        self.connection(&method, node).ok()?.stats().latency().p90()
+    }
+
     /// Fills the request's `secrets`; returns the key used (a name, never values).
     pub(crate) fn apply_secrets(&self, request: &mut DynamicMessage, rpc: &str, mode: &SecretsMode) -> Option<String> {
         let field = request.descriptor().get_field_by_name("secrets")?;
