@@ -62,6 +62,9 @@ pub(super) fn report_command(args: &ReportArgs) -> Result<u8, CliError> {
             c.skip,
             c.error
         );
+        if c.inconclusive > 0 {
+            println!("{label}: {} inconclusive", c.inconclusive);
+        }
     }
     let comparison = report::compare::compare(&old, &new);
     print!("{}", comparison.render());

@@ -61,8 +61,8 @@ pub struct Cli {
     pub command: Command,
 }
 
-const EXIT_CODES_HELP: &str = "Exit codes: 0 all passed, 1 findings failed, 2 usage/config/connection error, \
-130/143 interrupted (SIGINT/SIGTERM).\n\
+const EXIT_CODES_HELP: &str = "Exit codes: 0 all passed (skips, inconclusive steps and, without --strict, warnings \
+allowed), 1 findings failed, 2 usage/config/connection error, 130/143 interrupted (SIGINT/SIGTERM).\n\
 Environment: CSI_ENDPOINT (--endpoint), RUST_LOG (log filter, overrides -v/-q), NO_COLOR (no colours), \
 CI (plain lines instead of a progress bar).";
 

@@ -1,6 +1,7 @@
 //! GitHub Actions workflow commands for a run: one `::error` / `::warning` line per failed,
 //! errored or warned finding, so that each shows up as an annotation on the workflow run,
-//! titled with the scenario and the CSI requirement it breaks.
+//! titled with the scenario and the CSI requirement it breaks; one `::notice` per undecided
+//! (inconclusive) finding, which breaks nothing.
 
 use super::{
     console::rerun_command,
@@ -70,6 +71,11 @@ pub fn annotations(report: &RunReport) -> Vec<String> {
             }
             message.push_str(&tail);
             lines.push(format!("::{command} title={}::{}", property(&title), data(&message)));
+        }
+        for f in s.findings.iter().filter(|f| f.severity == Severity::Inconclusive) {
+            let title = format!("{} inconclusive", text::one_line(&s.id));
+            let message = format!("{}: {}{tail}", f.kind, text::one_line(&f.message));
+            lines.push(format!("::notice title={}::{}", property(&title), data(&message)));
         }
     }
     lines

@@ -49,6 +49,11 @@ pub struct Comparison {
     pub coverage_lost: Vec<OutcomeChange>,
     /// Coverage gained: scenarios skipped before that now run and do not fail.
     pub coverage_gained: Vec<OutcomeChange>,
+    /// Decided before, inconclusive now (the harness could not decide): neither a new failure
+    /// nor a fix.
+    pub undecided: Vec<OutcomeChange>,
+    /// Inconclusive before, decided now without failing.
+    pub decided: Vec<OutcomeChange>,
     /// Scenarios only in the new run.
     pub added: Vec<String>,
     /// Scenarios only in the old run.
@@ -87,12 +92,15 @@ pub fn compare(old: &RunReport, new: &RunReport) -> Comparison {
         }
         let reason = match now.outcome {
             Severity::Skip => Some(super::text::skip_reason(now)),
+            Severity::Inconclusive => super::text::outcome_reason(now),
             _ => now.findings.iter().find(|f| f.severity >= Severity::Warn).map(|f| f.message.clone()),
         };
         let change = OutcomeChange { id: (*id).to_owned(), before: then.outcome, after: now.outcome, reason };
         match (then.outcome, now.outcome) {
             (_, Severity::Skip) => out.coverage_lost.push(change),
             (Severity::Skip, after) if after < Severity::Fail => out.coverage_gained.push(change),
+            (_, Severity::Inconclusive) => out.undecided.push(change),
+            (Severity::Inconclusive, after) if after < Severity::Fail => out.decided.push(change),
             (before, after) if after > before => out.regressions.push(change),
             _ => out.fixes.push(change),
         }
@@ -137,6 +145,8 @@ impl Comparison {
         section(&mut out, "fixed", &self.fixes);
         section(&mut out, "coverage lost (now skipped)", &self.coverage_lost);
         section(&mut out, "coverage gained (no longer skipped)", &self.coverage_gained);
+        section(&mut out, "undecided (now inconclusive)", &self.undecided);
+        section(&mut out, "decided (no longer inconclusive)", &self.decided);
         for (title, ids) in [("new scenarios", &self.added), ("scenarios gone", &self.removed)] {
             if !ids.is_empty() {
                 let _ = writeln!(out, "{title} ({}):", ids.len());
@@ -260,6 +270,29 @@ mod tests {
         let text = c.render();
         assert!(text.contains("coverage lost (now skipped) (2):\n  failed  fail -> skip  (skipped)\n  lost  pass -> skip  (needs controller:EXPAND_VOLUME, not advertised)\n"), "{text}");
         assert!(text.contains("coverage gained (no longer skipped) (1):\n  gained  skip -> pass\n"), "{text}");
+    }
+
+    #[test]
+    fn inconclusive_is_neither_a_new_failure_nor_a_fix() {
+        let mut undecided = scenario("was-failing", Severity::Inconclusive);
+        undecided.findings = vec![Finding::inconclusive("witnesses", "the witnesses disagree")];
+        let old = run(
+            vec![scenario("was-failing", Severity::Fail), scenario("was-passing", Severity::Pass), scenario("back", Severity::Inconclusive), scenario("worse", Severity::Inconclusive)],
+            0.001,
+        );
+        let new = run(
+            vec![undecided, scenario("was-passing", Severity::Inconclusive), scenario("back", Severity::Pass), scenario("worse", Severity::Fail)],
+            0.001,
+        );
+        let c = compare(&old, &new);
+        let ids = |v: &[OutcomeChange]| v.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&c.undecided), ["was-failing", "was-passing"]);
+        assert_eq!(ids(&c.decided), ["back"]);
+        assert_eq!(ids(&c.regressions), ["worse"], "a pass that is now inconclusive is no new failure");
+        assert!(c.fixes.is_empty(), "a failure that is now inconclusive is not fixed: {:?}", c.fixes);
+        let text = c.render();
+        assert!(text.contains("undecided (now inconclusive) (2):\n  was-failing  fail -> inconclusive  (the witnesses disagree)\n"), "{text}");
+        assert!(text.contains("decided (no longer inconclusive) (1):\n  back  inconclusive -> pass\n"), "{text}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ enum Style {
     Red,
     Yellow,
     Cyan,
+    Magenta,
     BoldRed,
     Bold,
     Dim,
@@ -29,6 +30,7 @@ impl Style {
             Style::Red => "31",
             Style::Yellow => "33",
             Style::Cyan => "36",
+            Style::Magenta => "35",
             Style::BoldRed => "1;31",
             Style::Bold => "1",
             Style::Dim => "2",
@@ -49,13 +51,15 @@ fn outcome_style(scenario: &ScenarioResult) -> Style {
         (Some(Expectation::UnexpectedPass { .. }), _) => Style::Red,
         (None, Severity::Pass) => Style::Green,
         (None, Severity::Skip) => Style::Cyan,
+        (None, Severity::Inconclusive) => Style::Magenta,
         (None, Severity::Warn) => Style::Yellow,
         (None, Severity::Fail) => Style::Red,
         (None, Severity::Error) => Style::BoldRed,
     }
 }
 
-/// The outcome word, upper case and padded to a common width (`ERROR` is the longest).
+/// The outcome word, upper case and padded to a common width (`ERROR` is the longest of the
+/// usual ones; `INCONCLUSIVE`, rare, is left longer rather than abbreviated).
 fn outcome_word(scenario: &ScenarioResult, color: bool) -> String {
     let word = format!("{:<5}", scenario.outcome.as_str().to_uppercase());
     paint(&word, outcome_style(scenario), color)
@@ -127,15 +131,17 @@ enum Section {
     Failures,
     Errors,
     Warnings,
+    Inconclusive,
     ExpectedFailures,
     UnexpectedPasses,
 }
 
 impl Section {
-    const ALL: [Section; 5] = [
+    const ALL: [Section; 6] = [
         Section::Failures,
         Section::Errors,
         Section::Warnings,
+        Section::Inconclusive,
         Section::ExpectedFailures,
         Section::UnexpectedPasses,
     ];
@@ -147,6 +153,7 @@ impl Section {
             (None, Severity::Fail) => Some(Section::Failures),
             (None, Severity::Error) => Some(Section::Errors),
             (None, Severity::Warn) => Some(Section::Warnings),
+            (None, Severity::Inconclusive) => Some(Section::Inconclusive),
             (None, Severity::Pass | Severity::Skip) => None,
         }
     }
@@ -157,6 +164,9 @@ impl Section {
             Section::Errors => "Errors (the harness could not run the check):",
             Section::Warnings if strict => "Warnings (failures under --strict):",
             Section::Warnings => "Warnings:",
+            Section::Inconclusive => {
+                "Inconclusive (the harness could not decide; neither passed nor failed, not even under --strict):"
+            }
             Section::ExpectedFailures => {
                 "Expected failures (listed in --expect-failures; they do not fail the run):"
             }
@@ -316,6 +326,12 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
         c.skip,
         c.error,
     );
+    if c.inconclusive > 0 {
+        // On the counts line itself, so a reader of the line alone sees it (absent at zero,
+        // as the line read before the outcome existed).
+        out.pop();
+        let _ = writeln!(out, ", {} inconclusive", c.inconclusive);
+    }
     let scenarios: Vec<&ScenarioResult> = report.suites.iter().flat_map(|s| &s.scenarios).collect();
     let sections = Section::ALL.map(|section| {
         (section, scenarios.iter().copied().filter(|s| Section::of(s) == Some(section)).collect::<Vec<_>>())

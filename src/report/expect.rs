@@ -203,8 +203,8 @@ impl ExpectedFailures {
 
     /// Marks the run's results: a listed scenario that failed or errored (or, under `strict`,
     /// warned) becomes an [`Expectation::ExpectedFailure`]; one that passed or only warned an
-    /// [`Expectation::UnexpectedPass`]; a skipped one is left alone, as is every scenario not
-    /// listed. Returns the listed ids the run did not have, in file order.
+    /// [`Expectation::UnexpectedPass`]; a skipped or inconclusive one is left alone, as is every
+    /// scenario not listed. Returns the listed ids the run did not have, in file order.
     pub fn apply(&self, report: &mut RunReport) -> Vec<String> {
         let strict = report.strict;
         let mut found = vec![false; self.entries.len()];
@@ -222,7 +222,8 @@ impl ExpectedFailures {
         let i = self.entries.iter().position(|(id, _)| *id == scenario.id)?;
         let reason = self.entries[i].1.clone();
         scenario.expectation = match scenario.outcome {
-            Severity::Skip => return Some(i),
+            // Undecided is neither the listed failure nor a pass: left alone, as a skip is.
+            Severity::Skip | Severity::Inconclusive => return Some(i),
             Severity::Fail | Severity::Error => Some(Expectation::ExpectedFailure { reason }),
             Severity::Warn if strict => Some(Expectation::ExpectedFailure { reason }),
             Severity::Pass | Severity::Warn => Some(Expectation::UnexpectedPass { reason }),

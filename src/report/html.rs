@@ -35,11 +35,11 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#1d2
 h1{margin-bottom:.2em}table{border-collapse:collapse;margin:1em 0;width:100%}\
 td,th{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}\
 th{background:#f3f5f7}.pass{background:#dafbe1}.fail{background:#ffd8d3}.error{background:#ffb3ad}\
-.warn{background:#fff4c2}.skip{background:#eef0f3;color:#57606a}.sev{font-weight:600;text-transform:uppercase}\
+.warn{background:#fff4c2}.inconclusive{background:#efe4ff}.skip{background:#eef0f3;color:#57606a}.sev{font-weight:600;text-transform:uppercase}\
 details{margin:.2em 0}pre{white-space:pre-wrap;margin:.3em 0;font-size:90%}.counts span{margin-right:1.2em}\
 code{font-size:90%}.num{text-align:right}.legend{color:#57606a;font-size:90%}\
 .finding{border-left:6px solid #d0d7de;padding:.4em .8em;margin:.6em 0}.finding.fail,.finding.error{border-color:#cf222e}\
-.finding.warn{border-color:#bf8700}#filters button{margin-right:.5em}#filters input{margin-left:1em}\
+.finding.warn{border-color:#bf8700}.finding.inconclusive{border-color:#8250df}#filters button{margin-right:.5em}#filters input{margin-left:1em}\
 .banner{font-size:1.4em;font-weight:700;padding:.5em .8em;border-radius:6px;margin:.5em 0 1em}\
 .banner.passed{background:#dafbe1;color:#116329}.banner.failed{background:#ffd8d3;color:#82071e}\
 .banner small{display:block;font-size:60%;font-weight:400;color:#1d2430}\
@@ -76,24 +76,28 @@ pub enum Group {
     NoRequirement,
     /// Warnings at this level (`SHOULD`, `MAY`, `tolerated deviation from MUST`, ...).
     Warnings(&'static str),
+    /// Steps the harness could not decide (witnesses disagreed, a bound ran out): no rule
+    /// broken, nothing passed.
+    Inconclusive,
 }
 
 fn group_of(s: &ScenarioResult, f: &Finding) -> Group {
     match (f.severity, f.blames(s).into_iter().next()) {
         (Severity::Warn, _) => Group::Warnings(text::warning_level(s)),
+        (Severity::Inconclusive, _) => Group::Inconclusive,
         (_, Some(r)) => Group::Requirement(r),
         (_, None) => Group::NoRequirement,
     }
 }
 
-/// One failed, errored or warned finding of the run, with its scenario and group: what the
-/// failures-and-warnings section lists, in this order: failures grouped by requirement (groups
-/// in order of first appearance, those naming none last), then warnings grouped by level;
-/// report order within a group.
+/// One failed, errored, warned or inconclusive finding of the run, with its scenario and group:
+/// what the failures-and-warnings section lists, in this order: failures grouped by requirement
+/// (groups in order of first appearance, those naming none last), then warnings grouped by
+/// level, then the inconclusive ones; report order within a group.
 pub fn problems(report: &RunReport) -> Vec<(Group, &ScenarioResult, &Finding)> {
     let mut groups: Vec<(Group, Vec<(&ScenarioResult, &Finding)>)> = Vec::new();
     for s in report.suites.iter().flat_map(|s| &s.scenarios) {
-        for f in s.findings.iter().filter(|f| f.severity >= Severity::Warn) {
+        for f in s.findings.iter().filter(|f| f.severity >= Severity::Inconclusive) {
             let key = group_of(s, f);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, items)) => items.push((s, f)),
@@ -105,6 +109,7 @@ pub fn problems(report: &RunReport) -> Vec<(Group, &ScenarioResult, &Finding)> {
         Group::Requirement(_) => 0,
         Group::NoRequirement => 1,
         Group::Warnings(_) => 2,
+        Group::Inconclusive => 3,
     });
     groups.into_iter().flat_map(|(g, items)| items.into_iter().map(move |(s, f)| (g.clone(), s, f))).collect()
 }
@@ -243,12 +248,13 @@ pub fn to_html(report: &RunReport) -> String {
     }
     let _ = writeln!(
         out,
-        "<p class=\"counts\">{}{}{}{}{}</p>",
+        "<p class=\"counts\">{}{}{}{}{}{}</p>",
         badge(counts.pass, "passed", Severity::Pass),
         badge(counts.fail, "failed", Severity::Fail),
         badge(counts.warn, "warned", Severity::Warn),
         badge(counts.skip, "skipped", Severity::Skip),
         badge(counts.error, "errors", Severity::Error),
+        badge(counts.inconclusive, "inconclusive", Severity::Inconclusive),
     );
 
     causes_section(&mut out, report);
@@ -274,7 +280,7 @@ pub fn to_html(report: &RunReport) -> String {
     capabilities_table(&mut out, report);
 
     out.push_str("<h2>Outcomes by suite</h2>\n<table><tr><th>suite</th>");
-    for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Skip] {
+    for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Inconclusive, Severity::Skip] {
         let _ = write!(out, "<th class=\"{sev}\">{sev}</th>");
     }
     out.push_str("</tr>\n");
@@ -282,7 +288,7 @@ pub fn to_html(report: &RunReport) -> String {
         let mut c = super::model::Counts::default();
         suite.scenarios.iter().for_each(|s| c.add(s.outcome));
         let _ = write!(out, "<tr><td><a href=\"#suite-{id}\">{id}</a></td>", id = escape(&suite.id));
-        for (sev, n) in [(Severity::Pass, c.pass), (Severity::Fail, c.fail), (Severity::Error, c.error), (Severity::Warn, c.warn), (Severity::Skip, c.skip)] {
+        for (sev, n) in [(Severity::Pass, c.pass), (Severity::Fail, c.fail), (Severity::Error, c.error), (Severity::Warn, c.warn), (Severity::Inconclusive, c.inconclusive), (Severity::Skip, c.skip)] {
             let class = if n > 0 { sev.as_str() } else { "" };
             let _ = write!(out, "<td class=\"num {class}\">{n}</td>");
         }
@@ -323,6 +329,7 @@ fn problems_section(out: &mut String, report: &RunReport) {
         "<p id=\"filters\" hidden=\"hidden\"><button type=\"button\" data-show=\"all\">all</button>\
          <button type=\"button\" data-show=\"failures\">failures</button>\
          <button type=\"button\" data-show=\"warnings\">warnings</button>\
+         <button type=\"button\" data-show=\"inconclusive\">inconclusive</button>\
          <input id=\"search\" type=\"search\" placeholder=\"search\" aria-label=\"search the failures and warnings\"/></p>\n",
     );
     let mut current: Option<Group> = None;
@@ -346,6 +353,10 @@ fn problems_section(out: &mut String, report: &RunReport) {
                 Group::Warnings(level) => {
                     let _ = writeln!(out, "<div class=\"req-group\"><h3>Warnings <small>[{}]</small></h3>", escape(level));
                 }
+                Group::Inconclusive => out.push_str(
+                    "<div class=\"req-group\"><h3>Inconclusive <small>(the harness could not decide: \
+                     neither passed nor failed)</small></h3>\n",
+                ),
             }
             current = Some(group);
         }
@@ -355,7 +366,11 @@ fn problems_section(out: &mut String, report: &RunReport) {
 }
 
 fn finding_item(out: &mut String, report: &RunReport, s: &ScenarioResult, f: &Finding) {
-    let filter = if f.severity == Severity::Warn { "warnings" } else { "failures" };
+    let filter = match f.severity {
+        Severity::Warn => "warnings",
+        Severity::Inconclusive => "inconclusive",
+        _ => "failures",
+    };
     let _ = write!(
         out,
         "<div class=\"finding {sev}\" data-filter=\"{filter}\" data-scenario=\"{id}\"><p><span class=\"sev\">{sev}</span> \
@@ -374,12 +389,15 @@ fn finding_item(out: &mut String, report: &RunReport, s: &ScenarioResult, f: &Fi
         ("rpc", &f.rpc),
         ("request", &f.request),
     ];
-    if rows.iter().any(|(_, v)| v.is_some()) {
+    if rows.iter().any(|(_, v)| v.is_some()) || !f.evidence.is_empty() {
         out.push_str("<table>");
         for (label, value) in rows {
             if let Some(v) = value {
                 let _ = write!(out, "<tr><th>{label}</th><td><pre>{}</pre></td></tr>", escape(v));
             }
+        }
+        for e in &f.evidence {
+            let _ = write!(out, "<tr><th>evidence</th><td><pre>{}</pre></td></tr>", escape(&e.to_string()));
         }
         out.push_str("</table>");
     }
@@ -414,7 +432,7 @@ fn coverage_section(out: &mut String, report: &RunReport) {
         shows the whole inventory.</p>\n<table><tr><th>RPC / topic</th><th>requirements</th>",
         escape(version)
     ));
-    for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Skip] {
+    for sev in [Severity::Pass, Severity::Fail, Severity::Error, Severity::Warn, Severity::Inconclusive, Severity::Skip] {
         let _ = write!(out, "<th class=\"{sev}\">{sev}</th>");
     }
     out.push_str("</tr>\n");
@@ -424,7 +442,7 @@ fn coverage_section(out: &mut String, report: &RunReport) {
     }
     for (rpc, c) in &per {
         let _ = write!(out, "<tr><td>{}</td><td class=\"num\">{}</td>", escape(rpc), c.total());
-        for (sev, n) in [(Severity::Pass, c.pass), (Severity::Fail, c.fail), (Severity::Error, c.error), (Severity::Warn, c.warn), (Severity::Skip, c.skip)] {
+        for (sev, n) in [(Severity::Pass, c.pass), (Severity::Fail, c.fail), (Severity::Error, c.error), (Severity::Warn, c.warn), (Severity::Inconclusive, c.inconclusive), (Severity::Skip, c.skip)] {
             let class = if n > 0 { sev.as_str() } else { "" };
             let _ = write!(out, "<td class=\"num {class}\">{n}</td>");
         }
@@ -464,6 +482,9 @@ fn scenario_row(out: &mut String, s: &ScenarioResult) {
             if let Some(v) = value {
                 let _ = writeln!(out, "{label}: {}", escape(v));
             }
+        }
+        for e in &f.evidence {
+            let _ = writeln!(out, "evidence: {}", escape(&e.to_string()));
         }
         out.push_str("</pre></details>");
     }

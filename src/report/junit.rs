@@ -26,7 +26,9 @@
 //!   with its RPC, the redacted request, expected and got, and the plugin's message. Under
 //!   `strict` warnings count as failing findings.
 //! - A skip is `<skipped message="reason">` with the reason as its text too (Jenkins reads the
-//!   attribute, GitLab the text).
+//!   attribute, GitLab the text). An inconclusive scenario (the harness could not decide) is a
+//!   skip too, `<skipped message="inconclusive: reason">`, with its undecided findings in the
+//!   text: neither passed nor failed, under `strict` as well.
 //! - A failed or warned test case (and an expected failure) carries one
 //!   `requirement.<id>` property per CSI requirement its scenario checks, valued with the
 //!   spec link; the failure body lists them too.
@@ -196,6 +198,9 @@ fn finding_details(scenario: &ScenarioResult, finding: &Finding) -> String {
             let _ = write!(out, "\n  {label}: {}", text::block(value, "    "));
         }
     }
+    for e in &finding.evidence {
+        let _ = write!(out, "\n  evidence: {}", text::one_line(&e.to_string()));
+    }
     out
 }
 
@@ -227,6 +232,14 @@ impl<'a> Case<'a> {
 
         case.verdict = match (&scenario.expectation, scenario.outcome) {
             (_, Severity::Skip) => Verdict::Skipped(text::skip_reason(scenario)),
+            (None, Severity::Inconclusive) => {
+                let reason = text::outcome_reason(scenario).unwrap_or_default();
+                let undecided = scenario.findings.iter().filter(|f| f.severity == Severity::Inconclusive);
+                case.system_out.push(paragraphs(
+                    std::iter::once(context(scenario)).chain(undecided.map(|f| finding_details(scenario, f))),
+                ));
+                Verdict::Skipped(format!("inconclusive: {reason}"))
+            }
             (Some(Expectation::ExpectedFailure { reason }), _) => {
                 case.properties.push(("expected-failure".into(), reason.clone()));
                 case.system_out.push(format!(
@@ -302,6 +315,12 @@ impl<'a> Case<'a> {
             for warning in scenario.findings.iter().filter(|f| f.severity == Severity::Warn) {
                 case.properties.push(("warning".into(), format!("{}: {}", warning.kind, warning.message)));
                 case.system_out.push(finding_details(scenario, warning));
+            }
+        }
+        if scenario.outcome != Severity::Inconclusive {
+            // Undecided steps of a scenario that came out otherwise are still shown.
+            for f in scenario.findings.iter().filter(|f| f.severity == Severity::Inconclusive) {
+                case.system_out.push(finding_details(scenario, f));
             }
         }
         case

@@ -79,11 +79,19 @@ pub fn job_summary(report: &RunReport, base: Option<&str>, files: &[(&str, &std:
     if let Some(why) = &report.interrupted {
         let _ = writeln!(out, "**Interrupted:** {}\n", md(why));
     }
-    let _ = writeln!(
-        out,
-        "| passed | failed | warned | skipped | errored |\n|---:|---:|---:|---:|---:|\n| {} | {} | {} | {} | {} |\n",
-        c.pass, c.fail, c.warn, c.skip, c.error
-    );
+    if c.inconclusive == 0 {
+        let _ = writeln!(
+            out,
+            "| passed | failed | warned | skipped | errored |\n|---:|---:|---:|---:|---:|\n| {} | {} | {} | {} | {} |\n",
+            c.pass, c.fail, c.warn, c.skip, c.error
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "| passed | failed | warned | skipped | errored | inconclusive |\n|---:|---:|---:|---:|---:|---:|\n| {} | {} | {} | {} | {} | {} |\n",
+            c.pass, c.fail, c.warn, c.skip, c.error, c.inconclusive
+        );
+    }
 
     let causes = causes::causes(report);
     if !causes.is_empty() {
@@ -141,6 +149,19 @@ pub fn job_summary(report: &RunReport, base: Option<&str>, files: &[(&str, &std:
         }
         if warnings.len() > MAX_LISTED {
             let _ = writeln!(out, "- … and {} more: see the reports", warnings.len() - MAX_LISTED);
+        }
+        out.push('\n');
+    }
+
+    let undecided: Vec<&&ScenarioResult> =
+        scenarios.iter().filter(|s| s.expectation.is_none() && s.outcome == Severity::Inconclusive).collect();
+    if !undecided.is_empty() {
+        let _ = writeln!(out, "### Inconclusive ({}: the harness could not decide; not failing the run)\n", undecided.len());
+        for s in undecided.iter().take(MAX_LISTED) {
+            let _ = writeln!(out, "- {}: {}", code(&s.id), md(&text::outcome_reason(s).unwrap_or_default()));
+        }
+        if undecided.len() > MAX_LISTED {
+            let _ = writeln!(out, "- … and {} more: see the reports", undecided.len() - MAX_LISTED);
         }
         out.push('\n');
     }

@@ -35,7 +35,11 @@ pub fn console(out: &mut String, report: &RunReport) {
             o.count(Severity::Skip),
             if o.count(Severity::Error) > 0 { format!(", {} error", o.count(Severity::Error)) } else { String::new() }
         );
-        for b in o.behaviours.iter().filter(|b| b.outcome >= Severity::Warn) {
+        if o.count(Severity::Inconclusive) > 0 {
+            out.pop();
+            let _ = writeln!(out, ", {} inconclusive", o.count(Severity::Inconclusive));
+        }
+        for b in o.behaviours.iter().filter(|b| b.outcome >= Severity::Inconclusive && b.outcome != Severity::Skip) {
             let _ = writeln!(
                 out,
                 "    {:<12} {:<28} {}: {}  [{}]",
@@ -62,6 +66,9 @@ pub fn junit_case(o: &OrchestratorResult, b: &BehaviourResult) -> Option<(&'stat
     match b.outcome {
         Severity::Pass | Severity::Warn => None,
         Severity::Skip => Some(("skipped", b.skip_reason.clone().unwrap_or_default(), String::new())),
+        Severity::Inconclusive => {
+            Some(("skipped", format!("inconclusive: {}", first_finding(b).unwrap_or_default()), body()))
+        }
         Severity::Fail => Some(("failure", first_finding(b).unwrap_or_default(), body())),
         Severity::Error => Some(("error", first_finding(b).unwrap_or_default(), body())),
     }

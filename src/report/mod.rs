@@ -23,7 +23,7 @@ pub use expect::{ExpectError, ExpectedFailures};
 pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use model::{SpecEvidence, SpecJudged, BehaviourResult, OrchestratorResult, 
-    Counts, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
+    Counts, Evidence, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
     VolumeSizes,
 };
 pub use write::{ReportError, write_atomically, write_reports};

@@ -15,6 +15,11 @@ pub enum Severity {
     Pass,
     /// Not run: a required capability is not advertised, or a filter left it out.
     Skip,
+    /// The harness could not decide: witnesses disagreed, or a bound without a spec deadline
+    /// ran out. Never a pass, never a fail: above a pass and a skip (a scenario with an
+    /// undecided step did not pass), below a warning (it never hides a real warning or
+    /// failure). It does not fail the run, not even under `--strict`.
+    Inconclusive,
     /// A tolerated deviation (such as an unconfirmed ValidateVolumeCapabilities); a failure
     /// under `--strict`.
     Warn,
@@ -31,6 +36,7 @@ impl Severity {
         match self {
             Severity::Pass => "pass",
             Severity::Skip => "skip",
+            Severity::Inconclusive => "inconclusive",
             Severity::Warn => "warn",
             Severity::Fail => "fail",
             Severity::Error => "error",
@@ -81,6 +87,33 @@ pub struct Finding {
     /// was found under (`topology.match`), the row of the compatibility matrix it counts for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behaviour: Option<String>,
+    /// The answers other than the call under test that the verdict rests on (a look-up after
+    /// a delete, a listing), each with its call, object, claim and time: why a reader should
+    /// believe it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+/// One observation of the plugin's state a verdict rests on: which call, about which object,
+/// what its answer claimed, and when (from the start of the run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The call that answered (`ListVolumes`).
+    pub rpc: String,
+    /// The object it was asked about or looked for (a volume or snapshot id).
+    pub object: String,
+    /// What its answer claimed, in a few words (`does not list it`, `answers OK with it`).
+    pub claim: String,
+    /// When the answer came, from the start of the run.
+    #[serde(with = "duration_secs")]
+    pub at: Duration,
+}
+
+impl fmt::Display for Evidence {
+    /// `ListVolumes(vol-1) at 1.234s: does not list it`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({}) at {:.3}s: {}", self.rpc, self.object, self.at.as_secs_f64(), self.claim)
+    }
 }
 
 impl Finding {
@@ -108,7 +141,14 @@ impl Finding {
             plugin_message: None,
             requirements: Vec::new(),
             behaviour: None,
+            evidence: Vec::new(),
         }
+    }
+
+    /// A finding the harness could not decide (see [`Severity::Inconclusive`]): `message`
+    /// says why (which witnesses disagreed, which bound ran out).
+    pub fn inconclusive(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Finding::new(Severity::Inconclusive, kind, message)
     }
 }
 
@@ -263,7 +303,8 @@ impl ScenarioResult {
         match self.outcome {
             Severity::Fail | Severity::Error => true,
             Severity::Warn => strict,
-            Severity::Pass | Severity::Skip => false,
+            // Undecided is not failed, not even under --strict.
+            Severity::Pass | Severity::Skip | Severity::Inconclusive => false,
         }
     }
 }
@@ -294,6 +335,9 @@ pub struct Counts {
     pub skip: usize,
     /// Scenarios the harness could not run.
     pub error: usize,
+    /// Scenarios the harness could not decide (witnesses disagreed, a bound ran out).
+    #[serde(default)]
+    pub inconclusive: usize,
 }
 
 impl Counts {
@@ -305,12 +349,13 @@ impl Counts {
             Severity::Warn => self.warn += 1,
             Severity::Skip => self.skip += 1,
             Severity::Error => self.error += 1,
+            Severity::Inconclusive => self.inconclusive += 1,
         }
     }
 
     /// All scenarios counted.
     pub fn total(&self) -> usize {
-        self.pass + self.fail + self.warn + self.skip + self.error
+        self.pass + self.fail + self.warn + self.skip + self.error + self.inconclusive
     }
 }
 
@@ -688,6 +733,23 @@ mod tests {
         assert_eq!(scenario(vec![Severity::Pass, Severity::Warn]).outcome, Severity::Warn);
         assert_eq!(scenario(vec![Severity::Warn, Severity::Fail, Severity::Pass]).outcome, Severity::Fail);
         assert_eq!(scenario(vec![Severity::Fail, Severity::Error]).outcome, Severity::Error);
+    }
+
+    #[test]
+    fn inconclusive_is_never_a_pass_and_never_hides_a_warning_or_failure() {
+        assert_eq!(scenario(vec![Severity::Pass, Severity::Inconclusive]).outcome, Severity::Inconclusive);
+        assert_eq!(scenario(vec![Severity::Skip, Severity::Inconclusive]).outcome, Severity::Inconclusive);
+        assert_eq!(scenario(vec![Severity::Inconclusive, Severity::Warn]).outcome, Severity::Warn);
+        assert_eq!(scenario(vec![Severity::Fail, Severity::Inconclusive]).outcome, Severity::Fail);
+        let undecided = scenario(vec![Severity::Inconclusive]);
+        assert!(!undecided.fails_run(false), "inconclusive alone passes the run");
+        assert!(!undecided.fails_run(true), "--strict does not turn inconclusive into failure");
+        let mut counts = Counts::default();
+        counts.add(undecided.outcome);
+        assert_eq!((counts.inconclusive, counts.total()), (1, 1));
+        assert_eq!(Finding::inconclusive("witnesses", "m").severity, Severity::Inconclusive);
+        assert_eq!(Severity::Inconclusive.as_str(), "inconclusive");
+        assert_eq!(serde_json::to_string(&Severity::Inconclusive).unwrap(), "\"inconclusive\"");
     }
 
     #[test]

@@ -95,11 +95,22 @@ pub(crate) fn skip_reason(scenario: &ScenarioResult) -> String {
 /// A finding on one line: its message, or its kind (or severity) when the message is blank, so
 /// that no reader is ever shown an empty reason.
 pub(crate) fn finding_line(finding: &Finding) -> String {
-    [&finding.message, &finding.kind]
+    let line = [&finding.message, &finding.kind]
         .into_iter()
         .map(|t| one_line(t))
         .find(|t| !t.is_empty())
-        .unwrap_or_else(|| finding.severity.to_string())
+        .unwrap_or_else(|| finding.severity.to_string());
+    match evidence_line(finding) {
+        Some(evidence) => format!("{line} [evidence: {evidence}]"),
+        None => line,
+    }
+}
+
+/// The evidence a finding's verdict rests on, on one line (`ListVolumes(v) at 1.234s: does
+/// not list it; ...`), if it has any.
+pub(crate) fn evidence_line(finding: &Finding) -> Option<String> {
+    (!finding.evidence.is_empty())
+        .then(|| finding.evidence.iter().map(|e| one_line(&e.to_string())).collect::<Vec<_>>().join("; "))
 }
 
 /// The one-line reason for a scenario's outcome: the skip reason, or the headline finding's

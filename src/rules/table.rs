@@ -298,10 +298,10 @@ pub const RULES: &[Rule] = &[
         "No stream message carries more ranges than max_results", Check::MetadataMaxResults { rpc: "GetMetadataDelta" }),
     // Deletions (looked up again by the engine, within --delete-grace).
     rule("answer.delete-volume.gone", "DeleteVolume.deletes", Must,
-        "A volume DeleteVolume answered OK for is gone: ControllerGetVolume answers NOT_FOUND and ListVolumes no longer lists it (after a short grace for backends that finish in the background)",
+        "A volume DeleteVolume answered OK for is gone: failed only when every believed witness still shows it after a short grace (ControllerGetVolume answers OK and ListVolumes lists it; one of them when the plugin has only one, or the other lied this run)",
         Check::Gone { rpc: "DeleteVolume" }),
     rule("answer.delete-snapshot.gone", "DeleteSnapshot.deletes", Must,
-        "A snapshot DeleteSnapshot answered OK for is gone: GetSnapshot answers NOT_FOUND and ListSnapshots no longer lists it (after a short grace for backends that finish in the background)",
+        "A snapshot DeleteSnapshot answered OK for is gone: failed only when every believed witness still shows it after a short grace (GetSnapshot answers OK and ListSnapshots lists it; one of them when the plugin has only one, or the other lied this run)",
         Check::Gone { rpc: "DeleteSnapshot" }),
     // Error answers.
     rule("answer.error.message", "ErrorScheme.message.human-readable", Must,

@@ -27,7 +27,7 @@ use super::{
     resources::Tracker,
     settings::{Plugin, RunConfig, RunFacts},
     vars::{Val, Vars},
-    verifier::{self, Deferred, Kept, Verifier},
+    verifier::{self, Deferred, Verifier, Watched},
 };
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
@@ -514,8 +514,11 @@ impl ScenarioCtx {
 
     /// Whether the object a delete of `request` answered OK for at `answered` is gone, looked
     /// up at once (see [`verifier::watch`]); the calls' rule violations wait in the rule log.
-    async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> (Option<Kept>, u64) {
-        verifier::watch(&self.shared.plugin, &self.shared.config, &self.rules, rpc, request, answered).await
+    async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> Watched {
+        let shared = &self.shared;
+        let witnesses = &shared.verifier.witnesses;
+        verifier::watch(&shared.plugin, &shared.config, witnesses, &self.scenario_id, &self.rules, rpc, request, answered)
+            .await
     }
 
     /// Hands what a delete of `request` (`node`) answered OK for at `answered` to the run's
@@ -551,20 +554,29 @@ impl ScenarioCtx {
     }
 
     /// Takes in what [`ScenarioCtx::watch`] found for the delete `request` (`node`): its calls and
-    /// their rule violations; when the plugin kept the object, a finding of the current step
-    /// (rule `answer.delete-*.gone`), the scenario stopping after the step, and the object
-    /// handed back to the plugin in the tracker (the journal: kept by the plugin, never
-    /// retried by `cleanup`).
-    fn settle_delete(&mut self, request: &DynamicMessage, node: usize, (kept, calls): (Option<Kept>, u64)) {
-        self.rpcs += calls;
+    /// their rule violations; when the witnesses disagreed, an inconclusive finding (the
+    /// scenario goes on); when the plugin kept the object, a finding of the current step
+    /// (rule `answer.delete-*.gone`, with the witnesses' evidence), the scenario stopping
+    /// after the step, and the object handed back to the plugin in the tracker (the journal:
+    /// kept by the plugin, never retried by `cleanup`).
+    fn settle_delete(&mut self, request: &DynamicMessage, node: usize, watched: Watched) {
+        self.rpcs += watched.calls;
         for violation in self.rules.take() {
             self.push_violation(&violation, &deleted::request(&violation.rpc, "", ""));
         }
-        let Some(kept) = kept else { return };
+        if let Some(f) = watched.undecided {
+            self.push(f);
+        }
+        let Some(kept) = watched.kept else { return };
         let Some((violation, why)) = kept.violation(self.shared.config.delete_grace, self.step.is_some()) else {
             return;
         };
-        self.push_violation(&violation, request);
+        let mut f = verifier::violation_finding(&violation, request);
+        f.step = self.step;
+        f.evidence = kept.evidence.clone();
+        if !self.findings.iter().any(|g| g.repeats(&f)) {
+            self.push(f);
+        }
         self.halted |= self.step.is_some();
         self.tracker.kept(&kept.rpc, request, node, &why);
         self.kept.push(kept.id);

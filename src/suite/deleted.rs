@@ -1,7 +1,7 @@
-//! Whether an object a DeleteVolume or DeleteSnapshot answered OK for is gone: which call
-//! can tell (the cheapest the plugin advertises), its request, and what its answer says. The
-//! context makes the calls and decides ([`crate::suite::ScenarioCtx`]); this file only knows
-//! requests and answers.
+//! Whether an object a DeleteVolume or DeleteSnapshot answered OK for is gone: which calls
+//! can tell (the look-up and the listing the plugin advertises: two witnesses, see
+//! [`super::witness`]), their requests, and what their answers say. The verifier makes the
+//! calls and decides ([`super::verifier::watch`]); this file only knows requests and answers.
 //!
 //! Why a look, and why only a short one: DeleteVolume "deprovisions" the volume, and a plugin
 //! "unable to complete the DeleteVolume call successfully MUST return a non-ok gRPC code"
@@ -47,17 +47,16 @@ pub(crate) fn deleted_id(rpc: &str, request: &DynamicMessage) -> Option<(&'stati
     (!id.is_empty()).then_some((noun, id))
 }
 
-/// The call that tells whether what `rpc` deleted is gone, by what `fingerprint` advertises:
-/// ControllerGetVolume (GET_VOLUME), else ListVolumes (LIST_VOLUMES); GetSnapshot
-/// (GET_SNAPSHOT), else ListSnapshots filtered by the id (LIST_SNAPSHOTS). `None`: the plugin
-/// advertises none, and the delete cannot be checked this way.
-pub(crate) fn lookup(rpc: &str, fingerprint: &Fingerprint) -> Option<&'static str> {
-    let candidates: &[&'static str] = match rpc {
-        "DeleteVolume" => &["ControllerGetVolume", "ListVolumes"],
-        "DeleteSnapshot" => &["GetSnapshot", "ListSnapshots"],
+/// The look-up that names one object of the kind `rpc` deletes (ControllerGetVolume with
+/// GET_VOLUME, GetSnapshot with GET_SNAPSHOT), if the plugin advertises it: one of the two
+/// witnesses of a delete (the listing, [`listing`], is the other).
+pub(crate) fn get_lookup(rpc: &str, fingerprint: &Fingerprint) -> Option<&'static str> {
+    let get = match rpc {
+        "DeleteVolume" => "ControllerGetVolume",
+        "DeleteSnapshot" => "GetSnapshot",
         _ => return None,
     };
-    candidates.iter().copied().find(|r| Capability::serving(r).is_some_and(|c| fingerprint.supports(c)))
+    Capability::serving(get).is_some_and(|c| fingerprint.supports(c)).then_some(get)
 }
 
 /// The request of `lookup` for `id` (a listing's page at `token`).

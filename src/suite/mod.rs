@@ -52,6 +52,7 @@ mod settings;
 mod steps;
 mod vars;
 mod verifier;
+mod witness;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
 pub use patience::{DEFAULT_READY_TIMEOUT, DEFAULT_SETTLE_TIME};

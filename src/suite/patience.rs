@@ -9,10 +9,7 @@
 use std::time::Duration;
 
 use super::settings::RunConfig;
-use crate::{
-    client::Scaled,
-    report::{Finding, Severity},
-};
+use crate::{client::Scaled, report::Finding};
 
 /// The default bound of a wait for readiness where no `poll:` step says otherwise (the data
 /// check's snapshots), and what the built-in suites' readiness polls say.
@@ -57,11 +54,8 @@ pub fn settle_bound(waited: Duration) -> String {
 
 /// The finding of a wait that ran out where the spec sets no deadline: the step is
 /// inconclusive, never failed.
-// TODO(i33-witness): once `Severity::Inconclusive` is merged, this is
-// `Finding::inconclusive("inconclusive", message)`; until then it is a warning of kind
-// `inconclusive`.
 pub fn ran_out(message: impl Into<String>) -> Finding {
-    Finding::new(Severity::Warn, "inconclusive", message)
+    Finding::inconclusive("bound-ran-out", message)
 }
 
 #[cfg(test)]

@@ -575,5 +575,10 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
         plugin_message: s(&f.plugin_message),
         requirements: f.requirements.clone(),
         behaviour: f.behaviour.clone(),
+        evidence: f
+            .evidence
+            .iter()
+            .map(|e| crate::report::Evidence { object: shared.scrub(&e.object), claim: shared.scrub(&e.claim), ..e.clone() })
+            .collect(),
     }
 }

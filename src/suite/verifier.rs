@@ -36,11 +36,12 @@ use super::{
     deleted::{self, Look},
     resources::{Tracked, set_secrets},
     settings::{Plugin, RunConfig},
+    witness::Witnesses,
 };
 use crate::{
     client::Connection,
     proto,
-    report::{Finding, Severity},
+    report::{Evidence, Finding, Severity},
     rules::{Level, RuleLog, Violation},
 };
 
@@ -58,13 +59,15 @@ pub(crate) struct Kept {
     pub(crate) looks: u32,
     /// How long after the answer it was last seen.
     pub(crate) after: Duration,
+    /// The last look of each witness that still showed it.
+    pub(crate) evidence: Vec<Evidence>,
 }
 
 impl Kept {
     /// The broken rule (`answer.delete-*.gone`) and why the object stays the plugin's (for
     /// the journal); `stops`: the scenario stops after the step that deleted it.
     pub(crate) fn violation(&self, grace: Duration, stops: bool) -> Option<(Violation, String)> {
-        let Kept { rpc, noun, id, how, looks, after } = self;
+        let Kept { rpc, noun, id, how, looks, after, .. } = self;
         let rule = if *noun == "snapshot" { "answer.delete-snapshot.gone" } else { "answer.delete-volume.gone" };
         let rule = crate::rules::by_id(rule)?;
         let why = format!(
@@ -79,6 +82,16 @@ impl Kept {
             Violation { rule, rpc: rpc.clone(), path: format!("{noun}_id"), value: Some(format!("{id:?}")), detail };
         Some((violation, why))
     }
+}
+
+/// What the look-ups after one delete found: the object kept (a failure), or the witnesses
+/// disagreeing (an inconclusive finding: the verdict could not rest on either), or neither;
+/// and the calls they took.
+#[derive(Default)]
+pub(crate) struct Watched {
+    pub(crate) kept: Option<Kept>,
+    pub(crate) undecided: Option<Finding>,
+    pub(crate) calls: u64,
 }
 
 /// The finding of a broken response rule in the answer to `request`: a MUST fails, a SHOULD
@@ -143,48 +156,118 @@ async fn look_up(plugin: &Plugin, config: &RunConfig, rules: &RuleLog, method: &
     (Look::Unknown(format!("{} did not end within {} pages", method.name(), crate::rules::MAX_PAGES)), calls)
 }
 
+/// The claim of a look, for the ledger.
+fn claim(look: &Look) -> String {
+    match look {
+        Look::Gone => "does not show it (gone)".to_owned(),
+        Look::Still(how) => how.clone(),
+        Look::Next(token) => format!("goes on at {token:?}"),
+        Look::Unknown(why) => why.clone(),
+    }
+}
+
 /// After a DeleteVolume or DeleteSnapshot of `request` answered OK at `answered`: whether
-/// the plugin still shows the object, looked up again (the cheapest way it advertises, see
-/// [`super::deleted`]) until it is gone or the grace period (`--delete-grace`, from the
-/// answer) is over; never by deleting again. `None`: gone, or no way to tell (a plugin that
-/// advertises no look-up is not checked this way). Also returns the calls made; their rule
+/// the plugin still shows the object, looked up again until it is gone or the grace period
+/// (`--delete-grace`, from the answer) is over; never by deleting again.
+///
+/// Two witnesses where the plugin has them (see [`super::witness`]): the look-up
+/// (ControllerGetVolume, GetSnapshot), once the run has found it answers NOT_FOUND for an id it
+/// never created, and the listing (ListVolumes, ListSnapshots). The object is kept (a
+/// failure) only when every witness still shows it at the end of the grace period, or when
+/// the one witness there is still does. When the look-up says it is there and the listing
+/// says it is gone, the look-up broke its rule (NOT_FOUND for an object that does not exist):
+/// that is filed once for the run, it is not believed again, and this verdict is
+/// inconclusive. A plugin that advertises neither is not checked this way. Their rule
 /// violations wait in `rules`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn watch(
     plugin: &Plugin,
     config: &RunConfig,
+    witnesses: &Witnesses,
+    scenario: &str,
     rules: &RuleLog,
     rpc: &str,
     request: &DynamicMessage,
     answered: Instant,
-) -> (Option<Kept>, u64) {
-    let Some((noun, id)) = deleted::deleted_id(rpc, request) else { return (None, 0) };
-    let Some(method) = deleted::lookup(rpc, &plugin.fingerprint).and_then(proto::method) else {
-        tracing::debug!(rpc, "the plugin advertises no way to look a deleted {noun} up: not checked");
-        return (None, 0);
+) -> Watched {
+    let mut out = Watched::default();
+    let Some((noun, id)) = deleted::deleted_id(rpc, request) else { return out };
+    let get = deleted::get_lookup(rpc, &plugin.fingerprint);
+    if let Some(get) = get {
+        witnesses.relied(get, scenario);
+    }
+    let get = match get {
+        Some(get) if witnesses.credible(get, plugin, config).await => Some(get),
+        _ => None,
     };
+    let listing = deleted::listing(rpc, &plugin.fingerprint);
+    let methods: Vec<MethodDescriptor> = get.into_iter().chain(listing).filter_map(proto::method).collect();
+    if methods.is_empty() {
+        tracing::debug!(rpc, "the plugin advertises no way to look a deleted {noun} up that the run believes: not checked");
+        return out;
+    }
     let grace = config.delete_grace;
     let mut pause = Duration::from_millis(100);
-    let (mut looks, mut calls) = (0, 0);
+    let mut looks = 0;
     loop {
         looks += 1;
-        let (look, n) = look_up(plugin, config, rules, &method, &id).await;
-        calls += n;
-        match look {
-            Look::Still(how) => {
-                let left = grace.saturating_sub(answered.elapsed());
-                if left.is_zero() {
-                    let kept = Kept { rpc: rpc.to_owned(), noun, id, how, looks, after: answered.elapsed() };
-                    return (Some(kept), calls);
+        let mut still: Vec<(String, Evidence)> = Vec::new();
+        for method in &methods {
+            let (look, n) = look_up(plugin, config, rules, method, &id).await;
+            out.calls += n;
+            let evidence = witnesses.observe(method.name(), &id, claim(&look));
+            match look {
+                Look::Still(how) => still.push((how, evidence)),
+                Look::Gone | Look::Next(_) if still.is_empty() => return out,
+                Look::Gone | Look::Next(_) => {
+                    // The look-up shows what the listing of everything the plugin knows does
+                    // not, after a delete answered OK: the look-up broke its rule.
+                    let get = get.unwrap_or("ControllerGetVolume");
+                    let mut shown: Vec<Evidence> = still.into_iter().map(|(_, e)| e).collect();
+                    shown.push(evidence);
+                    witnesses.catch(
+                        get,
+                        format!(
+                            "{get} answered OK for the {noun} {id:?} after {rpc} answered OK, while {} no longer \
+                             lists it: the {noun} is gone by the plugin's own listing, and {get} should have \
+                             answered NOT_FOUND; its word is not taken for the rest of the run",
+                            method.name()
+                        ),
+                        shown.clone(),
+                    );
+                    let mut f = Finding::inconclusive(
+                        "witnesses-disagree",
+                        format!(
+                            "whether {rpc} deleted the {noun} {id:?} is not decided: {get} says it is there, {} \
+                             says it is gone (the disagreement is filed once, under {get})",
+                            method.name()
+                        ),
+                    );
+                    f.rpc = Some(rpc.to_owned());
+                    f.request = Some(proto::to_redacted_json(request));
+                    f.evidence = shown;
+                    out.undecided = Some(f);
+                    return out;
                 }
-                tokio::time::sleep(pause.min(left)).await;
-                pause = pause.saturating_mul(2);
+                // The second witness tells nothing: the first, believed, stands alone.
+                Look::Unknown(why) if !still.is_empty() => {
+                    tracing::info!(rpc, "{} tells nothing of the deleted {noun}: {why}", method.name());
+                }
+                Look::Unknown(why) => {
+                    tracing::info!(rpc, "whether the deleted {noun} is gone is unknown: {why}");
+                    return out;
+                }
             }
-            Look::Unknown(why) => {
-                tracing::info!(rpc, "whether the deleted {noun} is gone is unknown: {why}");
-                return (None, calls);
-            }
-            Look::Gone | Look::Next(_) => return (None, calls),
         }
+        let left = grace.saturating_sub(answered.elapsed());
+        if left.is_zero() {
+            let how = still.iter().map(|(how, _)| how.as_str()).collect::<Vec<_>>().join(", and ");
+            let evidence = still.into_iter().map(|(_, e)| e).collect();
+            out.kept = Some(Kept { rpc: rpc.to_owned(), noun, id, how, looks, after: answered.elapsed(), evidence });
+            return out;
+        }
+        tokio::time::sleep(pause.min(left)).await;
+        pause = pause.saturating_mul(2);
     }
 }
 
@@ -231,6 +314,9 @@ struct State {
 
 /// The run-wide delete verifier (see the module's documentation).
 pub(crate) struct Verifier {
+    /// Whom the run believes about deleted objects (the verifier's look-ups and the
+    /// scenarios' alike).
+    pub(crate) witnesses: Witnesses,
     plugin: Plugin,
     config: RunConfig,
     /// Told of every object taken and decided: a create refused for room while objects wait
@@ -242,7 +328,14 @@ pub(crate) struct Verifier {
 
 impl Verifier {
     pub(crate) fn new(plugin: Plugin, config: RunConfig, budget: Arc<Budget>) -> Arc<Verifier> {
-        Arc::new(Verifier { plugin, config, budget, state: Mutex::default(), wake: tokio::sync::Notify::new() })
+        Arc::new(Verifier {
+            witnesses: Witnesses::new(Instant::now()),
+            plugin,
+            config,
+            budget,
+            state: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+        })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -254,6 +347,9 @@ impl Verifier {
     pub(crate) fn defer(&self, object: Deferred) -> Result<(), Box<Deferred>> {
         if self.config.delete_grace < MIN_GRACE || deleted::listing(&object.rpc, &self.plugin.fingerprint).is_none() {
             return Err(Box::new(object));
+        }
+        if let Some(get) = deleted::get_lookup(&object.rpc, &self.plugin.fingerprint) {
+            self.witnesses.relied(get, &object.scenario);
         }
         let mut state = self.state();
         if state.closed {
@@ -339,7 +435,16 @@ impl Verifier {
         } else {
             flush.await;
         }
+        // Whether a witness lies is decided for every look-up some delete needed, whatever
+        // the timing let the run ask; each lie is filed once.
+        for get in self.witnesses.untried() {
+            self.witnesses.credible(get, &self.plugin, &self.config).await;
+        }
+        let filings = self.witnesses.filings();
         let mut state = self.state();
+        for (scenario, f) in filings {
+            state.amendments.entry(scenario).or_default().findings.push(f);
+        }
         let unverified: Vec<Deferred> = std::mem::take(&mut state.objects).into_values().collect();
         unverified.iter().for_each(|_| self.budget.delete_seen());
         for object in unverified {
@@ -382,7 +487,7 @@ impl Verifier {
             for (key, object) in objects {
                 let in_time = started <= object.answered + self.config.delete_grace;
                 match &listed {
-                    Some(ids) if in_time && !ids.contains(&object.id()) => self.settle(key, None, 0),
+                    Some(ids) if in_time && !ids.contains(&object.id()) => self.settle(key, Watched::default()),
                     _ => {
                         let verifier = self.clone();
                         let handle = tokio::spawn(async move { verifier.follow_up(key, object).await });
@@ -419,28 +524,43 @@ impl Verifier {
 
     async fn follow_up(self: Arc<Self>, key: u64, object: Deferred) {
         let rules = RuleLog::new();
-        let (kept, calls) =
-            watch(&self.plugin, &self.config, &rules, &object.rpc, &object.request, object.answered).await;
+        let watched = watch(
+            &self.plugin,
+            &self.config,
+            &self.witnesses,
+            &object.scenario,
+            &rules,
+            &object.rpc,
+            &object.request,
+            object.answered,
+        )
+        .await;
         // Whether an object is looked up on its own depends on the listing (its pages, so on
         // how many objects the run holds at the moment): what these calls' answers break is
         // left to the scenarios that make those calls, or a verdict would depend on --jobs.
         for broken in rules.take() {
             tracing::info!(scenario = %object.scenario, "a look-up after a delete: {broken}");
         }
-        self.settle(key, kept, calls);
+        self.settle(key, watched);
     }
 
     /// The verdict on object `key`: its calls, the finding when the plugin kept it, and the
     /// journal told.
-    fn settle(&self, key: u64, kept: Option<Kept>, calls: u64) {
+    fn settle(&self, key: u64, watched: Watched) {
         let mut state = self.state();
         let Some(object) = state.objects.remove(&key) else { return };
         self.budget.delete_seen();
         let amendment = state.amendments.entry(object.scenario.clone()).or_default();
-        amendment.rpcs += calls;
-        let kept = kept.and_then(|k| k.violation(self.config.delete_grace, false));
+        amendment.rpcs += watched.calls;
+        if let Some(f) = watched.undecided {
+            amendment.findings.push(at_step(f, &object));
+        }
+        let evidence = watched.kept.as_ref().map(|k| k.evidence.clone()).unwrap_or_default();
+        let kept = watched.kept.and_then(|k| k.violation(self.config.delete_grace, false));
         if let Some((violation, _)) = &kept {
-            amendment.findings.push(at_step(violation_finding(violation, &object.request), &object));
+            let mut f = violation_finding(violation, &object.request);
+            f.evidence = evidence;
+            amendment.findings.push(at_step(f, &object));
         }
         drop(state);
         if let Some(observer) = &self.config.observer {

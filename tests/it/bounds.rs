@@ -14,9 +14,7 @@ use csi_conform::{
 use crate::lifecycle::{Cluster, assert_work_dir_clean};
 
 /// The outcome of a scenario the harness could not decide.
-// TODO(i33-witness): `Severity::Inconclusive` once merged; a warning of kind `inconclusive`
-// until then.
-const UNDECIDED: Severity = Severity::Warn;
+const UNDECIDED: Severity = Severity::Inconclusive;
 
 fn config(work: &std::path::Path, focus: &str) -> RunConfig {
     RunConfig {
@@ -37,9 +35,9 @@ fn scenario<'a>(report: &'a RunReport, id: &str) -> &'a ScenarioResult {
 fn undecided<'a>(report: &'a RunReport, id: &str) -> &'a Finding {
     let s = scenario(report, id);
     assert_eq!(s.outcome, UNDECIDED, "{id}: {:#?}", s.findings);
-    let found: Vec<&Finding> = s.findings.iter().filter(|f| f.severity >= Severity::Warn || f.kind == "inconclusive").collect();
+    let found: Vec<&Finding> = s.findings.iter().filter(|f| f.severity >= Severity::Inconclusive).collect();
     assert_eq!(found.len(), 1, "{id}: {found:#?}");
-    assert_eq!(found[0].kind, "inconclusive", "{id}: {found:#?}");
+    assert_eq!((found[0].severity, found[0].kind.as_str()), (Severity::Inconclusive, "bound-ran-out"), "{id}");
     found[0]
 }
 

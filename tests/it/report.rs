@@ -709,7 +709,7 @@ fn json_round_trips_and_carries_counts() {
     assert_eq!(json, report::to_json(&original), "stable");
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value["format_version"], 2);
-    assert_eq!(value["counts"], serde_json::json!({"pass": 2, "fail": 2, "warn": 1, "skip": 1, "error": 1}));
+    assert_eq!(value["counts"], serde_json::json!({"pass": 2, "fail": 2, "warn": 1, "skip": 1, "error": 1, "inconclusive": 0}));
     let keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
     assert!(json.find("\"format_version\"").unwrap() < json.find("\"counts\"").unwrap());
     assert!(json.find("\"counts\"").unwrap() < json.find("\"tool_version\"").unwrap());
@@ -957,6 +957,112 @@ fn expect_failures_mark_failures_expected_and_passes_unexpected() {
     list.apply(&mut strict);
     let warned = &strict.suites[0].scenarios[2];
     assert_eq!(warned.expectation, xfail("never confirms"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inconclusive: the fourth outcome, in every writer.
+
+/// A run of one pass and one scenario the harness could not decide (two witnesses disagreed).
+fn undecided_report(strict: bool) -> RunReport {
+    let mut run = sample_report(strict);
+    let undecided = scenario(
+        "controller.list-volumes.create-delete",
+        "A deleted volume leaves the listing",
+        vec![
+            Finding::new(Severity::Pass, "assertion", "ListVolumes lists the new volume"),
+            Finding {
+                step: Some(3),
+                rpc: Some("DeleteVolume".into()),
+                ..Finding::inconclusive(
+                    "witnesses-disagree",
+                    "whether DeleteVolume deleted it: ControllerGetVolume says present, ListVolumes says gone",
+                )
+            },
+        ],
+        30,
+    );
+    run.suites = vec![SuiteResult {
+        id: "controller".into(),
+        title: "Controller".into(),
+        source: "builtin:controller.yaml".into(),
+        scenarios: vec![scenario("controller.create-volume.basic", "CreateVolume", vec![], 12), undecided],
+    }];
+    run.interrupted = None;
+    run
+}
+
+#[test]
+fn inconclusive_is_its_own_outcome_in_every_report_and_never_fails_the_run() {
+    for strict in [false, true] {
+        let run = undecided_report(strict);
+        let id = "controller.list-volumes.create-delete";
+        assert_eq!(run.scenario(id).unwrap().outcome, Severity::Inconclusive);
+        assert!(!run.failed(), "inconclusive alone leaves the exit code at 0 (strict: {strict})");
+        let counts = run.counts();
+        assert_eq!((counts.pass, counts.inconclusive, counts.fail), (1, 1, 0));
+
+        // Console: its word, its colour, its section and the count on the summary line.
+        let s = run.scenario(id).unwrap();
+        let line = report::scenario_line(s, false);
+        assert!(line.starts_with(&format!("INCONCLUSIVE {id} (0.030s): whether DeleteVolume deleted it")), "{line}");
+        assert!(report::scenario_line(s, true).starts_with("\u{1b}[35mINCONCLUSIVE\u{1b}[0m"));
+        let summary = report::summary(&run, false);
+        assert!(summary.contains("2 scenarios in 3.210s: 1 passed, 0 failed, 0 warned, 0 skipped, 0 errored, 1 inconclusive\n"), "{summary}");
+        assert!(summary.contains("\nInconclusive (the harness could not decide"), "{summary}");
+        assert!(summary.contains("Result: PASSED"), "{summary}");
+
+        // JSON: the outcome word and the count, and back.
+        let json = report::to_json(&run);
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["counts"]["inconclusive"], 1);
+        assert_eq!(value["suites"][0]["scenarios"][1]["outcome"], "inconclusive");
+        assert_eq!(value["suites"][0]["scenarios"][1]["findings"][1]["severity"], "inconclusive");
+        assert_eq!(report::from_json(&json).unwrap(), run);
+
+        // JUnit: a skipped case saying why, not a failure.
+        let xml = report::to_junit_xml(&run);
+        let suites = parse_junit(&xml);
+        assert_eq!((suites.tests, suites.failures, suites.errors, suites.skipped), (2, 0, 0, 1), "{xml}");
+        assert!(
+            xml.contains("<skipped message=\"inconclusive: whether DeleteVolume deleted it: ControllerGetVolume says present"),
+            "{xml}"
+        );
+        check_junit_schema(&xml);
+
+        // HTML: its badge, its filter and its group.
+        let html = report::html::to_html(&run);
+        assert!(html.contains("<span class=\"inconclusive\">1 inconclusive</span>"), "badge");
+        assert!(html.contains("data-show=\"inconclusive\""), "filter button");
+        assert!(html.contains("<h3>Inconclusive <small>"), "group");
+        assert!(html.contains(&format!("data-filter=\"inconclusive\" data-scenario=\"{id}\"")), "item");
+        assert!(html.contains("banner passed"), "the verdict stays PASSED");
+
+        // GitHub annotations: a notice, never an error.
+        let lines = report::annotations::annotations(&run);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with(&format!("::notice title={id} inconclusive::witnesses-disagree: ")), "{lines:?}");
+
+        // Markdown job summary: counted and listed apart.
+        let md = report::markdown::job_summary(&run, None, &[]);
+        assert!(md.contains("| inconclusive |") && md.contains("| 1 | 0 | 0 | 0 | 0 | 1 |"), "{md}");
+        assert!(md.contains("### Inconclusive (1: "), "{md}");
+        assert!(md.contains("PASSED") && !md.contains("### Failures"), "{md}");
+    }
+}
+
+#[test]
+fn an_expected_failure_that_comes_out_inconclusive_is_not_an_unexpected_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = expect_file(&dir, "controller.list-volumes.create-delete: deletes are slow (issue 9)\n");
+    let list = ExpectedFailures::load(&path).unwrap();
+    for strict in [false, true] {
+        let mut run = undecided_report(strict);
+        assert!(list.apply(&mut run).is_empty());
+        let s = run.scenario("controller.list-volumes.create-delete").unwrap();
+        assert_eq!(s.expectation, None, "neither the listed failure nor a pass");
+        assert!(!run.failed());
+        assert!(!report::summary(&run, false).contains("unexpected pass"));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
