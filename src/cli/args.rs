@@ -244,7 +244,7 @@ pub struct RunArgs {
     pub ready_timeout: Option<Duration>,
 
     /// The least time an effect on the node that the plugin answered OK for (an expansion
-    /// becoming visible) is looked for again before it is judged; 20 times the p90 of the
+    /// becoming visible) is looked for again before it is judged; 5 times the p90 of the
     /// plugin's answer times when that is longer.
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "250ms", value_parser = crate::units::parse_duration)]
     pub settle_time: Duration,
