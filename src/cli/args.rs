@@ -238,6 +238,18 @@ pub struct RunArgs {
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2s", value_parser = crate::units::parse_duration)]
     pub delete_grace: Duration,
 
+    /// The longest a wait for readiness lasts (a snapshot's ready_to_use, a suite's `poll:`
+    /// step): the spec sets readiness no deadline, so a wait that runs out makes the step
+    /// inconclusive, never failed (default: each poll step's own timeout, 5m elsewhere).
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub ready_timeout: Option<Duration>,
+
+    /// The least time an effect on the node that the plugin answered OK for (an expansion
+    /// becoming visible) is looked for again before it is judged; 5 times the p90 of the
+    /// plugin's answer times when that is longer.
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "250ms", value_parser = crate::units::parse_duration)]
+    pub settle_time: Duration,
+
     /// The longest the whole run may take; scenarios not started by then are not run, and
     /// those in flight get --cleanup-timeout to finish and tear down.
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", value_parser = parse_positive_duration)]

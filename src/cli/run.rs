@@ -59,6 +59,8 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
             contention_timeout: args.contention_timeout,
         },
         delete_grace: args.delete_grace,
+        ready_timeout: args.ready_timeout,
+        settle_time: args.settle_time,
         replay_command: Some(replay_command(std::env::args())),
         timeout: args.run_timeout,
         cleanup_timeout: args.cleanup_timeout,

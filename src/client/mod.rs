@@ -13,6 +13,7 @@ mod codec;
 mod endpoint;
 mod error;
 mod heard;
+mod latency;
 
 use std::{
     collections::BTreeMap,
@@ -30,6 +31,7 @@ use tonic::transport::Channel;
 
 pub use codec::DynamicCodec;
 pub use endpoint::{Endpoint, EndpointError};
+pub use latency::{LATENCY_WINDOW, LEAST_PAUSE, Latency, Pacer, Scaled};
 pub use error::{
     ConnectError, ErrorOrigin, RpcError, code_name, direction, human_duration, parse_code,
 };
@@ -74,6 +76,10 @@ impl Default for ClientOptions {
 #[derive(Debug, Default)]
 pub struct CallStats {
     by_rpc: Mutex<BTreeMap<String, RpcStats>>,
+    /// The answer times of the latest calls the plugin answered (see [`Latency`]).
+    latency: Latency,
+    /// Per RPC: calls sent, whether answered yet or not (see [`CallStats::sent`]).
+    sent: Mutex<BTreeMap<String, u64>>,
 }
 
 /// What [`CallStats`] keeps for one RPC.
@@ -100,6 +106,26 @@ impl CallStats {
     /// A copy of the statistics so far, by RPC name.
     pub fn snapshot(&self) -> BTreeMap<String, RpcStats> {
         self.by_rpc.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The plugin's observed answer times on this connection.
+    pub fn latency(&self) -> &Latency {
+        &self.latency
+    }
+
+    fn sending(&self, rpc: &str) {
+        *self.sent.lock().unwrap_or_else(|p| p.into_inner()).entry(rpc.to_owned()).or_default() += 1;
+    }
+
+    /// How many calls of these RPCs were sent, and how many of them ended (answered or not),
+    /// so far: two readings that differ tell that one of them was sent, or ended, in between,
+    /// or was in flight (a listing's cursor moved by the run's own creates and deletes).
+    pub fn sent(&self, rpcs: &[&str]) -> (u64, u64) {
+        let sent = self.sent.lock().unwrap_or_else(|p| p.into_inner());
+        let by_rpc = self.by_rpc.lock().unwrap_or_else(|p| p.into_inner());
+        rpcs.iter().fold((0, 0), |(s, e), rpc| {
+            (s + sent.get(*rpc).copied().unwrap_or(0), e + by_rpc.get(*rpc).map_or(0, |r| r.calls))
+        })
     }
 }
 
@@ -268,6 +294,7 @@ impl Connection {
     {
         let mut request = tonic::Request::new(request);
         request.set_timeout(timeout);
+        self.stats.sending(rpc);
         let started = Instant::now();
         let outcome = tokio::time::timeout(timeout, send(request)).await;
         let elapsed = started.elapsed();
@@ -306,6 +333,10 @@ impl Connection {
             Err(_) => Err(RpcError::deadline(rpc, timeout)),
         };
         self.stats.record(rpc, elapsed, result.is_ok());
+        // Only what the plugin answered tells its pace (not a deadline, nor a lost connection).
+        if result.as_ref().err().is_none_or(|e| e.origin == ErrorOrigin::Plugin) {
+            self.stats.latency.record(elapsed);
+        }
         tracing::debug!(
             rpc,
             elapsed_ms = elapsed.as_secs_f64() * 1000.0,

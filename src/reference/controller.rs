@@ -546,7 +546,8 @@ impl Plugin {
             return Err(Status::invalid_argument("max_entries must not be negative"));
         }
         let state = self.store.snapshot()?;
-        let after = page_start(&state, VOLUMES, &req.starting_token)?;
+        let starting_token = self.unstamp_listing_token(&state, &req.starting_token)?;
+        let after = page_start(&state, VOLUMES, starting_token)?;
         let published = self
             .caps
             .has_controller(ControllerRpc::ListVolumesPublishedNodes);
@@ -559,7 +560,8 @@ impl Plugin {
             ))
             .map(|(id, _)| id)
             .collect();
-        let (page, next_token) = paginate(&state, VOLUMES, &ids, req.max_entries);
+        let (page, mut next_token) = paginate(&state, VOLUMES, &ids, req.max_entries);
+        self.stamp_listing_token(&state, &mut next_token);
         let entries = page
             .into_iter()
             .filter_map(|id| state.volumes.get(id))
@@ -754,6 +756,39 @@ fn check_other_nodes(
         )));
     }
     Ok(())
+}
+
+/// What the volume list is now, for `listing-token-expires`: a hash of its ids.
+fn volume_list_generation(state: &State) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    state.volumes.keys().for_each(|id| id.hash(&mut hasher));
+    hasher.finish()
+}
+
+impl Plugin {
+    /// `listing-token-expires`: a ListVolumes next_token names the volume list it was cut
+    /// from.
+    fn stamp_listing_token(&self, state: &State, token: &mut String) {
+        if self.quirk(super::Quirk::ListingTokenExpires) && !token.is_empty() {
+            *token = format!("{token}@{:016x}", volume_list_generation(state));
+        }
+    }
+
+    /// `listing-token-expires`: the starting_token without its stamp, or ABORTED when the
+    /// volume list changed since it was issued (the spec's "Invalid starting_token").
+    fn unstamp_listing_token<'t>(&self, state: &State, token: &'t str) -> Result<&'t str, Status> {
+        if !self.quirk(super::Quirk::ListingTokenExpires) || token.is_empty() {
+            return Ok(token);
+        }
+        match token.rsplit_once('@') {
+            Some((inner, generation)) if *generation == format!("{:016x}", volume_list_generation(state)) => Ok(inner),
+            Some(_) => Err(Status::aborted(format!(
+                "starting_token {token:?} is no longer valid: the volume list changed since it was issued; start again"
+            ))),
+            None => Ok(token),
+        }
+    }
 }
 
 /// The id after which a listing continues: none for an empty token, ABORTED for a token we

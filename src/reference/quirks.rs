@@ -110,6 +110,9 @@ pub enum Quirk {
     BadTopologyKey,
     /// ListVolumes answers every page after the first with the same next_token.
     RepeatNextToken,
+    /// ListVolumes refuses (ABORTED) a starting_token issued before the volume list last
+    /// changed.
+    ListingTokenExpires,
     /// Error answers carry no message.
     EmptyErrorMessage,
     /// Error answers carry status details.
@@ -213,6 +216,7 @@ impl Quirk {
         Quirk::BigPublishContext,
         Quirk::BadTopologyKey,
         Quirk::RepeatNextToken,
+        Quirk::ListingTokenExpires,
         Quirk::EmptyErrorMessage,
         Quirk::ErrorDetails,
         Quirk::DeleteKeepsVolume,
@@ -269,6 +273,7 @@ impl Quirk {
             Quirk::BigPublishContext => "context-over-4kib",
             Quirk::BadTopologyKey => "bad-topology-key",
             Quirk::RepeatNextToken => "repeat-next-token",
+            Quirk::ListingTokenExpires => "listing-token-expires",
             Quirk::EmptyErrorMessage => "empty-error-message",
             Quirk::ErrorDetails => "error-details",
             Quirk::DeleteKeepsVolume => "delete-keeps-volume",
@@ -386,6 +391,9 @@ impl Quirk {
             Quirk::BigPublishContext => "ControllerPublishVolume adds a value of 5,000 bytes to publish_context, over the 4 KiB map limit",
             Quirk::BadTopologyKey => "NodeGetInfo reports topology keys with a space in them",
             Quirk::RepeatNextToken => "ListVolumes answers every page after the first with the same next_token, so paging never ends",
+            Quirk::ListingTokenExpires => {
+                "ListVolumes answers ABORTED to a starting_token issued before a volume was created or deleted (plugins whose token is a position in a list that moved, as hostpath's): within the spec, the CO restarts the listing (a control)"
+            }
             Quirk::EmptyErrorMessage => "every error answer has an empty status message",
             Quirk::ErrorDetails => "every error answer carries status details",
             Quirk::DeleteKeepsVolume => {

@@ -1,7 +1,7 @@
 //! The context named checks and steps work through: [`ScenarioCtx`] (variables, tracked
 //! resources, findings, paths, sending calls, teardown), the run-wide [`Shared`] state, how
-//! a scenario goes on ([`Flow`], [`CheckOutcome`]), the plugin's [`Response`] and the
-//! finding helpers. Knows nothing of the runner or of step execution.
+//! a scenario goes on ([`Flow`], [`CheckOutcome`]); re-exports the plugin's [`Response`] and
+//! the finding helpers of [`super::answer`]. Knows nothing of the runner or of step execution.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -29,6 +29,8 @@ use super::{
     vars::{Val, Vars},
     verifier::{self, Deferred, Verifier, Watched},
 };
+pub use super::answer::{Response, call_finding};
+pub(crate) use super::answer::{ok_summary, rpc_error_finding, unreachable_finding};
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
     rules::{RuleLog, Violation},
@@ -849,6 +851,13 @@ impl ScenarioCtx {
         })
     }
 
+    /// The p90 of the answer times of the connection `rpc` goes to (for node `node`), so far
+    /// in the run: what the run's waits scale from (see `client::Latency`).
+    pub fn latency(&self, rpc: &str, node: Option<usize>) -> Option<Duration> {
+        let method = proto::method(rpc)?;
+        self.connection(&method, node).ok()?.stats().latency().p90()
+    }
+
     /// Fills the request's `secrets`; returns the key used (a name, never values).
     pub(crate) fn apply_secrets(&self, request: &mut DynamicMessage, rpc: &str, mode: &SecretsMode) -> Option<String> {
         let field = request.descriptor().get_field_by_name("secrets")?;
@@ -922,83 +931,4 @@ pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
 
 pub(crate) async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
     Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
-}
-
-/// A finding about one call: its RPC and one-line redacted request filled in.
-pub fn call_finding(
-    severity: Severity,
-    kind: &str,
-    message: impl Into<String>,
-    rpc: &str,
-    request: &DynamicMessage,
-) -> Finding {
-    let mut f = Finding::new(severity, kind, message);
-    f.rpc = Some(rpc.to_owned());
-    f.request = Some(proto::to_redacted_json(request));
-    f
-}
-
-/// What an OK answer held, for a finding that expected an error: `; it returned ...` (see
-/// [`proto::summary`]: redacted, bounded; the finding is scrubbed as well).
-pub(crate) fn ok_summary(response: &Response) -> String {
-    match response.messages() {
-        [one] => format!("; it returned {}", proto::summary(one, proto::SUMMARY_MAX)),
-        [] => "; it returned an empty stream".to_owned(),
-        [first, ..] => format!(
-            "; it returned {} messages, the first {}",
-            response.messages().len(),
-            proto::summary(first, proto::SUMMARY_MAX)
-        ),
-    }
-}
-
-/// A finding about a call that failed: also the code it got and the plugin's message.
-pub(crate) fn rpc_error_finding(
-    error: &RpcError,
-    request: &DynamicMessage,
-    severity: Severity,
-    kind: &str,
-    message: String,
-    expected: Option<String>,
-) -> Finding {
-    let mut f = call_finding(severity, kind, message, &error.rpc, request);
-    f.expected = expected;
-    f.got = Some(error.code_name().to_owned());
-    f.plugin_message = Some(error.message.clone()).filter(|m| !m.is_empty());
-    f
-}
-
-pub(crate) fn unreachable_finding(error: &RpcError, request: &DynamicMessage) -> Finding {
-    let message = format!("plugin unreachable: {}", error.message);
-    rpc_error_finding(error, request, Severity::Error, "unreachable", message, None)
-}
-
-/// A plugin's answer: one message, or every message of a stream.
-#[derive(Debug, Clone)]
-pub enum Response {
-    /// A unary RPC's response.
-    Unary(DynamicMessage),
-    /// A server-streaming RPC's messages.
-    Stream(Vec<DynamicMessage>),
-}
-
-impl Response {
-    /// Every message of the answer (one for a unary RPC).
-    pub fn messages(&self) -> &[DynamicMessage] {
-        match self {
-            Response::Unary(m) => std::slice::from_ref(m),
-            Response::Stream(messages) => messages,
-        }
-    }
-
-    /// The response as a value; a stream is `{messages: [...]}`.
-    pub fn to_val(&self) -> Val {
-        match self {
-            Response::Unary(m) => Val::from_message(m),
-            Response::Stream(messages) => Val::Map(BTreeMap::from([(
-                "messages".to_owned(),
-                Val::List(messages.iter().map(Val::from_message).collect()),
-            )])),
-        }
-    }
 }

@@ -8,10 +8,10 @@
 //!
 //! | layer | files | what it owns |
 //! |---|---|---|
-//! | 1 values | `vars`, `error`, `pool`, `existing`, `inspect`, `marker`, `resources`, `request`, `deleted` | values and their types, load errors, the plugin's pools, existing volumes, path and mount inspection, data markers, tracked resources, requests built from YAML, how a deleted object is looked up again |
+//! | 1 values | `vars`, `error`, `pool`, `existing`, `inspect`, `marker`, `resources`, `request`, `deleted`, `answer` | values and their types, load errors, the plugin's pools, existing volumes, path and mount inspection, data markers, tracked resources, requests built from YAML, how a deleted object is looked up again, a plugin's answer and the findings about one call |
 //! | 2 vocabulary | `catalog` | argument kinds, [`CheckSpec`] / [`PropertySpec`] (name, docs, args, outputs, RPCs, pools held, demand and cost, as data) and the [`Catalog`] the loader reads |
 //! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
-//! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/`, `verifier` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name), the look-ups after deletes and the run-wide delete verifier |
+//! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/`, `verifier`, `patience` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name), the look-ups after deletes and the run-wide delete verifier, the bounds of waits without a spec deadline |
 //! | 5 loading | `load`, `load/` | YAML to the model, given a [`Catalog`] (so it never imports the checks); above the settings because it checks `${...}` against the built-in variables' types |
 //! | 6 context | `ctx` | [`ScenarioCtx`], the only `impl ScenarioCtx`: variables, calls, findings, teardown |
 //! | 7 checks | `checks/` (one file per named check, a folder for `lifecycle`), `builtin` | the named checks and properties in one registry table ([`Registry`] implements [`Catalog`]), the built-in suites |
@@ -20,6 +20,7 @@
 //! Adding a named check is one new file under `checks/` and one line in its registry (see the
 //! `checks` module doc and "Writing a named check" in `suites/README.md`).
 
+mod answer;
 mod assert;
 mod budget;
 mod builtin;
@@ -44,6 +45,7 @@ mod property;
 mod request;
 mod resources;
 mod paths;
+mod patience;
 mod pool;
 mod profile;
 mod run;
@@ -54,6 +56,7 @@ mod verifier;
 mod witness;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
+pub use patience::{DEFAULT_READY_TIMEOUT, DEFAULT_SETTLE_TIME};
 pub use builtin::{BUILTIN, builtin, load_file, load_str, orchestrator_suites};
 pub use model::ORCHESTRATOR_ONLY;
 pub use builtin_vars::NAME_MAX;

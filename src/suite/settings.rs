@@ -95,6 +95,15 @@ pub struct RunConfig {
     /// found or listed (a backend finishing the delete in the background) before that is a
     /// failure; it is looked up again within this time, never longer.
     pub delete_grace: Duration,
+    /// `--ready-timeout`: the bound of every wait for readiness (a snapshot's `ready_to_use`,
+    /// a `poll:` step's condition); none: each `poll:` step's own `timeout`, and
+    /// [`DEFAULT_READY_TIMEOUT`](super::patience::DEFAULT_READY_TIMEOUT) elsewhere. When it
+    /// runs out the step is inconclusive: the spec sets readiness no deadline.
+    pub ready_timeout: Option<Duration>,
+    /// `--settle-time`: the least time an effect on the node the plugin answered OK for (an
+    /// expansion becoming visible) is looked for again before it is judged; longer when the
+    /// plugin answers slowly (see [`super::patience::settle`]).
+    pub settle_time: Duration,
     /// The command that started this run, without `--seed`, `--focus` and `--skip`: the
     /// start of the replay command a property failure prints (`csi-conform run` if unset).
     pub replay_command: Option<String>,
@@ -229,6 +238,8 @@ impl Default for RunConfig {
             property_time: DEFAULT_PROPERTY_TIME,
             budgets: BudgetConfig::default(),
             delete_grace: DEFAULT_DELETE_GRACE,
+            ready_timeout: None,
+            settle_time: super::patience::DEFAULT_SETTLE_TIME,
             replay_command: None,
             timeout: None,
             cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
@@ -316,6 +327,8 @@ impl fmt::Debug for RunConfig {
             .field("timeout", &self.timeout)
             .field("cleanup_timeout", &self.cleanup_timeout)
             .field("delete_grace", &self.delete_grace)
+            .field("ready_timeout", &self.ready_timeout)
+            .field("settle_time", &self.settle_time)
             .field("reconnect", &self.reconnect)
             .field("scrubber", &self.scrubber)
             .field("tool_version", &self.tool_version)

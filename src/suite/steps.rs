@@ -12,12 +12,13 @@ use super::{
     checks,
     ctx::{CheckOutcome, Answer, Flow, Response, ScenarioCtx, call_finding, ok_summary, rpc_error_finding, unreachable_finding},
     model::*,
+    patience,
     property,
     request::build_request,
     vars::Val,
 };
 use crate::{
-    client::ErrorOrigin,
+    client::{ErrorOrigin, Pacer},
     proto,
     report::{Finding, Severity},
 };
@@ -184,7 +185,11 @@ pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
     };
     remake_staging(ctx, &request);
     let poll = call.poll.as_ref();
-    let deadline = poll.map(|p| Instant::now() + p.timeout);
+    // A poll looks again at the plugin's own pace, backing off to the step's interval, until
+    // its bound (see `patience`); it ends at the first conclusive answer.
+    let mut pacer = poll.map(|p| Pacer::new(ctx.latency(call.method.name(), call.node), p.interval));
+    let bound = poll.map(|p| patience::ready_bound(ctx.config(), Some(p.timeout)));
+    let deadline = bound.as_ref().map(|(within, _)| Instant::now() + *within);
     let mut first: Option<Val> = None;
     let mut attempt = 0u32;
     loop {
@@ -207,14 +212,17 @@ pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
             Judged::Accepted => continue,
             Judged::Flow(flow) => return flow,
         };
-        if let (Some(p), Some(deadline)) = (poll, deadline) {
-            match poll_condition(ctx, call, p, deadline, &root, &sent) {
+        if let (Some(p), Some(deadline), Some(pacer), Some(bound)) = (poll, deadline, pacer.as_mut(), bound.as_ref()) {
+            match poll_condition(ctx, call, p, &root, &sent) {
                 Some(Flow::Continue) => return finish_call(ctx, call, &root),
                 Some(flow) => return flow,
-                None => {
-                    tokio::time::sleep(p.interval).await;
-                    continue;
-                }
+                None => match pacer.pause(deadline.saturating_duration_since(Instant::now())) {
+                    Some(pause) => {
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
+                    None => return poll_ran_out(ctx, call, p, bound, &root, &sent),
+                },
             }
         }
         match &first {
@@ -245,12 +253,11 @@ pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
 }
 
 /// Checks a poll's condition: `Some(Continue)` when it holds, `Some(other)` when the
-/// scenario must stop (timeout, bad assertion), `None` to poll again.
+/// scenario must stop (a bad assertion), `None` when it does not hold yet.
 pub(crate) fn poll_condition(
     ctx: &mut ScenarioCtx,
     call: &Call,
     poll: &Poll,
-    deadline: Instant,
     root: &Val,
     sent: &DynamicMessage,
 ) -> Option<Flow> {
@@ -259,15 +266,37 @@ pub(crate) fn poll_condition(
         Err(e @ AssertError::Invalid(_)) => {
             Some(assertion_failed(ctx, e, Severity::Error, Some(call.method.name()), Some(sent), None))
         }
-        Err(AssertError::Failed(e)) if Instant::now() + poll.interval > deadline => {
-            let rpc = call.method.name();
-            let within = crate::client::human_duration(poll.timeout);
-            let message = format!("{rpc} never met the poll condition within {within} (the step's poll.timeout): {e}");
-            ctx.push(call_finding(call.expect.otherwise, "poll-timeout", message, rpc, sent));
-            Some(flow_after(call.expect.otherwise))
-        }
         Err(AssertError::Failed(_)) => None,
     }
+}
+
+/// A poll whose condition still did not hold at its bound, looked at last at the bound: the
+/// spec sets no deadline on what a poll waits for (readiness), so the step is inconclusive,
+/// naming the flag that bounds it, and the scenario stops (what it goes on to needs the
+/// condition).
+fn poll_ran_out(
+    ctx: &mut ScenarioCtx,
+    call: &Call,
+    poll: &Poll,
+    (within, by): &(std::time::Duration, String),
+    root: &Val,
+    sent: &DynamicMessage,
+) -> Flow {
+    let rpc = call.method.name();
+    let unmet = match assert::check_all(&poll.until, root, &ctx.vars) {
+        Err(AssertError::Failed(e)) => e.to_string(),
+        _ => String::new(),
+    };
+    let message = format!(
+        "{rpc} did not meet the poll condition within {} ({by}): {unmet}; the spec sets this no deadline, so \
+         the step is inconclusive, not failed",
+        crate::client::human_duration(*within)
+    );
+    let mut f = patience::ran_out(message);
+    f.rpc = Some(rpc.to_owned());
+    f.request = Some(proto::to_redacted_json(sent));
+    ctx.push(f);
+    Flow::Stop
 }
 
 pub(crate) fn finish_call(ctx: &mut ScenarioCtx, call: &Call, root: &Val) -> Flow {

@@ -19,11 +19,13 @@ use prost_reflect::DynamicMessage;
 use tonic::Code;
 
 use super::CheckDef;
+use crate::client::Pacer;
 use crate::suite::{
     catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
     ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     inspect::Inspector,
     marker::{self, Marker, Placement},
+    patience,
     settings::AccessType,
     vars::Val,
 };
@@ -96,13 +98,8 @@ pub(crate) const RPCS: &[&str] = &[
     "NodeExpandVolume",
 ];
 
-/// How long a new snapshot may take to become ready to restore from.
-pub const SNAPSHOT_READY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long after an expansion the node may take to show the new size.
-pub const GROW_TIMEOUT: Duration = Duration::from_secs(10);
-/// How a finding names the bound of a data scenario's wait: no flag sets one.
-const FIXED_BOUND: &str = "a fixed bound of the data scenarios, no flag sets it";
+/// The longest pause between two looks at a snapshot that is not ready yet.
+const READY_LONGEST_PAUSE: Duration = Duration::from_secs(5);
 
 /// The file-system overhead allowed after an expansion: a mount volume's file system must
 /// hold at least the new capacity less a tenth of it and less 16 MiB (metadata, journal and
@@ -266,6 +263,64 @@ impl Data<'_> {
 
     fn fail(&mut self, kind: &str, message: String) -> CheckOutcome {
         self.ctx.fail(kind, message);
+        CheckOutcome::Stop
+    }
+
+    /// The volume is smaller on the node than the expansion asked for: a failure of
+    /// `requirement`, saying why.
+    fn not_grown(&mut self, requirement: &str, message: String) -> CheckOutcome {
+        let mut f = Finding::new(Severity::Fail, "volume-size", message);
+        f.rpc = requirement.split('.').next().map(str::to_owned);
+        f.requirements = vec![requirement.to_owned()];
+        self.ctx.push(f);
+        CheckOutcome::Stop
+    }
+
+    /// Whether the volume published at `published` is still smaller than `new` bytes (less
+    /// the file-system overhead of a mount volume) after looking again at the plugin's pace
+    /// for the settle time: what was seen, or none when it shows the new size (the first look
+    /// that shows it ends the wait). A node may take a moment to see its device grow.
+    async fn too_small(&mut self, published: &Published, new: u64, done: &str) -> Step<Option<String>> {
+        let (tolerance, what) = if self.block { (0, "block volume") } else { (fs_overhead(new), "file system") };
+        let p90 = self.ctx.latency("NodeExpandVolume", Some(0)).max(self.ctx.latency("ControllerExpandVolume", None));
+        let settle = patience::settle(self.ctx.config(), p90);
+        let deadline = Instant::now() + settle;
+        let mut pacer = Pacer::new(p90, patience::SETTLE_LONGEST_PAUSE);
+        loop {
+            let size = if self.block { marker::block_size(&published.local) } else { marker::fs_size(&published.local) };
+            match size {
+                Ok(size) if size + tolerance >= new => return Ok(None),
+                Ok(size) => match pacer.pause(deadline.saturating_duration_since(Instant::now())) {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => {
+                        let allowance = if tolerance > 0 {
+                            format!(" less {tolerance} bytes of file-system overhead")
+                        } else {
+                            String::new()
+                        };
+                        return Ok(Some(format!(
+                            "{done}, the {what} at {} is {size} bytes, less than the {new} bytes it was expanded \
+                             to{allowance}, after looking again for {}",
+                            published.at(),
+                            patience::settle_bound(settle)
+                        )));
+                    }
+                },
+                Err(e) => return Err(self.fail("data-read", format!("cannot tell the size of {}: {e}", published.at()))),
+            }
+        }
+    }
+
+    /// `what` was still not ready to use at the bound of the wait: readiness is asynchronous
+    /// and the spec sets it no deadline ("the CO SHOULD issue the CreateSnapshotRequest RPC
+    /// with the same arguments again periodically until the ready_to_use field has a value of
+    /// true", #createsnapshot), so the scenario is inconclusive, not failed.
+    fn not_ready(&mut self, what: String, within: Duration, by: &str) -> CheckOutcome {
+        self.ctx.push(patience::ran_out(format!(
+            "{what} was not ready to use within {} ({by}); readiness is asynchronous and the spec sets it no \
+             deadline (#createsnapshot), so the scenario could not go on to restore from it",
+            crate::client::human_duration(within),
+        )));
         CheckOutcome::Stop
     }
 
@@ -644,7 +699,9 @@ impl Data<'_> {
             parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
             ..Default::default()
         };
-        let deadline = Instant::now() + SNAPSHOT_READY_TIMEOUT;
+        let (within, by) = patience::ready_bound(self.ctx.config(), None);
+        let deadline = Instant::now() + within;
+        let mut pacer = Pacer::new(self.ctx.latency("CreateSnapshot", None), READY_LONGEST_PAUSE);
         loop {
             let response = self.call("CreateSnapshot", &request, None).await?;
             let snapshot = typed::<v1::CreateSnapshotResponse>(&response).snapshot.unwrap_or_default();
@@ -654,14 +711,12 @@ impl Data<'_> {
             if snapshot.ready_to_use {
                 return Ok(snapshot.snapshot_id);
             }
-            if Instant::now() >= deadline {
-                return Err(CheckOutcome::Skip(format!(
-                    "snapshot {} was not ready to use within {} ({FIXED_BOUND})",
-                    snapshot.snapshot_id,
-                    crate::client::human_duration(SNAPSHOT_READY_TIMEOUT)
-                )));
+            match pacer.pause(deadline.saturating_duration_since(Instant::now())) {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => {
+                    return Err(self.not_ready(format!("snapshot {}", snapshot.snapshot_id), within, &by));
+                }
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -709,21 +764,21 @@ impl Data<'_> {
             parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
             ..Default::default()
         };
-        let deadline = Instant::now() + SNAPSHOT_READY_TIMEOUT;
+        let (within, by) = patience::ready_bound(self.ctx.config(), None);
+        let deadline = Instant::now() + within;
+        let mut pacer = Pacer::new(self.ctx.latency("CreateVolumeGroupSnapshot", None), READY_LONGEST_PAUSE);
         let group = loop {
             let response = self.call("CreateVolumeGroupSnapshot", &request, None).await?;
             let group = typed::<v1::CreateVolumeGroupSnapshotResponse>(&response).group_snapshot.unwrap_or_default();
             if group.ready_to_use {
                 break group;
             }
-            if Instant::now() >= deadline {
-                return Err(CheckOutcome::Skip(format!(
-                    "group snapshot {} was not ready to use within {} ({FIXED_BOUND})",
-                    group.group_snapshot_id,
-                    crate::client::human_duration(SNAPSHOT_READY_TIMEOUT)
-                )));
+            match pacer.pause(deadline.saturating_duration_since(Instant::now())) {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => {
+                    return Err(self.not_ready(format!("group snapshot {}", group.group_snapshot_id), within, &by));
+                }
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         };
         for (volume, published, _, b, at) in &sources {
             self.write(volume, published, b, Some(at)).await?;
@@ -831,34 +886,42 @@ impl Data<'_> {
             self.call("NodeExpandVolume", &request, Some(0)).await?;
             steps.push(format!("NodeExpandVolume at {}", published.target.display()));
         }
-        let done = format!("after {}", steps.join(", "));
+        let mut done = format!("after {}", steps.join(", "));
         let new = new as u64;
-        let (tolerance, what) = if self.block { (0, "block volume") } else { (fs_overhead(new), "file system") };
-        // A node may take a moment to see its device grow: look again for a while before judging.
-        let deadline = Instant::now() + GROW_TIMEOUT;
-        loop {
-            let size = if self.block { marker::block_size(&published.local) } else { marker::fs_size(&published.local) };
-            match size {
-                Ok(size) if size + tolerance >= new => break,
-                Ok(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(250)).await,
-                Ok(size) => {
-                    let allowance = if tolerance > 0 {
-                        format!(" less {tolerance} bytes of file-system overhead")
-                    } else {
-                        String::new()
-                    };
-                    return Err(self.fail(
-                        "volume-size",
-                        format!(
-                            "{done}, the {what} at {} is {size} bytes, less than the {new} bytes it was expanded \
-                             to{allowance}, after looking again for {} ({FIXED_BOUND})",
-                            published.at(),
-                            crate::client::human_duration(GROW_TIMEOUT)
-                        ),
-                    ));
-                }
-                Err(e) => return Err(self.fail("data-read", format!("cannot tell the size of {}: {e}", published.at()))),
+        let node_expanded = node_expands && node_required;
+        if let Some(seen) = self.too_small(&published, new, &done).await? {
+            if node_expanded {
+                return Err(self.not_grown("NodeExpandVolume.expands", format!(
+                    "{seen}: NodeExpandVolume answered OK, which says the volume is expanded on the node (the RPC \
+                     \"allows CO to expand volume on a node\"; the added space \"becomes available to workload\", \
+                     #controllerexpandvolume), and nothing is left pending that would grow it later"
+                )));
             }
+            if !online {
+                return Err(self.not_grown("ControllerExpandVolume.grows", format!(
+                    "{seen}: the volume was staged and published anew after ControllerExpandVolume answered OK with \
+                     its capacity after expansion (#controllerexpandvolume) and no node expansion due, so what the \
+                     node is given is the volume as it is"
+                )));
+            }
+            // Grown under a publication, with no node expansion due: the node is to see it on
+            // its own. A fresh staging is the second witness of the volume's size.
+            steps.push(self.unpublish(&volume, &published).await?);
+            published = self.publish(&volume, 0, 0, false).await?;
+            steps.push("publishing again".to_owned());
+            let again = format!("after {}", steps.join(", "));
+            if let Some(fresh) = self.too_small(&published, new, &again).await? {
+                return Err(self.not_grown("ControllerExpandVolume.grows", format!(
+                    "{fresh}: even a fresh staging after ControllerExpandVolume answered OK with its capacity after \
+                     expansion (#controllerexpandvolume), with no node expansion due, shows the old size"
+                )));
+            }
+            self.ctx.push(patience::ran_out(format!(
+                "{seen}, while a fresh staging shows the new size: no node expansion was due (node_expansion_required \
+                 false, or node:EXPAND_VOLUME not advertised), so the node is to see an expansion under a published \
+                 volume on its own, which the spec sets no deadline; inconclusive"
+            )));
+            done = again;
         }
         let context = format!("{done}, the marker written before the expansion is not intact");
         self.verify(&published, &at, &a, &[], "data-lost", &context)?;

@@ -82,6 +82,7 @@ const LIST_HEALTH: Lister = Lister {
     id: "volume_id",
     noun: "volume",
     filters: &[],
+    changed_by: &["CreateVolume", "DeleteVolume"],
 };
 
 fn get(v: &Val, path: &str) -> Val {

@@ -3,13 +3,17 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Instant;
+
 use prost_reflect::DynamicMessage;
+use tonic::Code;
 
 use super::{
     CheckDef,
-    support::{call_ok, int_arg, path_of, text_arg},
+    support::{int_arg, path_of, text_arg},
 };
 use crate::{
+    client::RpcError,
     proto,
     report::{Finding, Severity},
     suite::{
@@ -68,16 +72,26 @@ pub(super) struct Lister {
     pub(super) noun: &'static str,
     /// Filters copied from the check's arguments into the request.
     pub(super) filters: &'static [&'static str],
+    /// The RPCs that change what it lists: one of them sent or answered between a page and
+    /// the next may invalidate the cursor (the spec's "Invalid starting_token", ABORTED).
+    pub(super) changed_by: &'static [&'static str],
 }
 
-pub(super) const LIST_VOLUMES: Lister =
-    Lister { rpc: "ListVolumes", request: "ListVolumesRequest", id: "volume.volume_id", noun: "volume", filters: &[] };
+pub(super) const LIST_VOLUMES: Lister = Lister {
+    rpc: "ListVolumes",
+    request: "ListVolumesRequest",
+    id: "volume.volume_id",
+    noun: "volume",
+    filters: &[],
+    changed_by: &["CreateVolume", "DeleteVolume"],
+};
 const LIST_SNAPSHOTS: Lister = Lister {
     rpc: "ListSnapshots",
     request: "ListSnapshotsRequest",
     id: "snapshot.snapshot_id",
     noun: "snapshot",
     filters: &["snapshot_id", "source_volume_id"],
+    changed_by: &["CreateSnapshot", "DeleteSnapshot", "CreateVolumeGroupSnapshot", "DeleteVolumeGroupSnapshot"],
 };
 
 /// The most pages a listing may take before it is considered endless.
@@ -97,10 +111,27 @@ pub(super) async fn list_page(
     max: i64,
     token: &str,
 ) -> Result<Page, CheckOutcome> {
+    match try_list_page(ctx, lister, base, max, token).await? {
+        Ok(page) => Ok(page),
+        Err((e, request)) => Err(ctx.call_failed(&e, &request, "OK")),
+    }
+}
+
+/// One page, or the plugin's error answer with the request it refused.
+async fn try_list_page(
+    ctx: &mut ScenarioCtx,
+    lister: &Lister,
+    base: &DynamicMessage,
+    max: i64,
+    token: &str,
+) -> Result<Result<Page, (RpcError, DynamicMessage)>, CheckOutcome> {
     let mut request = base.clone();
     request.set_field_by_name("max_entries", prost_reflect::Value::I32(i32::try_from(max).unwrap_or(i32::MAX)));
     request.set_field_by_name("starting_token", prost_reflect::Value::String(token.to_owned()));
-    let response = call_ok(ctx, lister.rpc, request, None).await?;
+    let response = match ctx.call(lister.rpc, request.clone(), None).await {
+        Ok(r) => r,
+        Err(e) => return Ok(Err((e, request))),
+    };
     let val = Val::from_message(&response);
     let entries = match val.get(&path_of("entries")) {
         Ok(Val::List(items)) => items,
@@ -117,13 +148,89 @@ pub(super) async fn list_page(
         .map(|e| (e.get(&path_of(lister.id)).ok().and_then(|v| v.to_text()).unwrap_or_default(), e))
         .collect();
     let next_token = val.get(&path_of("next_token")).ok().and_then(|v| v.to_text()).unwrap_or_default();
-    Ok(Page { entries, next_token })
+    Ok(Ok(Page { entries, next_token }))
+}
+
+/// How many calls that change a listing were sent and ended so far, on the connection the
+/// listing goes to (see `CallStats::sent`).
+fn changes(ctx: &ScenarioCtx, lister: &Lister) -> (u64, u64) {
+    proto::method(lister.rpc)
+        .and_then(|m| ctx.connection(&m, None).ok())
+        .map_or((0, 0), |c| c.stats().sent(lister.changed_by))
+}
+
+/// Whether the run itself may have moved a listing's cursor between `before` (read before
+/// the page that gave the token was asked for) and `now` (when the next page was refused): a
+/// call that changes the listing was sent or ended in between, or was in flight then.
+pub(super) fn cursor_moved(before: (u64, u64), now: (u64, u64)) -> bool {
+    before != now || before.0 != before.1
 }
 
 /// Pages from `token` to the end, adding to `seen`; fails on a repeated entry, unless the
 /// listing is `changing` (entries were created or deleted since its first page), where the
 /// spec lets a CO see duplicates (#listvolumes): then a repeat is a warning, once.
+///
+/// A page whose `starting_token` the plugin refuses with ABORTED (the spec's "Invalid
+/// starting_token": "Caller MUST restart the ListVolumes call with an empty starting_token",
+/// #listvolumes-errors) after the run's own calls changed what is listed is the run's doing:
+/// the listing starts again from the beginning, as a CO would, `seen` emptied, for at most
+/// `--contention-timeout`; then the step is inconclusive. Refused with nothing changed, the
+/// token was the plugin's own and valid: that fails.
 pub(super) async fn page_to_end(
+    ctx: &mut ScenarioCtx,
+    lister: &Lister,
+    base: &DynamicMessage,
+    max: i64,
+    token: String,
+    seen: &mut Vec<(String, Val)>,
+    changing: bool,
+) -> Result<(), CheckOutcome> {
+    let started = Instant::now();
+    let bound = ctx.config().budgets.contention_timeout;
+    let mut restarts = 0u32;
+    let mut token = token;
+    // The first token was cut by a page the caller asked for: what changed since is unknown.
+    let mut before = None;
+    loop {
+        match page_on(ctx, lister, base, max, token, seen, changing, &mut before).await? {
+            Paged::Done => return Ok(()),
+            Paged::Refused(e, request) => {
+                let now = changes(ctx, lister);
+                let moved = before.is_none_or(|b| cursor_moved(b, now));
+                if !moved {
+                    return Err(ctx.call_failed(&e, &request, "OK"));
+                }
+                if started.elapsed() >= bound {
+                    ctx.push(crate::suite::patience::ran_out(format!(
+                        "{} refused the starting_token of its listing with ABORTED each time the run's own calls had \
+                         changed what it lists; restarted from the beginning {restarts} time(s) over {}, as a CO would \
+                         (#listvolumes-errors), until the bound of {} (--contention-timeout): inconclusive",
+                        lister.rpc,
+                        crate::client::human_duration(started.elapsed()),
+                        crate::client::human_duration(bound)
+                    )));
+                    return Err(CheckOutcome::Stop);
+                }
+                restarts += 1;
+                tracing::info!(rpc = lister.rpc, restarts, "a listing's cursor moved under the run's own calls: restarting it");
+                seen.clear();
+                token = String::new();
+                before = None;
+            }
+        }
+    }
+}
+
+/// How paging from a token ended.
+enum Paged {
+    /// At the last page.
+    Done,
+    /// A page was refused: the error and the request.
+    Refused(RpcError, DynamicMessage),
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn page_on(
     ctx: &mut ScenarioCtx,
     lister: &Lister,
     base: &DynamicMessage,
@@ -131,11 +238,20 @@ pub(super) async fn page_to_end(
     mut token: String,
     seen: &mut Vec<(String, Val)>,
     changing: bool,
-) -> Result<(), CheckOutcome> {
+    before: &mut Option<(u64, u64)>,
+) -> Result<Paged, CheckOutcome> {
     let mut tokens = vec![token.clone()];
     let mut warned = false;
     for page in 1..=MAX_PAGES {
-        let got = list_page(ctx, lister, base, max, &token).await?;
+        let asked = changes(ctx, lister);
+        let got = match try_list_page(ctx, lister, base, max, &token).await? {
+            Ok(got) => got,
+            Err((e, request)) if e.code == Code::Aborted && !token.is_empty() && !e.is_unreachable() => {
+                return Ok(Paged::Refused(e, request));
+            }
+            Err((e, request)) => return Err(ctx.call_failed(&e, &request, "OK")),
+        };
+        *before = Some(asked);
         for (id, entry) in got.entries {
             if seen.iter().any(|(s, _)| *s == id) {
                 let message = format!("{} listed {} {id:?} twice (again on page {page})", lister.rpc, lister.noun);
@@ -153,7 +269,7 @@ pub(super) async fn page_to_end(
             seen.push((id, entry));
         }
         if got.next_token.is_empty() {
-            return Ok(());
+            return Ok(Paged::Done);
         }
         if tokens.contains(&got.next_token) {
             // The response rule answer.list-*.token-not-repeated has recorded it at this call.
@@ -205,3 +321,17 @@ async fn list_all(ctx: &mut ScenarioCtx, args: CheckArgs, lister: Lister) -> Che
 /// Why a listing's duplicate or missing entry is a warning when volumes changed while paging.
 pub(super) const CHANGED_WHILE_PAGING: &str = "; volumes were created and deleted while paging, when the spec lets a CO see duplicates and miss \
      existing volumes (#listvolumes: \"The CO SHALL NOT expect a consistent view\")";
+
+#[cfg(test)]
+mod tests {
+    use super::cursor_moved;
+
+    #[test]
+    fn a_cursor_moved_when_a_listed_kind_was_created_or_deleted_or_in_flight_around_the_page() {
+        assert!(!cursor_moved((4, 4), (4, 4)), "nothing sent, nothing in flight: the token was valid");
+        assert!(cursor_moved((4, 4), (5, 4)), "a create sent since");
+        assert!(cursor_moved((4, 4), (5, 5)), "a create answered since");
+        assert!(cursor_moved((5, 4), (5, 5)), "a create in flight when the page was cut");
+        assert!(cursor_moved((5, 4), (5, 4)), "still in flight: it may have changed the list");
+    }
+}
