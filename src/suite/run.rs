@@ -209,7 +209,8 @@ pub async fn run_until(
     let interrupted = shared.stopped();
     // What the scenarios deleted and the verifier has not decided yet, decided now (before
     // the journal closes); a scenario it finds more in is amended.
-    let amendments = shared.verifier.close(interrupted.is_some()).await;
+    let mut amendments = shared.verifier.close(interrupted.is_some()).await;
+    refile_under_the_rules_own_scenario(&mut amendments, &results);
     for (index, &(si, ci)) in selected.iter().enumerate() {
         let id = &suites[si].scenarios[ci].id;
         if let (Some(result), Some(amendment)) = (results[index].as_mut(), amendments.get(id)) {
@@ -541,6 +542,42 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticke
     result.duration = started.elapsed();
     tracing::info!(scenario = %result.id, outcome = %result.outcome, "scenario done");
     result
+}
+
+/// A witness caught lying is one finding for the run, filed under the scenario that tests the
+/// rule it broke (`extras.controller-get-volume.not-found` for
+/// `ControllerGetVolume.errors.not-found`; the first by id) when the run has one, so that no
+/// scenario about another RPC (the delete whose look-up it was) fails for it. Without such a
+/// scenario it stays where the verifier filed it: the first scenario (by id) whose delete
+/// needed the witness. Either way the same scenario at any `--jobs`.
+fn refile_under_the_rules_own_scenario(amendments: &mut BTreeMap<String, Amendment>, results: &[Option<ScenarioResult>]) {
+    let owner = |requirement: &str| {
+        results
+            .iter()
+            .flatten()
+            .filter(|r| r.outcome != Severity::Skip && r.requirements.iter().any(|q| q.id == requirement))
+            .map(|r| r.id.clone())
+            .min()
+    };
+    let mut moved = Vec::new();
+    for (scenario, amendment) in amendments.iter_mut() {
+        amendment.findings.retain(|f| {
+            let target = (f.kind == "lying-witness")
+                .then(|| f.requirements.first().and_then(|r| owner(r)))
+                .flatten()
+                .filter(|t| t != scenario);
+            match target {
+                Some(t) => {
+                    moved.push((t, f.clone()));
+                    false
+                }
+                None => true,
+            }
+        });
+    }
+    for (scenario, f) in moved {
+        amendments.entry(scenario).or_default().findings.push(f);
+    }
 }
 
 /// Adds what the verifier found after the scenario ended to its result; a changed outcome

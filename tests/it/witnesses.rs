@@ -57,8 +57,9 @@ async fn a_get_that_answers_ok_for_missing_volumes_is_one_finding_and_no_delete_
     assert_eq!((lie.severity, lie.rpc.as_deref()), (Severity::Fail, Some("ControllerGetVolume")));
     assert_eq!(lie.requirements, ["ControllerGetVolume.errors.not-found"]);
     assert!(lie.evidence.iter().any(|e| e.rpc == "ControllerGetVolume" && e.claim.contains("never created")), "{lie:#?}");
-    // Under the first scenario by id whose delete needed the look-up: the same at any --jobs.
-    assert_eq!(filed_under.id, "controller.delete-volume", "{:#?}", detail());
+    // Under the scenario that tests the rule it broke (not under a delete's scenario): the
+    // same at any --jobs.
+    assert_eq!(filed_under.id, "extras.controller-get-volume.not-found", "{:#?}", detail());
     // The scenario about that rule still fails on its own; nothing else warns or fails.
     let not_found = report.scenario("extras.controller-get-volume.not-found").unwrap();
     assert_eq!(not_found.outcome, Severity::Fail);
