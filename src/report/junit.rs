@@ -8,7 +8,12 @@
 //! which a plugin's message can contain.
 //!
 //! The shape:
-//! - `<testsuites>` carries the run's totals and wall time; one `<testsuite>` per suite
+//! Every report validates against the strictest common reader's schema, Jenkins' xUnit
+//! `junit-10.xsd` (tests/it/support/junit_schema.rs checks each one the tests read): what it
+//! has no place for moves to where it has one.
+//!
+//! - `<testsuites>` carries the run's totals (tests, failures, errors: the schema has no
+//!   skipped count there) and wall time; one `<testsuite>` per suite
 //!   (`name` = suite id) with its counts, the summed scenario time, the run's start as
 //!   `timestamp` (ISO 8601 without zone, in UTC, as the Ant schema has it) and
 //!   `hostname="localhost"` (the schema's value for "not recorded": the report holds no host
@@ -19,8 +24,9 @@
 //!   `started-at`, `suite-title`, `suite-source`, and `interrupted` when the run was cut short.
 //!   Names are unique, because several readers keep properties in a map.
 //! - One `<testcase>` per scenario: `name` = full scenario id, `classname` = suite id,
-//!   `time` in seconds. Children in schema order: `<properties>`, the result element,
-//!   `<system-out>`.
+//!   `time` in seconds. Children: the result element, `<system-out>`. The schema has no
+//!   `<properties>` in a test case, so the case's properties (below) open its `<system-out>`,
+//!   one `name: value` line each.
 //! - A failure is `<failure message="one line" type="<finding kind>">`, an error `<error>`;
 //!   the body (which is all GitLab shows) names the scenario and lists every failing finding
 //!   with its RPC, the redacted request, expected and got, and the plugin's message. Under
@@ -335,7 +341,6 @@ impl<'a> Case<'a> {
             return;
         }
         xml.open("testcase", &attrs);
-        xml.properties(&self.properties);
         match &self.verdict {
             Verdict::Passed => {}
             Verdict::Skipped(reason) => xml.text("skipped", &[("message", reason)], reason),
@@ -343,8 +348,12 @@ impl<'a> Case<'a> {
                 xml.text(element, &[("message", message), ("type", kind)], body)
             }
         }
-        if !self.system_out.is_empty() {
-            xml.text("system-out", &[], &paragraphs(self.system_out.iter().cloned()));
+        // The strict schema (junit-10.xsd) has no `<properties>` in a test case: the case's
+        // properties open its `<system-out>`, one `name: value` line each.
+        let properties = (!self.properties.is_empty())
+            .then(|| self.properties.iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>().join("\n"));
+        if properties.is_some() || !self.system_out.is_empty() {
+            xml.text("system-out", &[], &paragraphs(properties.into_iter().chain(self.system_out.iter().cloned())));
         }
         xml.close("testcase");
     }
@@ -455,10 +464,11 @@ pub fn to_junit_xml_with(report: &RunReport, warnings_as: WarningsAs) -> String 
             (total.tests + t.tests, total.failures + t.failures, total.errors + t.errors, total.skipped + t.skipped);
     }
     let mut xml = Xml::new();
+    // `<testsuites>` takes only these under the strict schema: the skipped count and the
+    // timestamp stand on each `<testsuite>`.
     let mut attrs = vec![("name", "csi-conform".to_owned())];
-    attrs.extend(total.attrs());
+    attrs.extend(total.attrs().into_iter().filter(|(name, _)| *name != "skipped"));
     attrs.push(("time", text::seconds(report.duration)));
-    attrs.extend(timestamp.clone().map(|t| ("timestamp", t)));
     xml.open("testsuites", &borrow(&attrs));
 
     for (suite, cases) in &suites {

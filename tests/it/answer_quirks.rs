@@ -234,6 +234,7 @@ fn blames_only(report: &RunReport, want: &[&str]) {
         assert!(line.trim_start().starts_with(id), "{line}");
     }
     let junit = csi_conform::report::to_junit_xml(report);
+    crate::support::junit_schema::check(&junit).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
     let html = csi_conform::report::html::to_html(report);
     let annotations = csi_conform::report::annotations::annotations(report).join("\n");
     for text in [&junit, &html, &annotations] {

@@ -214,6 +214,7 @@ async fn a_huge_plugin_string_is_capped_in_every_report() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{stdout}");
     let junit = std::fs::read_to_string(cwd.path().join("reports/junit.xml")).unwrap();
+    crate::support::junit_schema::check(&junit).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
     let suites = junit.matches("<testsuite ").count();
     assert!(suites >= 2, "several test suites repeat the version: {suites}");
     assert!(junit.contains("huge-version-vvvv"), "the version's head is kept");

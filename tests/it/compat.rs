@@ -217,7 +217,7 @@ async fn the_release_tools_invocation_with_path_commands_runs_unchanged() {
     let out = csi_conform(&args, cwd.path()).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let junit = std::fs::read_to_string(cwd.path().join("junit.xml")).expect("-csi.junitfile names the JUnit report");
-    let parsed = junit_parser::from_reader(junit.as_bytes()).unwrap();
+    let parsed = crate::report::parse_junit(&junit);
     let report = report_in(cwd.path());
     assert_eq!(parsed.tests as usize, report.counts().total());
 

@@ -133,6 +133,7 @@ async fn the_default_reference_plugin_fails_under_no_orchestrator() {
     let back = report::from_json(&report::to_json(&report)).unwrap();
     assert_eq!(back.orchestrators, report.orchestrators);
     let xml = report::to_junit_xml(&report);
+    crate::support::junit_schema::check(&xml).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
     for o in &report.orchestrators {
         assert!(xml.contains(&format!("<testsuite name=\"orchestrator:{}\" tests=\"{}\"", o.name, o.behaviours.len())), "{xml}");
         assert!(xml.contains(&format!("name=\"topology.match\" classname=\"{}\"", o.name)), "{xml}");
@@ -400,6 +401,7 @@ async fn a_pinned_release_is_judged_by_the_rows_of_that_release() {
         assert!(ids.iter().any(|id| id.ends_with(&format!("@{}", o.name))), "{ids:?}");
     }
     let xml = report::to_junit_xml(&report);
+    crate::support::junit_schema::check(&xml).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
     assert!(xml.contains("<testsuite name=\"orchestrator:nomad@1.5\""), "{xml}");
 
     let report = matrix_run(vec![Quirk::AttachRace], vec![pin("nomad"), pin("nomad@1.5")]).await;

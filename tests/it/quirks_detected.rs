@@ -21,7 +21,7 @@ use prost_reflect::{Kind, MessageDescriptor};
 use regex::Regex;
 
 use crate::{
-    report::{case, parse_junit, prop},
+    report::{case, parse_junit},
     support::{TestPlugin, engine_plugin, fake_plugin},
 };
 
@@ -368,7 +368,7 @@ async fn unconfirmed_warns_on_every_reconciled_answer_and_junit_shows_the_warnin
     let junit = parse_junit(&report::to_junit_xml(&report));
     let warned = case(&junit, "controller.validate");
     assert!(warned.status.is_success(), "a warning is no JUnit failure");
-    assert!(prop(&warned.properties, "warning").is_some_and(|w| w.starts_with("unconfirmed: ")), "{:?}", warned.properties);
+    assert!(crate::report::case_prop(warned, "warning").is_some_and(|w| w.starts_with("unconfirmed: ")), "{:?}", warned.properties);
     assert!(!report.failed());
 }
 
@@ -390,7 +390,7 @@ async fn incomplete_confirmation_warns_naming_the_missing_capability_and_junit_s
     let junit = parse_junit(&report::to_junit_xml(&report));
     let warned = case(&junit, "extras.validate.confirms-request");
     assert!(warned.status.is_success());
-    let warning = prop(&warned.properties, "warning").unwrap_or_default();
+    let warning = crate::report::case_prop(warned, "warning").unwrap_or_default();
     assert!(warning.starts_with("incomplete-confirmation: "), "{warning}");
 }
 

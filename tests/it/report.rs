@@ -263,12 +263,16 @@ fn console_output(report: &RunReport, color: bool) -> String {
 
 #[test]
 fn junit_matches_golden() {
-    golden("junit.xml", &report::to_junit_xml(&sample_report(false)));
+    let xml = report::to_junit_xml(&sample_report(false));
+    crate::support::junit_schema::check(&xml).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
+    golden("junit.xml", &xml);
 }
 
 #[test]
 fn junit_strict_matches_golden() {
-    golden("junit-strict.xml", &report::to_junit_xml(&sample_report(true)));
+    let xml = report::to_junit_xml(&sample_report(true));
+    crate::support::junit_schema::check(&xml).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
+    golden("junit-strict.xml", &xml);
 }
 
 #[test]
@@ -285,6 +289,9 @@ fn junit_is_deterministic() {
 // JUnit as a CI system reads it.
 
 pub(crate) fn parse_junit(xml: &str) -> junit_parser::TestSuites {
+    if let Err(e) = crate::support::junit_schema::check(xml) {
+        panic!("the strict JUnit schema (junit-10.xsd) refuses the report: {e}\n{xml}");
+    }
     junit_parser::from_reader(std::io::Cursor::new(xml.as_bytes()))
         .unwrap_or_else(|e| panic!("a JUnit reader refuses the report: {e}\n{xml}"))
 }
@@ -298,6 +305,19 @@ pub(crate) fn case<'a>(suites: &'a junit_parser::TestSuites, id: &str) -> &'a ju
         .unwrap_or_else(|| panic!("no test case {id}"))
 }
 
+/// A test case's property: a `name: value` line opening its `<system-out>` (the strict schema
+/// has no `<properties>` in a test case).
+pub(crate) fn case_prop<'a>(case: &'a junit_parser::TestCase, name: &str) -> Option<&'a str> {
+    let out = case.system_out.as_deref()?;
+    out.split("\n\n").next()?.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
+}
+
+/// The skipped cases of a report: the strict schema has no skipped count on `<testsuites>`,
+/// so they are summed over its suites.
+pub(crate) fn skipped_in(suites: &junit_parser::TestSuites) -> u64 {
+    suites.suites.iter().map(|s| s.skipped).sum()
+}
+
 pub(crate) fn prop<'a>(props: &'a junit_parser::Properties, name: &str) -> Option<&'a str> {
     props.vec.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
@@ -307,7 +327,7 @@ fn a_junit_reader_sees_the_counts_messages_and_properties() {
     let suites = parse_junit(&report::to_junit_xml(&sample_report(false)));
     // fail + unexpected pass are failures, the teardown error an error, one skip; the warning
     // and the expected failure pass.
-    assert_eq!((suites.tests, suites.failures, suites.errors, suites.skipped), (7, 2, 1, 1));
+    assert_eq!((suites.tests, suites.failures, suites.errors, skipped_in(&suites)), (7, 2, 1, 1));
     assert_eq!(suites.time, 3.21);
     let [controller, node] = &suites.suites[..] else { panic!("two suites") };
     assert_eq!(
@@ -339,7 +359,7 @@ fn a_junit_reader_sees_the_counts_messages_and_properties() {
     let fail = case(&suites, "controller.create-volume.no-name");
     assert_eq!(fail.classname.as_deref(), Some("controller"));
     assert_eq!(
-        prop(&fail.properties, "requirement.CreateVolume.name.required"),
+        crate::report::case_prop(fail, "requirement.CreateVolume.name.required"),
         Some("https://github.com/container-storage-interface/spec/blob/v1.12.0/spec.md#createvolume"),
         "a failed test case names the requirements it breaks, with their spec links"
     );
@@ -369,7 +389,7 @@ fn a_junit_reader_sees_the_counts_messages_and_properties() {
     let warned = case(&suites, "controller.validate-volume-capabilities.confirmed");
     assert!(warned.status.is_success());
     assert_eq!(
-        prop(&warned.properties, "warning"),
+        crate::report::case_prop(warned, "warning"),
         Some("unconfirmed: ValidateVolumeCapabilities did not confirm a capability CreateVolume accepted")
     );
     assert!(warned.system_out.as_deref().unwrap().contains("WARN unconfirmed (step 1)"));
@@ -384,7 +404,7 @@ fn a_junit_reader_sees_the_counts_messages_and_properties() {
     let xfail = case(&suites, "node.publish-volume.readonly");
     assert!(xfail.status.is_success());
     assert_eq!(
-        prop(&xfail.properties, "expected-failure"),
+        crate::report::case_prop(xfail, "expected-failure"),
         Some("read-only bind mounts are not implemented (issue 12)")
     );
     let out = xfail.system_out.as_deref().unwrap();
@@ -396,17 +416,18 @@ fn a_junit_reader_sees_the_counts_messages_and_properties() {
 
     let pass = case(&suites, "controller.create-volume.basic");
     assert!(pass.status.is_success() && pass.system_out.is_none() && pass.properties.vec.is_empty());
+    assert!(suites.suites.iter().flat_map(|s| &s.cases).all(|c| c.properties.vec.is_empty()), "no <properties> in a test case");
 }
 
 #[test]
 fn under_strict_warnings_are_failures() {
     let suites = parse_junit(&report::to_junit_xml(&sample_report(true)));
-    assert_eq!((suites.tests, suites.failures, suites.errors, suites.skipped), (7, 3, 1, 1));
+    assert_eq!((suites.tests, suites.failures, suites.errors, skipped_in(&suites)), (7, 3, 1, 1));
     let warned = case(&suites, "controller.validate-volume-capabilities.confirmed");
     let failure = warned.status.failure_as_ref();
     assert_eq!(failure.failure_type, "unconfirmed");
     assert!(failure.text.contains("WARN unconfirmed (step 1)"));
-    assert!(prop(&warned.properties, "warning").is_none());
+    assert!(crate::report::case_prop(warned, "warning").is_none());
     assert_eq!(prop(&suites.suites[0].properties, "strict"), Some("true"));
 }
 
@@ -486,9 +507,8 @@ fn check_testcase(tc: &Element, suite: &str) -> Option<String> {
     assert_eq!(tc.attrs["classname"], suite);
     assert!(tc.attrs["name"].starts_with(&format!("{suite}.")));
     check_time(tc);
-    // Order: properties?, (skipped | failure | error)?, system-out?
+    // Order: (skipped | failure | error)?, system-out? (no <properties> in a test case).
     let rank = |name: &str| match name {
-        "properties" => 0,
         "skipped" | "failure" | "error" => 1,
         "system-out" => 2,
         other => panic!("unexpected <{other}> in a testcase"),
@@ -502,7 +522,6 @@ fn check_testcase(tc: &Element, suite: &str) -> Option<String> {
     let mut result = None;
     for child in &tc.children {
         match child.name.as_str() {
-            "properties" => check_properties(child),
             "system-out" => assert!(child.attrs.is_empty() && child.has_text),
             name => {
                 let keys: Vec<_> = child.attrs.keys().collect();
@@ -562,7 +581,8 @@ fn check_junit_schema(xml: &str) {
         assert_eq!(declared, counts, "counts of suite {}", suite.attrs["name"]);
         totals.iter_mut().zip(counts).for_each(|(t, c)| *t += c);
     }
-    assert_eq!(["tests", "failures", "errors", "skipped"].map(|a| count_attr(&root, a)), totals);
+    assert_eq!(["tests", "failures", "errors"].map(|a| count_attr(&root, a)), totals[..3]);
+    assert!(!root.attrs.contains_key("skipped") && !root.attrs.contains_key("timestamp"), "junit-10.xsd: not on <testsuites>");
     check_time(&root);
 }
 
@@ -601,6 +621,7 @@ fn hostile_report() -> RunReport {
 #[test]
 fn hostile_text_is_made_visible_and_safe() {
     let xml = report::to_junit_xml(&hostile_report());
+    crate::support::junit_schema::check(&xml).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
     check_junit_schema(&xml);
     let suites = parse_junit(&xml);
     let failure = case(&suites, "controller.create-volume.no-name").status.failure_as_ref();
@@ -636,9 +657,10 @@ proptest! {
             }
         }
         let xml = report::to_junit_xml(&report);
+        crate::support::junit_schema::check(&xml).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
         check_junit_schema(&xml);
         let suites = parse_junit(&xml);
-        prop_assert_eq!((suites.tests, suites.failures, suites.errors, suites.skipped), (7, 2, 1, 1));
+        prop_assert_eq!((suites.tests, suites.failures, suites.errors, skipped_in(&suites)), (7, 2, 1, 1));
     }
 }
 
@@ -1021,8 +1043,9 @@ fn inconclusive_is_its_own_outcome_in_every_report_and_never_fails_the_run() {
 
         // JUnit: a skipped case saying why, not a failure.
         let xml = report::to_junit_xml(&run);
+        crate::support::junit_schema::check(&xml).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
         let suites = parse_junit(&xml);
-        assert_eq!((suites.tests, suites.failures, suites.errors, suites.skipped), (2, 0, 0, 1), "{xml}");
+        assert_eq!((suites.tests, suites.failures, suites.errors, skipped_in(&suites)), (2, 0, 0, 1), "{xml}");
         assert!(
             xml.contains("<skipped message=\"inconclusive: whether DeleteVolume deleted it: ControllerGetVolume says present"),
             "{xml}"

@@ -295,6 +295,7 @@ async fn a_v1_12_plugin_with_snapshot_topology_is_judged_by_v1_12_and_the_answer
     let seen = pieces(&report);
     assert!(seen.contains(&("1.13".into(), "CreateSnapshot's answer sets snapshot.accessible_topology".into(), true)), "{seen:#?}");
     let junit = report::to_junit_xml(&report);
+    crate::support::junit_schema::check(&junit).unwrap_or_else(|e| panic!("junit-10.xsd refuses it: {e}"));
     assert!(junit.contains("spec-version-evidence") && junit.contains("against the v1.12 judged by"), "{junit}");
 }
 

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fake_plugin;
+pub mod junit_schema;
 pub mod netns;
 pub mod misbehaving;
 pub mod process;
