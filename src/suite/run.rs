@@ -283,6 +283,7 @@ pub async fn run_until(
             why: why.clone(),
         }),
         orchestrators,
+        settled: None,
         spec: Some(spec_judged(&fp.spec, &shared.versions.lock().unwrap_or_else(|p| p.into_inner()))),
     }
 }

@@ -43,6 +43,17 @@ async fn a_create_answered_after_the_deadline_is_asked_again_and_undone_before_t
     assert!(stderr.contains("in doubt at the end of the run"), "{stderr}");
     assert!(stderr.contains("asked again, it is volume vol-"), "{stderr}");
     assert!(!stderr.contains("undo them with `csi-conform cleanup"), "{stderr}");
+    // The summary names what was asked again and the bound it was asked within; so does the
+    // JSON report.
+    let stdout = text(&out.stdout);
+    let line = stdout.lines().find(|l| l.starts_with("In doubt at the end:")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("--reconnect-attempts (") && line.contains("--cleanup-timeout (") && line.contains(" 0 left"), "{line}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cwd.path().join("reports/report.json")).unwrap()).unwrap();
+    let settled = &json["settled"];
+    assert!(settled["undone"].as_array().is_some_and(|u| !u.is_empty()), "{settled}");
+    assert_eq!(settled["left"], serde_json::json!([]));
+    assert!(settled["reconnect_attempts"].is_u64() && settled["cleanup_timeout"].as_f64().is_some_and(|t| t > 0.0), "{settled}");
     assert_nothing_left(&plugin, cwd.path()).await;
 }
 
