@@ -394,7 +394,33 @@ pub async fn cleanup(
         connected.insert(text, connection.map_err(|e| format!("cannot connect: {e}")));
     }
     let connection_for = |e: &str| connected.get(e).cloned().unwrap_or_else(|| Err(format!("no connection to {e}")));
-    Ok(undo_with(journal_path, &records, connection_for, secrets).await)
+    let mut outcome = undo_with(journal_path, &records, connection_for, secrets).await;
+    remove_run_dirs(journal_path, &mut outcome)?;
+    Ok(outcome)
+}
+
+/// The run directories the journal names (each run's `run-<id>-<pid>`, journaled before it
+/// was made), of runs nothing else of is outstanding any more: removed when they hold nothing
+/// but empty directories, and settled once gone. One that holds anything else is never
+/// removed: it is named as left, and stays in the journal.
+fn remove_run_dirs(journal_path: &Path, outcome: &mut Outcome) -> Result<(), journal::JournalError> {
+    let run_of = |id: &str| id.rsplit_once(':').map_or(id, |(run, _)| run).to_owned();
+    let busy: Vec<String> = journal::outstanding(journal_path)?.iter().map(|(id, _)| run_of(id)).collect();
+    let mut done = Vec::new();
+    for (id, dir) in journal::run_dirs(journal_path)? {
+        if busy.contains(&run_of(&id)) {
+            continue;
+        }
+        if std::fs::symlink_metadata(&dir).is_err() {
+            done.push(id);
+        } else if remove_empty_tree(&dir) {
+            outcome.undone.push(format!("removed the run's empty directory {}", dir.display()));
+            done.push(id);
+        } else {
+            outcome.failed.push(format!("the run's directory {}: not empty (only empty directories are removed)", dir.display()));
+        }
+    }
+    journal::mark_done(journal_path, &done)
 }
 
 #[cfg(test)]

@@ -21,18 +21,25 @@ pub(super) async fn connect_and_fingerprint(
     Ok((connections, fingerprint))
 }
 
-pub(super) async fn fingerprint(args: FingerprintArgs) -> Result<u8, CliError> {
+/// `fingerprint`: what the plugin says of itself, every string scrubbed and then capped as the
+/// reports cap them (a plugin's 3 MB name is not printed whole).
+pub(super) async fn fingerprint(args: FingerprintArgs, scrubber: &Scrubber) -> Result<u8, CliError> {
     let targets = args.connect.targets();
     if targets.is_empty() {
         return Err(CliError::usage(NO_ENDPOINT));
     }
     let (_, fingerprint) = connect_and_fingerprint(&targets, &args.connect.client_options(), args.spec.spec_version).await?;
     match args.format {
-        Format::Table => print!("{}", fingerprint.to_table()),
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&fingerprint).map_err(CliError::usage)?
-        ),
+        Format::Table => {
+            for line in scrubber.scrub(&fingerprint.to_table()).lines() {
+                println!("{}", crate::scrub::cap(line, crate::scrub::REPORT_STRING_MAX));
+            }
+        }
+        Format::Json => {
+            let value = serde_json::to_value(&fingerprint).map_err(CliError::usage)?;
+            let cleaned = scrubber.clean(&value).unwrap_or(value);
+            println!("{}", serde_json::to_string_pretty(&cleaned).map_err(CliError::usage)?);
+        }
     }
     Ok(EXIT_OK)
 }

@@ -323,7 +323,7 @@ const NOT_IN_RERUN: &[&str] = &[
 
 async fn dispatch(cli: Cli, rerun: Option<String>, scrubber: &Scrubber) -> Result<u8, CliError> {
     match cli.command {
-        Command::Fingerprint(args) => fingerprint(args).await,
+        Command::Fingerprint(args) => fingerprint(args, scrubber).await,
         Command::Run(args) => run(*args, cli.quiet, rerun.unwrap_or_else(|| "csi-conform run".to_owned()), scrubber).await,
         Command::Report(args) => report_command(&args),
         Command::List(args) => list(args),

@@ -367,6 +367,13 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
         if let Some(settled) = settled {
             eprintln!("in doubt at the end of the run (undone from the journal, within --cleanup-timeout):");
             eprint!("{}", scrubber.scrub(&settled.to_string()));
+            // The summary and the JSON report name the bound it was asked again within.
+            report.settled = Some(report::Settled {
+                undone: settled.undone,
+                left: settled.failed,
+                reconnect_attempts: config.reconnect.attempts,
+                cleanup_timeout: config.cleanup_timeout,
+            });
         }
     }
     // The run has written its last record: keep only what is outstanding.

@@ -313,6 +313,14 @@ impl Plugin {
             let known = self.volume_known_or_static(state, &req.volume_id);
             let node = state.node_mut(&self.config.node_id);
             let Some(record) = record_to_undo(node.stagings.get(&key), |r| &r.volume_id, &req.volume_id, known)? else {
+                // A mount at the staging path that no record knows: a staging made by a
+                // process of this plugin killed before it recorded it. Undone all the same
+                // (as NodeUnpublishVolume undoes such a publication), as a real plugin
+                // unmounts whatever is mounted at the staging path.
+                if mounts::is_mount_point(&staging) {
+                    mounts::unmount(&staging).map_err(|e| internal("unmount staging_target_path", e))?;
+                    remove_path(&staging)?;
+                }
                 return Ok(v1::NodeUnstageVolumeResponse {});
             };
             if let Some((target, _)) = node

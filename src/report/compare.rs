@@ -229,6 +229,7 @@ mod tests {
             sizes: None,
             spec: None,
             orchestrators: Vec::new(),
+            settled: None,
         }
     }
 

@@ -384,6 +384,13 @@ fn render_summary(report: &RunReport, color: bool, base: Option<&str>) -> String
     if let Some(sizes) = &report.sizes {
         let _ = writeln!(out, "Volume sizes: {}", text::one_line(&sizes.to_string()));
     }
+    if let Some(settled) = &report.settled {
+        let style = if settled.left.is_empty() { Style::Bold } else { Style::BoldRed };
+        let _ = writeln!(out, "{} {}", paint("In doubt at the end:", style, color), text::one_line(&settled.to_string()));
+        for line in &settled.left {
+            let _ = writeln!(out, "  left: {}", text::one_line(line));
+        }
+    }
     let _ = writeln!(
         out,
         "Seed: {} (replay with --seed {}: the same generated cases, under fresh names)",

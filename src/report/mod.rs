@@ -25,6 +25,6 @@ pub use junit::to_junit_xml;
 pub use text::NOTE_KIND;
 pub use model::{SpecEvidence, SpecJudged, BehaviourResult, OrchestratorResult, 
     Counts, Evidence, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
-    VolumeSizes,
+    Settled, VolumeSizes,
 };
 pub use write::{ReportError, write_atomically, write_reports};

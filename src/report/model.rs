@@ -440,6 +440,42 @@ pub struct RunReport {
     /// The compatibility matrix, one entry per `--orchestrator` (none without).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orchestrators: Vec<OrchestratorResult>,
+    /// What the run left in doubt (calls whose answer never came, teardown that found no
+    /// plugin) and asked again before it ended, within the bound it names (none: nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<Settled>,
+}
+
+/// What a run asked again before it ended, what is still left, and the bound it asked within.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    /// One line per resource or call undone on asking again.
+    pub undone: Vec<String>,
+    /// One line per resource or call still left (in the journal, for `csi-conform cleanup`).
+    pub left: Vec<String>,
+    /// `--reconnect-attempts`: how many passes in a row that undo nothing it takes to give up.
+    pub reconnect_attempts: u32,
+    /// `--cleanup-timeout`: nothing is asked again past it.
+    #[serde(with = "duration_secs")]
+    pub cleanup_timeout: Duration,
+}
+
+impl fmt::Display for Settled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} undone, {} left; asked again until --reconnect-attempts ({}) passes in a row undid \
+             nothing, for at most --cleanup-timeout ({}s)",
+            self.undone.len(),
+            self.left.len(),
+            self.reconnect_attempts,
+            super::text::seconds(self.cleanup_timeout),
+        )?;
+        if !self.left.is_empty() {
+            write!(f, "; what is left stays in the journal for `csi-conform cleanup`")?;
+        }
+        Ok(())
+    }
 }
 
 /// Whether a plugin survives one orchestrator's call patterns: a verdict per behaviour.

@@ -15,8 +15,11 @@
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
+    sync::Arc,
     time::Duration,
 };
+
+use super::ResourceObserver;
 
 /// A scenario's private paths: a directory and a staging directory the engine creates (the
 /// spec makes the CO create the staging path), and target paths inside the directory that the
@@ -127,17 +130,77 @@ pub(crate) struct RunPaths {
     staging: Option<Root>,
     /// Prefix of per-scenario names in user-given roots (they may hold other runs' leftovers).
     prefix: String,
+    /// Where the run's own directory is journaled, until it is gone.
+    journaled: std::sync::Mutex<Option<JournaledDir>>,
+}
+
+/// The journal entry of the run's own directory (see [`ResourceObserver::making_dir`]).
+struct JournaledDir {
+    observer: Arc<dyn ResourceObserver>,
+    token: String,
+}
+
+impl std::fmt::Debug for JournaledDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournaledDir").field("token", &self.token).finish_non_exhaustive()
+    }
+}
+
+impl JournaledDir {
+    /// Settles the entry when `dir` is gone or not the run's: nothing is left to remove.
+    fn settle_unless(self, left: bool) -> Option<Self> {
+        if left {
+            return Some(self);
+        }
+        self.observer.removed_dir(&self.token);
+        None
+    }
 }
 
 impl RunPaths {
     /// Makes the roots: `--mount-dir` (or `<work_dir>/run-<run_id>-<pid>`) and `--staging-dir`.
+    #[cfg(test)]
     pub(crate) async fn open(settings: &PathSettings, work_dir: &Path, run_id: &str) -> Result<Self, PathError> {
+        Self::open_journaled(settings, work_dir, run_id, None).await
+    }
+
+    /// Like [`RunPaths::open`]; the run's own directory (`<work_dir>/run-<run_id>-<pid>`,
+    /// made with `mkdir`) is told to `observer` before it is made, and again once it is gone,
+    /// so that a `cleanup` after a crash removes it (when empty) even if nothing was staged.
+    pub(crate) async fn open_journaled(
+        settings: &PathSettings,
+        work_dir: &Path,
+        run_id: &str,
+        observer: Option<Arc<dyn ResourceObserver>>,
+    ) -> Result<Self, PathError> {
         let (mount_root, prefix) = match &settings.mount_dir {
             Some(dir) => (dir.clone(), format!("{run_id}-")),
             None => (work_dir.join(format!("run-{run_id}-{}", std::process::id())), String::new()),
         };
-        let mut paths = RunPaths { settings: settings.clone(), mount: Root { path: mount_root, made: false }, staging: None, prefix };
-        paths.mount = paths.make_root(Kind::Mount, &paths.mount.path).await?;
+        let own = settings.mount_dir.is_none() && settings.create_mount_cmd.is_none() && !mount_root.exists();
+        let journaled = observer
+            .filter(|_| own)
+            .and_then(|observer| Some(JournaledDir { token: observer.making_dir(&mount_root)?, observer }));
+        let mut paths =
+            RunPaths {
+            settings: settings.clone(),
+            mount: Root { path: mount_root, made: false },
+            staging: None,
+            prefix,
+            journaled: std::sync::Mutex::new(journaled),
+        };
+        match paths.make_root(Kind::Mount, &paths.mount.path).await {
+            Ok(root) => paths.mount = root,
+            Err(e) => {
+                paths.settle_dir();
+                return Err(e);
+            }
+        }
+        if !paths.mount.made {
+            // It was there already: not the run's to remove.
+            let mut journaled = paths.journaled.lock().unwrap_or_else(|p| p.into_inner());
+            *journaled = journaled.take().and_then(|j| j.settle_unless(false));
+        }
         if let Some(staging) = settings.staging_dir.as_ref().filter(|s| **s != paths.mount.path) {
             match paths.make_root(Kind::Staging, staging).await {
                 Ok(root) => paths.staging = Some(root),
@@ -148,6 +211,13 @@ impl RunPaths {
             }
         }
         Ok(paths)
+    }
+
+    /// Settles the journal entry of the run's own directory once it is gone.
+    fn settle_dir(&self) {
+        let left = self.mount.path.exists();
+        let mut journaled = self.journaled.lock().unwrap_or_else(|p| p.into_inner());
+        *journaled = journaled.take().and_then(|j| j.settle_unless(left));
     }
 
     async fn make_root(&self, kind: Kind, path: &Path) -> Result<Root, PathError> {
@@ -275,13 +345,15 @@ impl RunPaths {
         }
     }
 
-    /// Removes the roots this run made.
+    /// Removes the roots this run made (the run's own directory stays journaled when it
+    /// could not be removed, for `cleanup`).
     pub(crate) async fn close(&self) {
         for (kind, root) in [(Kind::Staging, self.staging.as_ref()), (Kind::Mount, Some(&self.mount))] {
             if let Some(root) = root.filter(|r| r.made) {
                 self.remove(kind, &root.path).await;
             }
         }
+        self.settle_dir();
     }
 }
 

@@ -338,6 +338,16 @@ pub trait ResourceObserver: Send + Sync {
         let _ = why;
         self.released(resource);
     }
+    /// The run is about to make its own directory `dir` (so that a `cleanup` after a crash
+    /// removes it when empty); returns what to settle it with in [`removed_dir`](Self::removed_dir).
+    fn making_dir(&self, dir: &std::path::Path) -> Option<String> {
+        let _ = dir;
+        None
+    }
+    /// The directory of [`making_dir`](Self::making_dir)'s `token` is gone, or was never made by the run.
+    fn removed_dir(&self, token: &str) {
+        let _ = token;
+    }
 }
 
 /// The resources of one scenario.

@@ -55,7 +55,7 @@ pub async fn run_until(
     // Names never come from the seed (see `builtin_vars::run_id`).
     let run_id = builtin_vars::run_id();
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
-    let paths = RunPaths::open(&config.paths, &config.work_dir, &run_id).await;
+    let paths = RunPaths::open_journaled(&config.paths, &config.work_dir, &run_id, config.observer.clone()).await;
     let mut inspectors = Vec::new();
     for (index, conn) in plugin.nodes.iter().enumerate() {
         inspectors.push(node_inspector(index, conn, config).await);
@@ -284,6 +284,7 @@ pub async fn run_until(
             why: why.clone(),
         }),
         orchestrators,
+        settled: None,
         spec: Some(spec_judged(&fp.spec, &shared.versions.lock().unwrap_or_else(|p| p.into_inner()))),
     }
 }

@@ -222,4 +222,46 @@ async fn a_huge_plugin_string_is_capped_in_every_report() {
         let len = std::fs::metadata(cwd.path().join("reports").join(file)).unwrap().len();
         assert!(len < 100_000, "{file} is {len} bytes");
     }
+    // The console too: the live lines, the log and the summary cap it as the reports do.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let longest = text.lines().map(str::len).max().unwrap_or(0);
+        assert!(longest < 10_000, "{stream} has a line of {longest} bytes: {}", &text[..text.len().min(3000)]);
+    }
+}
+
+/// A 3 MB plugin name (refused by the reference plugin, sent by this fake) is capped on the
+/// console as in the reports: the live lines, the log lines and the summary of a run stay
+/// short, and so does `fingerprint` in either format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_plugin_name_is_capped_on_the_console() {
+    use crate::support::fake_plugin::{FakeOptions, FakePlugin};
+    let name = format!("huge-name-{}", "n".repeat(3_000_000));
+    let fake = FakePlugin::start(FakeOptions { name: Some(name), ..FakeOptions::default() }).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(bin())
+        .current_dir(cwd.path())
+        .args(["run", "--endpoint", &format!("unix://{}", fake.socket.display()), "--work-dir", "work"])
+        .args(["--focus", r"^identity\."])
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "the name breaks its rule: {}", &stdout[..stdout.len().min(3000)]);
+    assert!(stdout.contains("huge-name-nnnn"), "the name's head is kept");
+    for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let longest = text.lines().map(str::len).max().unwrap_or(0);
+        assert!(longest < 10_000, "{stream} has a line of {longest} bytes: {}", &text[..text.len().min(3000)]);
+    }
+    for format in ["table", "json"] {
+        let out = tokio::process::Command::new(bin())
+            .args(["fingerprint", "--endpoint", &format!("unix://{}", fake.socket.display()), "--format", format])
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("huge-name-nnnn"), "{format}: the name's head is kept");
+        assert!(stdout.len() < 100_000, "fingerprint --format {format} printed {} bytes", stdout.len());
+    }
 }

@@ -170,6 +170,7 @@ pub(crate) fn one_cause_report() -> RunReport {
         spec: None,
         sizes: None,
         orchestrators: Vec::new(),
+        settled: None,
     }
 }
 

@@ -43,6 +43,17 @@ async fn a_create_answered_after_the_deadline_is_asked_again_and_undone_before_t
     assert!(stderr.contains("in doubt at the end of the run"), "{stderr}");
     assert!(stderr.contains("asked again, it is volume vol-"), "{stderr}");
     assert!(!stderr.contains("undo them with `csi-conform cleanup"), "{stderr}");
+    // The summary names what was asked again and the bound it was asked within; so does the
+    // JSON report.
+    let stdout = text(&out.stdout);
+    let line = stdout.lines().find(|l| l.starts_with("In doubt at the end:")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("--reconnect-attempts (") && line.contains("--cleanup-timeout (") && line.contains(" 0 left"), "{line}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cwd.path().join("reports/report.json")).unwrap()).unwrap();
+    let settled = &json["settled"];
+    assert!(settled["undone"].as_array().is_some_and(|u| !u.is_empty()), "{settled}");
+    assert_eq!(settled["left"], serde_json::json!([]));
+    assert!(settled["reconnect_attempts"].is_u64() && settled["cleanup_timeout"].as_f64().is_some_and(|t| t > 0.0), "{settled}");
     assert_nothing_left(&plugin, cwd.path()).await;
 }
 
@@ -63,9 +74,65 @@ fn journal_lines(path: &Path, what: &str) -> usize {
     std::fs::read_to_string(path).unwrap_or_default().lines().filter(|l| l.contains(what)).count()
 }
 
+/// A run SIGKILLed as soon as its own directory exists (before anything was staged under
+/// it): `cleanup` removes that directory too, which the journal names from before it was made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_sigkilled_before_any_staging_leaves_no_directory_after_cleanup() {
+    let plugin = ReferenceProcess::start(&["--latency", "20ms"]).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let endpoint = plugin.endpoint();
+    let args = ["run", "--endpoint", &endpoint, "--focus", r"^controller\.", "--work-dir", "work"];
+    let mut child = spawn_csi_conform(&args, cwd.path());
+    let work = cwd.path().join("work");
+    let run_dir = || {
+        std::fs::read_dir(&work).ok()?.flatten().map(|e| e.path()).find(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("run-"))
+        })
+    };
+    let mut made = None;
+    for _ in 0..3000 {
+        made = run_dir();
+        if made.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    signal(&child, Signal::SIGKILL);
+    child.wait().await.unwrap();
+    let made = made.expect("the run made its directory");
+    assert!(made.is_dir(), "{} is there when the run is killed", made.display());
+    let cleaned = csi_conform(&["cleanup", "--journal", "reports/journal.jsonl"], cwd.path()).await;
+    assert_eq!(cleaned.status.code(), Some(0), "{}{}", text(&cleaned.stdout), text(&cleaned.stderr));
+    assert_nothing_left(&plugin, cwd.path()).await;
+}
+
+/// A run directory `cleanup` did not find empty (a file in it that no run made) is never
+/// removed: it is named as left, `cleanup` exits 1, and it stays in the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_directory_holding_a_file_is_named_as_left_and_kept() {
+    let cwd = tempfile::tempdir().unwrap();
+    let dir = cwd.path().join("work/run-x-1");
+    std::fs::create_dir_all(dir.join("0001-s")).unwrap();
+    std::fs::write(dir.join("0001-s/keep"), "not ours").unwrap();
+    let journal_path = cwd.path().join("reports/journal.jsonl");
+    let journal = journal::Journal::open(&journal_path, "x").unwrap();
+    journal.run_dir(&dir).unwrap();
+    drop(journal);
+    let cleaned = csi_conform(&["cleanup", "--journal", "reports/journal.jsonl"], cwd.path()).await;
+    let stdout = text(&cleaned.stdout);
+    assert_eq!(cleaned.status.code(), Some(1), "{stdout}{}", text(&cleaned.stderr));
+    assert!(stdout.contains("FAILED the run's directory") && stdout.contains("not empty"), "{stdout}");
+    assert!(dir.join("0001-s/keep").is_file());
+    assert_eq!(journal::run_dirs(&journal_path).unwrap().len(), 1);
+    std::fs::remove_file(dir.join("0001-s/keep")).unwrap();
+    let again = csi_conform(&["cleanup", "--journal", "reports/journal.jsonl"], cwd.path()).await;
+    assert_eq!(again.status.code(), Some(0), "{}{}", text(&again.stdout), text(&again.stderr));
+    assert!(!dir.exists() && cwd.path().join("work").is_dir(), "the emptied run directory goes, the work dir stays");
+    assert_eq!(journal::run_dirs(&journal_path).unwrap(), Vec::new());
+}
+
 /// `csi-conform cleanup` undoes everything, whenever the run was SIGKILLed once it has
-/// staged: a volume staged, one published and mounted, several. (Killed before any staging,
-/// the run's empty directory stays: no record names it; see the branch's report.)
+/// staged: a volume staged, one published and mounted, several.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_sigkilled_at_any_point_leaves_nothing_after_cleanup() {
     if !can_mount("a_run_sigkilled_at_any_point_leaves_nothing_after_cleanup") {

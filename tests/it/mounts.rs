@@ -297,3 +297,35 @@ fn bind_mount_helpers_mount_read_only_and_unmount() {
     mounts::unmount(&spaced).unwrap();
     assert_no_mounts_under(dir.path());
 }
+
+/// A mount at a staging path or a target path that no record of the plugin knows (made by a
+/// plugin process killed before it recorded it) is undone by NodeUnstageVolume and
+/// NodeUnpublishVolume all the same, as a real plugin unmounts whatever is mounted there.
+#[tokio::test]
+async fn unstage_and_unpublish_undo_a_mount_no_record_knows() {
+    if !can_mount("unstage_and_unpublish_undo_a_mount_no_record_knows") {
+        return;
+    }
+    let p = TestPlugin::start(Config::default()).await;
+    let mut ctl = p.controller();
+    let mut node = p.node();
+    let v = create(&mut ctl, "v", vec![mount_cap(Mode::SingleNodeWriter)]).await.volume_id;
+    let source = p.path("source");
+    std::fs::create_dir_all(&source).unwrap();
+    let (staging, target) = (p.path("staging"), p.path("target"));
+    for path in [&staging, &target] {
+        std::fs::create_dir_all(path).unwrap();
+        mounts::bind_mount(Path::new(&source), Path::new(path), false).unwrap();
+        assert!(is_mount_point(Path::new(path)));
+    }
+    ok(node
+        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest { volume_id: v.clone(), target_path: target.clone() })
+        .await);
+    ok(node
+        .node_unstage_volume(v1::NodeUnstageVolumeRequest { volume_id: v.clone(), staging_target_path: staging.clone() })
+        .await);
+    for path in [&staging, &target] {
+        assert!(!is_mount_point(Path::new(path)), "{path} is still a mount point");
+    }
+    assert_no_mounts_under(Path::new(&p.path("")));
+}

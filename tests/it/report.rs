@@ -212,6 +212,7 @@ fn sample_report(strict: bool) -> RunReport {
         sizes: None,
         spec: None,
         orchestrators: Vec::new(),
+        settled: None,
     }
 }
 

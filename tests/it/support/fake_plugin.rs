@@ -86,6 +86,8 @@ pub struct FakeOptions {
     pub conflict_invalid_argument: bool,
     /// CreateVolume refuses block access outright (INVALID_ARGUMENT): a mount-only plugin.
     pub refuse_block: bool,
+    /// The name GetPluginInfo answers (none: `fake.csi-conform.test`).
+    pub name: Option<String>,
 }
 
 impl Default for FakeOptions {
@@ -104,6 +106,7 @@ impl Default for FakeOptions {
             positional_tokens: false,
             conflict_invalid_argument: false,
             refuse_block: false,
+            name: None,
         }
     }
 }
@@ -294,7 +297,7 @@ impl v1::identity_server::Identity for Fake {
         _: Request<v1::GetPluginInfoRequest>,
     ) -> Result<Response<v1::GetPluginInfoResponse>, Status> {
         Ok(Response::new(v1::GetPluginInfoResponse {
-            name: "fake.csi-conform.test".into(),
+            name: self.options.name.clone().unwrap_or_else(|| "fake.csi-conform.test".into()),
             vendor_version: "0.0.1".into(),
             manifest: Default::default(),
         }))
