@@ -312,15 +312,9 @@ impl Plugin {
         self.store.transact(|state| {
             let known = self.volume_known_or_static(state, &req.volume_id);
             let node = state.node_mut(&self.config.node_id);
-            let Some(record) = record_to_undo(node.stagings.get(&key), |r| &r.volume_id, &req.volume_id, known)? else {
-                // A mount at the staging path that no record knows: a staging made by a
-                // process of this plugin killed before it recorded it. Undone all the same
-                // (as NodeUnpublishVolume undoes such a publication), as a real plugin
-                // unmounts whatever is mounted at the staging path.
-                if mounts::is_mount_point(&staging) {
-                    mounts::unmount(&staging).map_err(|e| internal("unmount staging_target_path", e))?;
-                    remove_path(&staging)?;
-                }
+            let found = node.stagings.get(&key);
+            let undone = undo_unrecorded(found.is_none(), &staging, "unmount staging_target_path")?;
+            let Some(record) = record_to_undo(found, |r| &r.volume_id, &req.volume_id, known || undone)? else {
                 return Ok(v1::NodeUnstageVolumeResponse {});
             };
             if let Some((target, _)) = node
@@ -492,14 +486,9 @@ impl Plugin {
         self.store.transact(|state| {
             let known = self.volume_known_or_static(state, &req.volume_id);
             let node = state.node_mut(&self.config.node_id);
-            let Some(record) = record_to_undo(node.publications.get(&key), |r| &r.volume_id, &req.volume_id, known)? else {
-                // A mount at the target that no record knows: a publication made by a process
-                // of this plugin killed before it recorded it. Undone all the same, as a real
-                // plugin unmounts whatever is mounted at the target.
-                if mounts::is_mount_point(&target) {
-                    mounts::unmount(&target).map_err(|e| internal("unmount target_path", e))?;
-                    remove_path(&target)?;
-                }
+            let found = node.publications.get(&key);
+            let undone = undo_unrecorded(found.is_none(), &target, "unmount target_path")?;
+            let Some(record) = record_to_undo(found, |r| &r.volume_id, &req.volume_id, known || undone)? else {
                 return Ok(v1::NodeUnpublishVolumeResponse {});
             };
             if record.mounted {
@@ -835,6 +824,21 @@ impl Node for Service {
 /// this volume's; nothing to do (`None`, the call is idempotent) when the volume exists but is
 /// not staged or published there; NOT_FOUND when the volume does not exist at all, as both
 /// RPCs' error tables say.
+/// A mount at `path` that no record knows (`unrecorded`): what a process of this plugin
+/// killed before it recorded its staging or publication left. Undone all the same, whether
+/// the volume still exists or was deleted since (a real plugin unmounts whatever is mounted at
+/// the path it is asked to clean; without this a restart between mount and record would leave
+/// the mount for good once the volume is gone). Whether it undid one: the call then answers
+/// OK, as for an unpublish of what was published.
+fn undo_unrecorded(unrecorded: bool, path: &std::path::Path, what: &str) -> Result<bool, Status> {
+    if !unrecorded || !mounts::is_mount_point(path) {
+        return Ok(false);
+    }
+    mounts::unmount(path).map_err(|e| internal(what, e))?;
+    remove_path(path)?;
+    Ok(true)
+}
+
 fn record_to_undo<R: Clone>(
     found: Option<&R>,
     volume_of: impl Fn(&R) -> &String,

@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use super::ResourceObserver;
+use super::resources::ResourceObserver;
 
 /// A scenario's private paths: a directory and a staging directory the engine creates (the
 /// spec makes the CO create the staging path), and target paths inside the directory that the
