@@ -30,6 +30,7 @@ mod checks;
 mod deleted;
 mod error;
 mod existing;
+mod inflight;
 #[cfg(test)]
 mod golden;
 mod inspect;
