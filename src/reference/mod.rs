@@ -30,6 +30,7 @@ mod group;
 mod health;
 mod identity;
 mod keys;
+mod lag;
 mod lies;
 mod node;
 mod quirks;
@@ -136,6 +137,8 @@ pub(crate) struct Plugin {
     mounts: bool,
     /// `aborts-when-busy`: the volumes a call is in flight on.
     busy: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// `listing-lags`: what the lagging listing still shows, and does not show yet.
+    lag: std::sync::Mutex<lag::Lagging>,
 }
 
 impl Plugin {
@@ -160,6 +163,7 @@ impl Plugin {
             started: Instant::now(),
             mounts,
             busy: std::sync::Mutex::default(),
+            lag: std::sync::Mutex::default(),
         };
         if plugin.config.mode.serves_node() {
             // Register this node so a controller sharing the state knows the node id.

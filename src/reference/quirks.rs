@@ -155,6 +155,9 @@ pub enum Quirk {
     /// A call on a volume another call is in flight on is refused with ABORTED (a lock per
     /// volume, held a while by each call).
     AbortsWhenBusy,
+    /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
+    /// created one not yet.
+    ListingLags,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -282,6 +285,7 @@ impl Quirk {
         Quirk::GetVolumeOkWhenMissing,
         Quirk::EchoSecrets,
         Quirk::AbortsWhenBusy,
+        Quirk::ListingLags,
     ];
 
     /// The name `--quirk` takes.
@@ -340,6 +344,7 @@ impl Quirk {
             Quirk::GetVolumeOkWhenMissing => "get-volume-ok-when-missing",
             Quirk::EchoSecrets => "echo-secrets",
             Quirk::AbortsWhenBusy => "aborts-when-busy",
+            Quirk::ListingLags => "listing-lags",
         }
     }
 
@@ -485,6 +490,9 @@ impl Quirk {
             }
             Quirk::AbortsWhenBusy => {
                 "a call on a volume that another call is in flight on answers ABORTED \"An operation with the given Volume ID ... already exists\" (the kubernetes-csi drivers' per-volume lock; each call holds it 20 ms): lawful (#concurrency), the CO asks again once its other call is done (a control)"
+            }
+            Quirk::ListingLags => {
+                "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
             }
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
