@@ -831,9 +831,7 @@ impl Controller for Service {
     ) -> Result<Response<v1::CreateVolumeResponse>, Status> {
         let empty_source = request.get_ref().volume_content_source.as_ref().is_some_and(|s| s.r#type.is_none());
         let mut answer = self.told("CreateVolume", self.call("CreateVolume", request, Plugin::create_volume).await)?;
-        if let Some(v) = &answer.get_ref().volume {
-            self.0.lag_created(&v.volume_id);
-        }
+        self.0.lag_created(answer.get_ref().volume.as_ref());
         if empty_source {
             self.0.lie_about_empty_source(answer.get_mut());
         }
@@ -844,10 +842,9 @@ impl Controller for Service {
         &self,
         request: Request<v1::DeleteVolumeRequest>,
     ) -> Result<Response<v1::DeleteVolumeResponse>, Status> {
-        let volume = request.get_ref().volume_id.clone();
-        let entry = self.0.lag_deleting(&volume);
+        let entry = self.0.lag_deleting(&request.get_ref().volume_id);
         let answer = self.call("DeleteVolume", request, Plugin::delete_volume).await?;
-        self.0.lag_deleted(&volume, entry);
+        self.0.lag_deleted(entry);
         Ok(answer)
     }
 

@@ -29,10 +29,10 @@ impl Plugin {
         self.quirk(Quirk::ListingLags).then(|| self.lag.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// A CreateVolume answered OK for `volume`.
-    pub(crate) fn lag_created(&self, volume: &str) {
-        if let Some(mut lag) = self.lagging() {
-            lag.created.entry(volume.to_owned()).or_insert_with(Instant::now);
+    /// A CreateVolume answered OK with `volume`.
+    pub(crate) fn lag_created(&self, volume: Option<&v1::Volume>) {
+        if let (Some(mut lag), Some(volume)) = (self.lagging(), volume) {
+            lag.created.entry(volume.volume_id.clone()).or_insert_with(Instant::now);
         }
     }
 
@@ -45,10 +45,12 @@ impl Plugin {
     }
 
     /// A DeleteVolume answered OK for the volume whose entry `before` is.
-    pub(crate) fn lag_deleted(&self, volume: &str, before: Option<v1::list_volumes_response::Entry>) {
-        if let (Some(mut lag), Some(entry)) = (self.lagging(), before) {
-            lag.created.remove(volume);
-            lag.deleted.insert(volume.to_owned(), (Instant::now(), entry));
+    pub(crate) fn lag_deleted(&self, before: Option<v1::list_volumes_response::Entry>) {
+        let Some(entry) = before else { return };
+        let Some(volume) = entry.volume.as_ref().map(|v| v.volume_id.clone()) else { return };
+        if let Some(mut lag) = self.lagging() {
+            lag.created.remove(&volume);
+            lag.deleted.insert(volume, (Instant::now(), entry));
         }
     }
 
