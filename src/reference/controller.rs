@@ -831,6 +831,7 @@ impl Controller for Service {
     ) -> Result<Response<v1::CreateVolumeResponse>, Status> {
         let empty_source = request.get_ref().volume_content_source.as_ref().is_some_and(|s| s.r#type.is_none());
         let mut answer = self.told("CreateVolume", self.call("CreateVolume", request, Plugin::create_volume).await)?;
+        self.0.lag_created(answer.get_ref().volume.as_ref());
         if empty_source {
             self.0.lie_about_empty_source(answer.get_mut());
         }
@@ -841,8 +842,10 @@ impl Controller for Service {
         &self,
         request: Request<v1::DeleteVolumeRequest>,
     ) -> Result<Response<v1::DeleteVolumeResponse>, Status> {
-        self.call("DeleteVolume", request, Plugin::delete_volume)
-            .await
+        let entry = self.0.lag_deleting(&request.get_ref().volume_id);
+        let answer = self.call("DeleteVolume", request, Plugin::delete_volume).await?;
+        self.0.lag_deleted(entry);
+        Ok(answer)
     }
 
     async fn controller_publish_volume(
@@ -882,7 +885,9 @@ impl Controller for Service {
         request: Request<v1::ListVolumesRequest>,
     ) -> Result<Response<v1::ListVolumesResponse>, Status> {
         let start = request.get_ref().starting_token.clone();
+        let whole = start.is_empty() && request.get_ref().max_entries == 0;
         let mut answer = self.call("ListVolumes", request, Plugin::list_volumes).await?;
+        self.0.lag_listing(answer.get_mut(), whole);
         self.0.lie_about_next_token(&start, &mut answer.get_mut().next_token);
         Ok(answer)
     }

@@ -30,6 +30,7 @@ mod group;
 mod health;
 mod identity;
 mod keys;
+mod lag;
 mod lies;
 mod node;
 mod quirks;
@@ -134,6 +135,10 @@ pub(crate) struct Plugin {
     started: Instant,
     /// Whether node operations make real bind mounts (CAP_SYS_ADMIN and allowed by config).
     mounts: bool,
+    /// `aborts-when-busy`: the volumes a call is in flight on.
+    busy: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// `listing-lags`: what the lagging listing still shows, and does not show yet.
+    lag: std::sync::Mutex<lag::Lagging>,
 }
 
 impl Plugin {
@@ -157,6 +162,8 @@ impl Plugin {
             data,
             started: Instant::now(),
             mounts,
+            busy: std::sync::Mutex::default(),
+            lag: std::sync::Mutex::default(),
         };
         if plugin.config.mode.serves_node() {
             // Register this node so a controller sharing the state knows the node id.
@@ -395,12 +402,21 @@ impl Service {
         let malformed = || {
             plugin.quirk(Quirk::StrictIds).then(|| quirks::malformed_id(&crate::proto::to_dynamic(&req))).flatten()
         };
+        let lock = match quirks::lock_volume(&self.0, rpc, &subject) {
+            Ok(lock) => lock,
+            Err(status) => return Err(self.0.told_error(status)),
+        };
         let result = match plugin.gate(rpc, req.secrets()).and_then(|()| malformed().map_or(Ok(()), Err)) {
             Err(status) => Err(status),
             Ok(()) => tokio::task::spawn_blocking(move || body(&plugin, req))
                 .await
                 .unwrap_or_else(|e| Err(Status::internal(format!("{rpc} failed: {e}")))),
         };
+        if lock.is_some() {
+            // The backend's time under the lock, so that calls on one volume can meet.
+            tokio::time::sleep(quirks::BUSY_HOLD).await;
+        }
+        drop(lock);
         if rpc == "CreateVolume" && !self.0.config.create_answer_delay.is_zero() {
             tokio::time::sleep(self.0.config.create_answer_delay).await;
         }

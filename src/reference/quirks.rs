@@ -152,6 +152,12 @@ pub enum Quirk {
     /// Error messages and answered contexts repeat the secrets and mount flags received,
     /// raw and encoded.
     EchoSecrets,
+    /// A call on a volume another call is in flight on is refused with ABORTED (a lock per
+    /// volume, held a while by each call).
+    AbortsWhenBusy,
+    /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
+    /// created one not yet.
+    ListingLags,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -169,6 +175,52 @@ pub(crate) fn missing_volume_answer(volume_id: &str, why: &str) -> crate::proto:
             }),
         }),
     }
+}
+
+/// How long each call holds its volume's lock under `aborts-when-busy`.
+pub(crate) const BUSY_HOLD: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The RPCs whose subject is a volume id (`aborts-when-busy` locks it).
+const VOLUME_RPCS: [&str; 14] = [
+    "DeleteVolume",
+    "ControllerPublishVolume",
+    "ControllerUnpublishVolume",
+    "ValidateVolumeCapabilities",
+    "ControllerExpandVolume",
+    "ControllerGetVolume",
+    "ControllerModifyVolume",
+    "ControllerGetVolumeHealth",
+    "NodeStageVolume",
+    "NodeUnstageVolume",
+    "NodePublishVolume",
+    "NodeUnpublishVolume",
+    "NodeGetVolumeStats",
+    "NodeExpandVolume",
+];
+
+/// `aborts-when-busy`: a volume's lock, let go when dropped (also when the call is cancelled).
+pub(crate) struct VolumeLock {
+    plugin: std::sync::Arc<Plugin>,
+    volume: String,
+}
+
+impl Drop for VolumeLock {
+    fn drop(&mut self) {
+        self.plugin.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.volume);
+    }
+}
+
+/// `aborts-when-busy`: takes `volume`'s lock for a call of `rpc`, or refuses the call with
+/// ABORTED while another call holds it; `Ok(None)` without the quirk or for a call about no
+/// volume.
+pub(crate) fn lock_volume(plugin: &std::sync::Arc<Plugin>, rpc: &str, volume: &str) -> Result<Option<VolumeLock>, Status> {
+    if !plugin.quirk(Quirk::AbortsWhenBusy) || volume.is_empty() || !VOLUME_RPCS.contains(&rpc) {
+        return Ok(None);
+    }
+    if !plugin.busy.lock().unwrap_or_else(|p| p.into_inner()).insert(volume.to_owned()) {
+        return Err(Status::aborted(format!("An operation with the given Volume ID {volume} already exists")));
+    }
+    Ok(Some(VolumeLock { plugin: plugin.clone(), volume: volume.to_owned() }))
 }
 
 /// The message of a withheld confirmation under `unconfirmed`.
@@ -232,6 +284,8 @@ impl Quirk {
         Quirk::DropsMountGroup,
         Quirk::GetVolumeOkWhenMissing,
         Quirk::EchoSecrets,
+        Quirk::AbortsWhenBusy,
+        Quirk::ListingLags,
     ];
 
     /// The name `--quirk` takes.
@@ -289,6 +343,8 @@ impl Quirk {
             Quirk::DropsMountGroup => "drops-mount-group",
             Quirk::GetVolumeOkWhenMissing => "get-volume-ok-when-missing",
             Quirk::EchoSecrets => "echo-secrets",
+            Quirk::AbortsWhenBusy => "aborts-when-busy",
+            Quirk::ListingLags => "listing-lags",
         }
     }
 
@@ -431,6 +487,12 @@ impl Quirk {
             }
             Quirk::GetVolumeOkWhenMissing => {
                 "ControllerGetVolume answers OK for a volume that does not exist (never made, or deleted), with volume_condition abnormal and a NotFound message, where the spec wants NOT_FOUND; ListVolumes tells the truth (the kubernetes-csi hostpath plugin v1.16.1): a lying witness of deletes"
+            }
+            Quirk::AbortsWhenBusy => {
+                "a call on a volume that another call is in flight on answers ABORTED \"An operation with the given Volume ID ... already exists\" (the kubernetes-csi drivers' per-volume lock; each call holds it 20 ms): lawful (#concurrency), the CO asks again once its other call is done (a control)"
+            }
+            Quirk::ListingLags => {
+                "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
             }
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"

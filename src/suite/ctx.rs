@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     pub(crate) versions: Mutex<BTreeMap<Evidence, BTreeSet<String>>>,
     /// Held across each ControllerPublishVolume of a run with `--orchestrator` (see `send`).
     pub(crate) controller_publish: tokio::sync::Mutex<()>,
+    /// The run's calls in flight per volume: an ABORTED answer while another was in flight
+    /// on that volume is the run's own concurrency (see `send`).
+    pub(crate) in_flight: super::inflight::InFlight,
     /// Decides, for the whole run, whether what teardowns and property cases deleted is gone.
     pub(crate) verifier: Arc<Verifier>,
 }
@@ -686,20 +689,46 @@ impl ScenarioCtx {
         // Contention while this run holds other resources on the plugin is retried after a
         // release (bounded by --contention-timeout), not judged.
         let holder = if self.contention_expected { None } else { Some(self.holder) };
-        let (answer, retried) = self
-            .shared
-            .budget
-            .retry_contention(holder, || async {
-                if method.is_server_streaming() {
-                    conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
-                } else {
-                    conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
-                }
-            })
-            .await;
-        self.rpcs += 1 + retried.map_or(0, |r| u64::from(r.times));
+        // ABORTED while another of this run's calls on the same volume was in flight is the
+        // run's own concurrency (#concurrency): asked again once those calls are done.
+        let volume = super::inflight::volume_of(&request);
+        let overlapped = std::sync::atomic::AtomicBool::new(false);
+        let started = Instant::now();
+        let bound = self.shared.config.budgets.contention_timeout;
+        let mut own = 0u32;
+        let (answer, retried) = loop {
+            let (answer, retried) = self
+                .shared
+                .budget
+                .retry_contention(holder, || async {
+                    let call = self.shared.in_flight.begin(volume.as_deref());
+                    let answer = if method.is_server_streaming() {
+                        conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
+                    } else {
+                        conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
+                    };
+                    overlapped.store(call.is_some_and(|c| c.overlapped()), std::sync::atomic::Ordering::Relaxed);
+                    answer
+                })
+                .await;
+            self.rpcs += 1 + retried.map_or(0, |r| u64::from(r.times));
+            let ours = holder.is_some()
+                && overlapped.load(std::sync::atomic::Ordering::Relaxed)
+                && answer.as_ref().err().is_some_and(|e| e.code == Code::Aborted && e.origin == ErrorOrigin::Plugin);
+            let left = bound.saturating_sub(started.elapsed());
+            if let (Some(volume), true) = (&volume, ours && !left.is_zero()) {
+                own += 1;
+                tracing::info!(rpc = method.name(), volume, "ABORTED while another call of this run on the volume was in flight: asked again once those are done");
+                self.shared.in_flight.idle(volume, left).await;
+                continue;
+            }
+            break (answer, if ours { None } else { retried });
+        };
         self.contention = match retried {
             Some(r @ Retried { code: Some(_), .. }) => Some((method.name().to_owned(), r.note())),
+            _ if own > 0 && answer.is_err() => {
+                Some((method.name().to_owned(), super::inflight::note(own, started.elapsed(), bound)))
+            }
             _ => None,
         };
         match &answer {

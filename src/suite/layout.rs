@@ -34,6 +34,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("budget/", 4, "settings and scheduler"),
     ("verifier.rs", 4, "settings and scheduler"),
     ("patience.rs", 4, "settings and scheduler"),
+    ("inflight.rs", 4, "settings and scheduler"),
     ("witness.rs", 4, "settings and scheduler"),
     ("load.rs", 5, "loading"),
     ("load/", 5, "loading"),

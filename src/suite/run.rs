@@ -86,6 +86,7 @@ pub async fn run_until(
         facts: std::sync::OnceLock::new(),
         versions: Mutex::new(BTreeMap::new()),
         controller_publish: tokio::sync::Mutex::new(()),
+        in_flight: super::inflight::InFlight::default(),
         verifier: Verifier::new(plugin.clone(), config.clone(), budget),
     });
     shared.verifier.start();

@@ -195,3 +195,29 @@ async fn a_listing_whose_cursor_the_runs_own_calls_moved_is_restarted_not_failed
     let refused = engine.controller.as_ref().unwrap().stats().snapshot()["ListVolumes"].errors;
     assert!(refused >= 2, "ListVolumes errors: {refused} (the invalid-token scenario's and a stale token)");
 }
+
+/// A plugin that refuses a call on a volume another call is in flight on with ABORTED
+/// (`aborts-when-busy`, the kubernetes-csi drivers' per-volume lock): the property cases
+/// validate one volume side by side at `--jobs 8`, so the run's own calls meet on it. That
+/// is lawful (#concurrency) and the run's own doing: each refused call is asked again once
+/// the others are done, and nothing is found. The quirk bites: the plugin refused calls the
+/// compliant plugin answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_for_the_runs_own_call_in_flight_on_the_volume_is_retried_not_judged() {
+    let focus = r"^properties\.(validate-never-fails|validate-is-stable)$";
+    let mut refused = Vec::new();
+    for quirks in [vec![], vec![Quirk::AbortsWhenBusy]] {
+        let plugin = crate::support::TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
+        let engine = crate::support::engine_plugin(&plugin).await;
+        let work = tempfile::tempdir().unwrap();
+        let config = RunConfig { jobs: 8, property_cases: 32, ..config(work.path(), focus) };
+        let report = suite::run(&engine, &suite::builtin(), &config).await;
+        for id in ["properties.validate-never-fails", "properties.validate-is-stable"] {
+            let s = scenario(&report, id);
+            assert_eq!(s.outcome, Severity::Pass, "{id}: {:#?}", s.findings);
+        }
+        assert!(!report.failed(), "{:#?}", crate::run::not_passed(&report));
+        refused.push(engine.controller.as_ref().unwrap().stats().snapshot()["ValidateVolumeCapabilities"].errors);
+    }
+    assert!(refused[1] > refused[0], "ValidateVolumeCapabilities errors without and with the quirk: {refused:?}");
+}

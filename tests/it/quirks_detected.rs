@@ -118,6 +118,12 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         // ABORTED for a token the volume list moved under is the spec's "Invalid
         // starting_token": the run restarts the listing, as a CO does (a control).
         Quirk::ListingTokenExpires => Vec::new(),
+        // ABORTED for a call that meets another of the run's own on its volume is lawful
+        // (#concurrency): asked again, never judged (tests/it/bounds.rs).
+        Quirk::AbortsWhenBusy => Vec::new(),
+        // A listing 300 ms behind is within --delete-grace: the listing scenario lists again
+        // until it caught up, deletes believe the truthful look-up (tests/it/witnesses.rs).
+        Quirk::ListingLags => Vec::new(),
         Quirk::Unconfirmed => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed", Severity::Warn),
         Quirk::UnconfirmedSilent => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed-silent", Severity::Warn),
         Quirk::IncompleteConfirmation => on(&["extras.validate.confirms-request"], "incomplete-confirmation", Severity::Warn),
@@ -742,9 +748,12 @@ fn every_quirk_has_an_expectation() {
     // long-context-value only earns a note (the spec limits a map, not each value): answer_quirks
     // shows the note.
     // require-volume-context only earns notes (the CO passes volume_context when present).
+    // aborts-when-busy is lawful (#concurrency): tests/it/bounds.rs shows it bites and finds nothing.
+    // listing-lags within --delete-grace is no verdict: tests/it/witnesses.rs.
     let controls =
         [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue, Quirk::RequireVolumeContext,
-         Quirk::EchoSecrets, Quirk::ListingTokenExpires];
+         Quirk::EchoSecrets, Quirk::ListingTokenExpires, Quirk::AbortsWhenBusy,
+         Quirk::ListingLags];
     for quirk in Quirk::ALL.iter().copied().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }

@@ -158,3 +158,58 @@ async fn kept_volumes_filling_the_pool_give_the_same_outcomes_at_any_jobs() {
         assert_eq!(first.get(id), Some(&Severity::Fail), "{id}: the kept volumes are the plugin's fault either way");
     }
 }
+
+/// Scenarios whose deletes and listings the lagging ListVolumes witnesses.
+const LISTINGS: &str = r"^(controller\.delete-volume|controller\.list-volumes\..*|controller\.create-volume)$";
+
+async fn run_lagging(quirks: &[Quirk], delete_grace: std::time::Duration) -> (RunReport, u64) {
+    let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        seed: 7,
+        jobs: 4,
+        delete_grace,
+        work_dir: work.path().join("work"),
+        focus: vec![Regex::new(LISTINGS).unwrap()],
+        ..RunConfig::default()
+    };
+    let report = suite::run(&engine, &suite::builtin(), &config).await;
+    let listings = engine.controller.as_ref().unwrap().stats().snapshot().get("ListVolumes").map_or(0, |s| s.calls);
+    (report, listings)
+}
+
+/// `listing-lags`: ListVolumes lists a deleted volume 300 ms longer and a new one 300 ms
+/// late; ControllerGetVolume tells the truth. Within `--delete-grace` that is no verdict at
+/// all: the delete look-up believes the truthful look-up, and the listing scenario lists
+/// again until its listing caught up. The quirk bites: that took more listings than the
+/// compliant plugin needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_that_lags_within_the_grace_is_no_finding_anywhere() {
+    let grace = std::time::Duration::from_secs(2);
+    let (compliant, plain) = run_lagging(&[], grace).await;
+    assert!(all(&compliant).is_empty(), "{:#?}", all(&compliant));
+    let (report, lagging) = run_lagging(&[Quirk::ListingLags], grace).await;
+    let found = all(&report);
+    let detail = || found.iter().map(|(s, f)| format!("{} {} {}: {}", s.id, f.severity, f.kind, f.message)).collect::<Vec<_>>();
+    assert!(found.is_empty(), "{:#?}", detail());
+    assert!(lagging > plain, "ListVolumes calls without and with the lag: {plain}, {lagging}");
+}
+
+/// The same listing lagging beyond a `--delete-grace` shorter than its lag: the listing is
+/// the witness that broke its rule (#listvolumes: the volumes the plugin knows), filed under
+/// ListVolumes in the listing scenario alone; no delete is blamed (the truthful look-up says
+/// every deleted volume is gone), and nothing else fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_that_lags_beyond_the_grace_is_the_listings_finding_alone() {
+    let (report, _) = run_lagging(&[Quirk::ListingLags], std::time::Duration::from_millis(100)).await;
+    let found = all(&report);
+    let detail = || found.iter().map(|(s, f)| format!("{} {} {} {:?}: {}", s.id, f.severity, f.kind, f.requirements, f.message)).collect::<Vec<_>>();
+    assert!(!found.iter().any(|(_, f)| blames_delete(f)), "no delete is blamed: {:#?}", detail());
+    let failed: Vec<_> = found.iter().filter(|(_, f)| f.severity >= Severity::Inconclusive).collect();
+    assert_eq!(failed.len(), 1, "{:#?}", detail());
+    let (scenario, f) = failed[0];
+    assert_eq!(scenario.id, "controller.list-volumes.create-delete", "{:#?}", detail());
+    assert_eq!(f.severity, Severity::Fail, "{:#?}", detail());
+    assert!(f.requirements.iter().all(|r| r.starts_with("ListVolumes.")), "{:#?}", detail());
+}

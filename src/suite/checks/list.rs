@@ -13,12 +13,13 @@ use super::{
     support::{int_arg, path_of, text_arg},
 };
 use crate::{
-    client::RpcError,
+    client::{Pacer, RpcError},
     proto,
     report::{Finding, Severity},
     suite::{
         catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
+        patience,
         vars::{Ty, Val},
     },
 };
@@ -26,8 +27,12 @@ use crate::{
 pub(super) static LIST_ALL_VOLUMES: CheckDef = CheckDef {
     spec: CheckSpec {
         name: "list-all-volumes",
-        description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries",
-        args: &[ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false }],
+        description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries; with listed / unlisted, lists again until it shows / omits that id (at most --delete-grace)",
+        args: &[
+            ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false },
+            ArgSpec { name: "listed", kind: ArgKind::Str, required: false },
+            ArgSpec { name: "unlisted", kind: ArgKind::Str, required: false },
+        ],
         outputs: || list_outputs("ListVolumesResponse.Entry"),
         rpcs: &["ListVolumes"],
         holds: &[],
@@ -304,10 +309,25 @@ async fn list_all(ctx: &mut ScenarioCtx, args: CheckArgs, lister: Lister) -> Che
         Ok(m) => m.unwrap_or(0),
         Err(e) => return bad_arg(ctx, e),
     };
+    let (listed, unlisted) = (text_arg(&args, "listed"), text_arg(&args, "unlisted"));
     let base = list_base(&lister, &args);
+    let started = Instant::now();
+    let mut pacer = Pacer::new(ctx.latency(lister.rpc, None), patience::SETTLE_LONGEST_PAUSE);
     let mut seen = Vec::new();
-    if let Err(outcome) = page_to_end(ctx, &lister, &base, max, String::new(), &mut seen, false).await {
-        return outcome;
+    loop {
+        seen.clear();
+        if let Err(outcome) = page_to_end(ctx, &lister, &base, max, String::new(), &mut seen, false).await {
+            return outcome;
+        }
+        // A listing may lag what the plugin did (an eventually consistent backend): the
+        // step's asserts judge it once it caught up, or once --delete-grace is over.
+        let shows = |id: &str| seen.iter().any(|(s, _)| s == id);
+        let behind = listed.as_deref().is_some_and(|id| !shows(id)) || unlisted.as_deref().is_some_and(shows);
+        let left = ctx.config().delete_grace.saturating_sub(started.elapsed());
+        match pacer.pause(left).filter(|_| behind) {
+            Some(pause) => tokio::time::sleep(pause).await,
+            None => break,
+        }
     }
     let count = seen.len();
     let (ids, entries): (Vec<Val>, Vec<Val>) = seen.into_iter().map(|(id, e)| (Val::Str(id), e)).unzip();
