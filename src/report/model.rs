@@ -469,7 +469,7 @@ impl fmt::Display for Settled {
             self.undone.len(),
             self.left.len(),
             self.reconnect_attempts,
-            super::text::seconds(self.cleanup_timeout),
+            format!("{:.3}", self.cleanup_timeout.as_secs_f64()),
         )?;
         if !self.left.is_empty() {
             write!(f, "; what is left stays in the journal for `csi-conform cleanup`")?;

@@ -15,8 +15,7 @@ use crate::{client::Scaled, report::Finding};
 /// check's snapshots), and what the built-in suites' readiness polls say.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The default `--settle-time`.
-pub const DEFAULT_SETTLE_TIME: Duration = Duration::from_millis(250);
+pub use super::settings::DEFAULT_SETTLE_TIME;
 
 /// How many of the plugin's p90 answer times a settle wait lasts when that is longer than
 /// `--settle-time`: a node that needs a few of its plugin's answer times to show what the

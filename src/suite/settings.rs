@@ -188,6 +188,9 @@ pub const DEFAULT_PROPERTY_CASES: u32 = 64;
 /// The default [`RunConfig::property_time`].
 pub const DEFAULT_PROPERTY_TIME: Duration = Duration::from_secs(20);
 
+/// The default `--settle-time` (see [`super::patience`], which waits it).
+pub const DEFAULT_SETTLE_TIME: Duration = Duration::from_millis(250);
+
 /// The default [`RunConfig::delete_grace`].
 pub const DEFAULT_DELETE_GRACE: Duration = Duration::from_secs(2);
 
@@ -239,7 +242,7 @@ impl Default for RunConfig {
             budgets: BudgetConfig::default(),
             delete_grace: DEFAULT_DELETE_GRACE,
             ready_timeout: None,
-            settle_time: super::patience::DEFAULT_SETTLE_TIME,
+            settle_time: DEFAULT_SETTLE_TIME,
             replay_command: None,
             timeout: None,
             cleanup_timeout: DEFAULT_CLEANUP_TIMEOUT,
