@@ -465,11 +465,11 @@ impl fmt::Display for Settled {
         write!(
             f,
             "{} undone, {} left; asked again until --reconnect-attempts ({}) passes in a row undid \
-             nothing, for at most --cleanup-timeout ({}s)",
+             nothing, for at most --cleanup-timeout ({:.3}s)",
             self.undone.len(),
             self.left.len(),
             self.reconnect_attempts,
-            format!("{:.3}", self.cleanup_timeout.as_secs_f64()),
+            self.cleanup_timeout.as_secs_f64(),
         )?;
         if !self.left.is_empty() {
             write!(f, "; what is left stays in the journal for `csi-conform cleanup`")?;
