@@ -6,7 +6,7 @@
 //! the journal, the work directory) is searched for every encoding of every value, and for
 //! every 16-byte piece of the long ones (a value cut before it was scrubbed).
 
-use std::{os::unix::fs::PermissionsExt, path::Path};
+use std::os::unix::fs::PermissionsExt;
 
 use base64::Engine as _;
 
@@ -86,19 +86,6 @@ fn forms(value: &str) -> Vec<String> {
     out
 }
 
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_encoding_of_any_secret_survives_a_plugin_that_echoes_them() {
     let cwd = tempfile::tempdir().unwrap();
@@ -131,7 +118,7 @@ async fn no_encoding_of_any_secret_survives_a_plugin_that_echoes_them() {
     }
 
     let mut outputs = vec![("stdout".to_owned(), stdout), ("stderr".to_owned(), stderr)];
-    for file in files_under(&cwd.join("reports")).into_iter().chain(files_under(&cwd.join("work"))).chain([summary]) {
+    for file in crate::leaks::files_under(&cwd.join("reports")).into_iter().chain(crate::leaks::files_under(&cwd.join("work"))).chain([summary]) {
         if let Ok(bytes) = std::fs::read(&file) {
             outputs.push((file.display().to_string(), String::from_utf8_lossy(&bytes).into_owned()));
         }

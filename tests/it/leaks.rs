@@ -55,7 +55,7 @@ scenarios:
 "#;
 
 /// Every file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();

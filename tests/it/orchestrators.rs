@@ -46,7 +46,7 @@ async fn matrix_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>) 
 
 /// The scenarios of the built-in suites that match `focus`, against the reference plugin with
 /// `quirks`, with `orchestrators` (`nomad`, or pinned: `nomad@1.5`).
-async fn focused_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>, focus: &str) -> RunReport {
+pub(crate) async fn focused_run(quirks: Vec<Quirk>, orchestrators: Vec<impl Into<Profile>>, focus: &str) -> RunReport {
     let plugin = TestPlugin::start(Config { quirks: quirks.into_iter().collect(), ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
     let work = tempfile::tempdir().unwrap();

@@ -20,16 +20,7 @@ async fn run(quirks: &[Quirk]) -> RunReport {
 }
 
 async fn run_focused(quirks: &[Quirk], focus: &str) -> RunReport {
-    let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }).await;
-    let engine = engine_plugin(&plugin).await;
-    let work = tempfile::tempdir().unwrap();
-    let config = RunConfig {
-        seed: 7,
-        work_dir: work.path().join("work"),
-        focus: vec![Regex::new(focus).unwrap()],
-        ..RunConfig::default()
-    };
-    suite::run(&engine, &suite::builtin(), &config).await
+    crate::orchestrators::focused_run(quirks.to_vec(), Vec::<csi_conform::orchestrator::Profile>::new(), focus).await
 }
 
 fn all(report: &RunReport) -> Vec<(&ScenarioResult, &Finding)> {
