@@ -127,26 +127,9 @@ async fn a_node_expansion_answered_ok_that_the_node_does_not_show_fails_node_exp
     if !crate::lifecycle::can_mount("a_node_expansion_answered_ok_that_the_node_does_not_show_fails_node_expand_volume_alone") {
         return;
     }
-    let quirks = [Quirk::ExpandNoGrow, Quirk::ExpandNeedsStagingPath].into();
-    let cluster = Cluster::start(Config { quirks, ..Config::default() }, 1).await;
-    let engine = cluster.engine().await;
-    let work = tempfile::tempdir().unwrap();
-    let config = config(work.path(), r"^data\.block\.expand\.(online|offline)$");
-    let report = suite::run(&engine, &suite::builtin(), &config).await;
-    assert_work_dir_clean(&config);
-    for id in ["data.block.expand.online", "data.block.expand.offline"] {
-        let s = scenario(&report, id);
-        assert_eq!(s.outcome, Severity::Fail, "{id}: {:#?}", s.findings);
-        let f = s.findings.iter().find(|f| f.severity == Severity::Fail).unwrap();
-        assert_eq!(f.requirements, ["NodeExpandVolume.expands"], "{id}: one rule, the answer's that said it was done");
-        assert!(
-            f.message.contains("NodeExpandVolume answered OK")
-                && f.message.contains("(--settle-time"),
-            "{id}: {}",
-            f.message
-        );
+    for (id, f) in block_expansions_failing(&[Quirk::ExpandNoGrow, Quirk::ExpandNeedsStagingPath], "NodeExpandVolume.expands").await {
+        assert!(f.message.contains("NodeExpandVolume answered OK") && f.message.contains("(--settle-time"), "{id}: {}", f.message);
     }
-    cluster.assert_clean().await;
 }
 
 /// Without node expansion (the reference asks none for block volumes), a block device that
@@ -157,21 +140,31 @@ async fn a_controller_expansion_that_no_staging_shows_fails_controller_expand_vo
     if !crate::lifecycle::can_mount("a_controller_expansion_that_no_staging_shows_fails_controller_expand_volume_alone") {
         return;
     }
-    let cluster = Cluster::start(Config { quirks: [Quirk::ExpandNoGrow].into(), ..Config::default() }, 1).await;
+    let failed = block_expansions_failing(&[Quirk::ExpandNoGrow], "ControllerExpandVolume.grows").await;
+    let (_, online) = failed.iter().find(|(id, _)| id == "data.block.expand.online").unwrap();
+    assert!(online.message.contains("even a fresh staging"), "{online:#?}");
+}
+
+/// Runs the two block expansion scenarios against a one-node reference plugin with `quirks`,
+/// asserts that each fails under `requirement` alone and that nothing is left (work directory,
+/// plugin), and returns each scenario's failure.
+async fn block_expansions_failing(quirks: &[Quirk], requirement: &str) -> Vec<(String, csi_conform::report::Finding)> {
+    let cluster = Cluster::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }, 1).await;
     let engine = cluster.engine().await;
     let work = tempfile::tempdir().unwrap();
     let config = config(work.path(), r"^data\.block\.expand\.(online|offline)$");
     let report = suite::run(&engine, &suite::builtin(), &config).await;
     assert_work_dir_clean(&config);
+    let mut failed = Vec::new();
     for id in ["data.block.expand.online", "data.block.expand.offline"] {
         let s = scenario(&report, id);
         assert_eq!(s.outcome, Severity::Fail, "{id}: {:#?}", s.findings);
         let f = s.findings.iter().find(|f| f.severity == Severity::Fail).unwrap();
-        assert_eq!(f.requirements, ["ControllerExpandVolume.grows"], "{id}");
+        assert_eq!(f.requirements, [requirement], "{id}: one rule");
+        failed.push((id.to_owned(), f.clone()));
     }
-    let online = &scenario(&report, "data.block.expand.online").findings;
-    assert!(online.iter().any(|f| f.message.contains("even a fresh staging")), "{online:#?}");
     cluster.assert_clean().await;
+    failed
 }
 
 /// A plugin whose ListVolumes token goes stale when a volume is created or deleted
