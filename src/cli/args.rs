@@ -41,9 +41,27 @@ pub struct ReportArgs {
     /// failures, fixed scenarios, coverage lost (now skipped) and gained (no longer skipped),
     /// scenarios that appeared or went away, and RPCs whose median latency moved by more than
     /// 1.5x and 5 ms. Exit code 1 when the newer run has new failures (a nightly job fails on
-    /// regressions only), 0 otherwise.
+    /// regressions only), 0 otherwise. Two bench reports (`bench --json`) are compared level
+    /// by level: exit 1 when a p99 or the throughput regressed past both thresholds below.
     #[arg(long, num_args = 2, required = true, value_names = ["OLD", "NEW"])]
     pub compare: Vec<PathBuf>,
+
+    /// Benches: a p99 (per RPC, or of a whole lifecycle) regressed when the new one is at
+    /// least this many times the old...
+    #[arg(long, value_name = "RATIO", default_value_t = 1.5)]
+    pub p99_ratio: f64,
+
+    /// ...and at least this many milliseconds more (both must hold).
+    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    pub p99_ms: f64,
+
+    /// Benches: throughput regressed when it fell by at least this share (0.25: by 25%)...
+    #[arg(long, value_name = "SHARE", default_value_t = 0.25)]
+    pub throughput_drop: f64,
+
+    /// ...and by at least this many lifecycles per second (both must hold).
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 0.5)]
+    pub throughput_abs: f64,
 }
 
 /// csi-sanity's mount and staging directories and path commands (`--csi.mountdir` ...).
@@ -562,12 +580,12 @@ pub struct SpecVersionArg {
 
 /// A duration above zero (`--rpc-timeout 0` would fail every call).
 /// A byte count above zero.
-fn parse_positive_bytes(text: &str) -> Result<i64, String> {
+pub(super) fn parse_positive_bytes(text: &str) -> Result<i64, String> {
     let n = crate::units::parse_bytes(text)?;
     if n > 0 { Ok(n) } else { Err("must be more than 0 bytes".to_owned()) }
 }
 
-fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     let d = crate::units::parse_duration(text)?;
     if d.is_zero() { Err("must be more than 0".to_owned()) } else { Ok(d) }
 }

@@ -53,6 +53,15 @@ pub(super) fn report_command(args: &ReportArgs) -> Result<u8, CliError> {
     let [old_path, new_path] = args.compare.as_slice() else {
         return Err(CliError::usage("--compare takes two JSON reports: OLD NEW"));
     };
+    let bench = |path: &Path| -> Result<Option<crate::bench::BenchReport>, CliError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+        crate::bench::compare::from_json(&text).transpose().map_err(|e| CliError::usage(format!("{}: {e}", path.display())))
+    };
+    match (bench(old_path)?, bench(new_path)?) {
+        (Some(old), Some(new)) => return compare_benches(args, (old_path, old), (new_path, new)),
+        (None, None) => {}
+        _ => return Err(CliError::usage("--compare: one report is a bench report and the other a run report")),
+    }
     let (old, new) = (read(old_path)?, read(new_path)?);
     for (label, path, r) in [("old", old_path, &old), ("new", new_path, &new)] {
         let c = r.counts();

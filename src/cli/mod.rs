@@ -29,11 +29,14 @@ use crate::{
 };
 
 mod args;
+mod bench;
 mod commands;
 mod error;
 mod run;
 
 pub use args::*;
+pub use bench::BenchArgs;
+use bench::*;
 pub use error::*;
 use commands::*;
 use run::*;
@@ -85,6 +88,11 @@ pub enum Command {
     /// Work with run reports: `report --compare OLD.json NEW.json` prints what changed
     /// between two runs (exit 1 when the newer run has new failures).
     Report(ReportArgs),
+    /// Measure the plugin: volume lifecycles at rising concurrency (per-RPC latency
+    /// percentiles, throughput, errors by code, the plugin process's CPU, memory and fds), or
+    /// with --duration a soak that judges leaks and latency drift. Writes JSON (a baseline for
+    /// `report --compare`) and HTML with charts.
+    Bench(Box<BenchArgs>),
     /// Undo what earlier runs left on the plugin, as listed in their journal (and nothing
     /// else); safe to repeat. Exit 0 when everything is undone, 1 when something is left.
     Cleanup(CleanupArgs),
@@ -326,6 +334,7 @@ async fn dispatch(cli: Cli, rerun: Option<String>, scrubber: &Scrubber) -> Resul
         Command::Fingerprint(args) => fingerprint(args, scrubber).await,
         Command::Run(args) => run(*args, cli.quiet, rerun.unwrap_or_else(|| "csi-conform run".to_owned()), scrubber).await,
         Command::Report(args) => report_command(&args),
+        Command::Bench(args) => bench(*args, cli.quiet, scrubber).await,
         Command::List(args) => list(args),
         Command::Suites(SuitesCommand::Check { files }) => suites_check(&files),
         Command::Call(args) => call(args, scrubber).await,

@@ -230,7 +230,7 @@ pub(super) struct Signals {
 }
 
 impl Signals {
-    fn catch() -> Result<Self, CliError> {
+    pub(super) fn catch() -> Result<Self, CliError> {
         use tokio::signal::unix::{SignalKind, signal};
         let catch = |kind| signal(kind).map_err(|e| CliError::usage(format!("cannot catch signals: {e}")));
         Ok(Signals { int: catch(SignalKind::interrupt())?, term: catch(SignalKind::terminate())? })

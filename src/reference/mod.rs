@@ -25,6 +25,7 @@ mod backing;
 mod checks;
 mod config;
 mod controller;
+mod drift;
 mod echo;
 mod group;
 mod health;
@@ -139,6 +140,8 @@ pub(crate) struct Plugin {
     busy: std::sync::Mutex<std::collections::HashSet<String>>,
     /// `listing-lags`: what the lagging listing still shows, and does not show yet.
     lag: std::sync::Mutex<lag::Lagging>,
+    /// `slow-after-n` and `leak-fd-per-call`: calls counted, descriptors leaked.
+    drift: drift::Drift,
 }
 
 impl Plugin {
@@ -164,6 +167,7 @@ impl Plugin {
             mounts,
             busy: std::sync::Mutex::default(),
             lag: std::sync::Mutex::default(),
+            drift: drift::Drift::default(),
         };
         if plugin.config.mode.serves_node() {
             // Register this node so a controller sharing the state knows the node id.
@@ -396,6 +400,7 @@ impl Service {
         if !plugin.config.latency.is_zero() {
             tokio::time::sleep(plugin.config.latency).await;
         }
+        drift::on_call(&plugin, rpc).await;
         let req = request.into_inner();
         let echo = plugin.quirk(Quirk::EchoSecrets).then(|| echo::Echo::of(&req)).flatten();
         let subject = req.subject().to_owned();

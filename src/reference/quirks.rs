@@ -158,6 +158,10 @@ pub enum Quirk {
     /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
     /// created one not yet.
     ListingLags,
+    /// Every call after the first 50 answers a little later than the one before (`drift.rs`).
+    SlowAfterN,
+    /// Every CreateVolume keeps a file descriptor open for good (`drift.rs`).
+    LeakFdPerCall,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -286,6 +290,8 @@ impl Quirk {
         Quirk::EchoSecrets,
         Quirk::AbortsWhenBusy,
         Quirk::ListingLags,
+        Quirk::SlowAfterN,
+        Quirk::LeakFdPerCall,
     ];
 
     /// The name `--quirk` takes.
@@ -345,6 +351,8 @@ impl Quirk {
             Quirk::EchoSecrets => "echo-secrets",
             Quirk::AbortsWhenBusy => "aborts-when-busy",
             Quirk::ListingLags => "listing-lags",
+            Quirk::SlowAfterN => "slow-after-n",
+            Quirk::LeakFdPerCall => "leak-fd-per-call",
         }
     }
 
@@ -494,6 +502,8 @@ impl Quirk {
             Quirk::ListingLags => {
                 "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
             }
+            Quirk::SlowAfterN => super::drift::SLOW_AFTER_N_DESCRIPTION,
+            Quirk::LeakFdPerCall => super::drift::LEAK_DESCRIPTION,
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
             }
