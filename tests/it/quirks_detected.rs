@@ -750,10 +750,11 @@ fn every_quirk_has_an_expectation() {
     // require-volume-context only earns notes (the CO passes volume_context when present).
     // aborts-when-busy is lawful (#concurrency): tests/it/bounds.rs shows it bites and finds nothing.
     // listing-lags within --delete-grace is no verdict: tests/it/witnesses.rs.
+    // slow-after-n and leak-fd-per-call break no rule of the spec: `bench` catches them (tests/it/bench.rs).
     let controls =
         [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue, Quirk::RequireVolumeContext,
          Quirk::EchoSecrets, Quirk::ListingTokenExpires, Quirk::AbortsWhenBusy,
-         Quirk::ListingLags];
+         Quirk::ListingLags, Quirk::SlowAfterN, Quirk::LeakFdPerCall];
     for quirk in Quirk::ALL.iter().copied().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }
