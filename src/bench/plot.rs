@@ -48,32 +48,35 @@ pub fn line_chart(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) ->
 }
 
 fn draw(svg: &mut String, title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::with_string(svg, (640, 360)).into_drawing_area();
+    let legend_width = if series.len() > 1 { 200 } else { 0 };
+    let root = SVGBackend::with_string(svg, (640 + legend_width, 360)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (plot, legend) = root.split_horizontally(640);
     let (xs, ys) = bounds(series);
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(xs, ys)?;
-    chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).light_line_style(WHITE.mix(0.0)).draw()?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let style = if s.thin { color.stroke_width(1) } else { color.stroke_width(2) };
-        chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), style))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-    }
-    if series.len() > 1 {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 11))
-            .draw()?;
+        chart.draw_series(LineSeries::new(s.points.iter().copied(), style))?;
+        if legend_width > 0 {
+            // The legend beside the plot, never over its lines.
+            let y = 40 + 18 * i as i32;
+            legend.draw(&PathElement::new(vec![(4, y), (24, y)], style))?;
+            legend.draw(&Text::new(s.name.clone(), (30, y - 6), ("sans-serif", 12)))?;
+        }
     }
     root.present()?;
     Ok(())
