@@ -94,7 +94,7 @@ pub struct Level {
 /// The plugin process's resources over one level.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LevelProcess {
-    /// CPU seconds (user + system) used during the level.
+    /// CPU seconds (user + system, with the commands it ran and reaped) used during the level.
     pub cpu_seconds: f64,
     /// CPU milliseconds per completed lifecycle.
     pub cpu_ms_per_lifecycle: f64,

@@ -27,7 +27,7 @@ pub struct ProcessFound {
 /// One reading of a process's resources.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct ProcSample {
-    /// User plus system CPU time so far, seconds.
+    /// User plus system CPU time so far, its own and its reaped children's, seconds.
     pub cpu_seconds: f64,
     /// Resident memory now, KiB (VmRSS).
     pub rss_kib: u64,
@@ -120,13 +120,15 @@ fn ticks_per_second() -> f64 {
     }
 }
 
-/// utime + stime (fields 14 and 15) of a /proc/PID/stat text, in ticks. The command name
-/// (field 2) may hold spaces and parentheses: fields are counted after its last `)`.
+/// utime + stime + cutime + cstime (fields 14 to 17) of a /proc/PID/stat text, in ticks: the
+/// process's own CPU and that of the commands it ran and reaped (a plugin's mount, mkfs or tar
+/// work is its cost too). The command name (field 2) may hold spaces and parentheses: fields
+/// are counted after its last `)`.
 pub fn cpu_ticks(stat: &str) -> Option<u64> {
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // `rest` starts at field 3 (state): utime is field 14, so index 11.
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    (11..15).map(|i| fields.get(i)?.parse::<u64>().ok()).sum()
 }
 
 /// A `Vm...:  1234 kB` value of a /proc/PID/status text.
@@ -166,8 +168,8 @@ mod tests {
 
     #[test]
     fn cpu_time_is_read_after_a_command_name_with_spaces_and_parentheses() {
-        let stat = "77 (a b) c) S 1 77 77 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 4 0 123 1000 200";
-        assert_eq!(cpu_ticks(stat), Some(300));
+        let stat = "77 (a b) c) S 1 77 77 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 4 0 123 1000 200";
+        assert_eq!(cpu_ticks(stat), Some(310));
         assert_eq!(status_kib("Name:\tx\nVmHWM:\t   2048 kB\nVmRSS:\t 1024 kB\n", "VmRSS"), Some(1024));
     }
 
