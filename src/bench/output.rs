@@ -87,7 +87,7 @@ pub fn console(report: &BenchReport) -> String {
             let verdict = match (&t.finding, &t.note) {
                 (Some(f), _) => f.clone(),
                 (None, Some(n)) => format!("no verdict: {n}"),
-                (None, None) => "steady".into(),
+                (None, None) => "within the limits".into(),
             };
             let _ = writeln!(s, "  {:<18} {:>10.1} /min  z {:>5.1}  {}", t.metric, t.slope_per_minute, t.mk_z, verdict);
         }
@@ -172,7 +172,7 @@ pub fn html(report: &BenchReport) -> String {
                     let _ = writeln!(s, "<li>{}: no verdict ({})</li>", escape(&t.metric), escape(n));
                 }
                 (None, None) => {
-                    let _ = writeln!(s, "<li>{}: steady ({:.1} per minute, z {:.1})</li>", escape(&t.metric), t.slope_per_minute, t.mk_z);
+                    let _ = writeln!(s, "<li>{}: within the limits ({:.1} per minute, z {:.1})</li>", escape(&t.metric), t.slope_per_minute, t.mk_z);
                 }
             }
         }

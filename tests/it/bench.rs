@@ -173,7 +173,8 @@ async fn the_soak_catches_leak_fd_per_call_and_not_a_clean_plugin() {
     let ((clean_code, clean_out, clean), (leak_code, leak_out, leak)) =
         tokio::join!(soak("clean", None), soak("leak", Some("leak-fd-per-call")));
     let clean_soak = clean.soak.as_ref().expect("a soak");
-    assert!(clean_soak.samples.len() >= 20, "{}", clean_soak.samples.len());
+    // Enough samples for a verdict after the warm-up (a count of samples, not a clock).
+    assert!(clean_soak.trends.iter().all(|t| t.note.is_none()), "{clean_out}");
     assert_eq!(clean_soak.findings().count(), 0, "{clean_out}");
     assert_eq!(clean_code, Some(0), "{clean_out}");
     let leak_soak = leak.soak.as_ref().expect("a soak");
