@@ -358,4 +358,32 @@ mod tests {
         assert_eq!(levels(8), vec![1, 2, 4, 8]);
         assert_eq!(levels(6), vec![1, 2, 4, 6]);
     }
+
+    /// `--max-live-volumes` / `--max-live-bytes` cap the ramp: a cloning lifecycle holds two
+    /// volumes (of the larger of its two sizes) at once.
+    #[test]
+    fn the_budgets_cap_the_concurrency_by_what_a_lifecycle_holds() {
+        let config = BenchConfig {
+            max_concurrency: 16,
+            lifecycles_per_worker: 1,
+            volume_size: 1 << 20,
+            expand_size: 2 << 20,
+            block: false,
+            parameters: BTreeMap::new(),
+            snapshot_parameters: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            max_live_volumes: Some(9),
+            max_live_bytes: None,
+            soak: None,
+            bundled_latency: None,
+            bundled_quirks: vec![],
+        };
+        let cloning = Steps { clone: true, ..Steps::default() };
+        assert_eq!(budget_cap(&config, &cloning), 4);
+        assert_eq!(budget_cap(&config, &Steps::default()), 9);
+        let bytes = BenchConfig { max_live_volumes: None, max_live_bytes: Some(12 << 20), ..config.clone() };
+        assert_eq!(budget_cap(&bytes, &cloning), 3);
+        let none = BenchConfig { max_live_volumes: None, ..config };
+        assert_eq!(budget_cap(&none, &cloning), 16);
+    }
 }
