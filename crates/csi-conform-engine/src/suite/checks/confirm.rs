@@ -15,7 +15,7 @@ use crate::suite::{
     vars::Val,
 };
 use crate::{
-    capability::{Reconciliation, reconcile},
+    capability::{Reconciliation, Verdict, reconcile},
     client::RpcError,
     proto::{self, v1},
     report::{Finding, Severity},
@@ -59,12 +59,24 @@ pub(crate) async fn validate(ctx: &mut ScenarioCtx, request: &DynamicMessage) ->
     Ok(reconcile(&sent, &answer))
 }
 
+/// A verdict's severity: mismatches and dropped fields break a spec MUST; an incomplete
+/// confirmation is tolerated (as Nomad does) unless `strict`; an unconfirmed answer is
+/// tolerated (Azure and Linode plugins never set it).
+pub(crate) fn severity(verdict: Verdict, strict: bool) -> Severity {
+    match verdict {
+        Verdict::MismatchedConfirmation | Verdict::DroppedField => Severity::Fail,
+        Verdict::IncompleteConfirmation if strict => Severity::Fail,
+        Verdict::IncompleteConfirmation | Verdict::Unconfirmed | Verdict::UnconfirmedSilent => Severity::Warn,
+        Verdict::Confirmed => Severity::Pass,
+    }
+}
+
 /// The finding of a verdict worse than a pass (`None` for a confirmation): its kind is the
 /// verdict's (`unconfirmed`, `dropped-field`...), its severity the verdict's under `strict`,
 /// its message the verdict and every difference (field and both values; mount flags and
 /// context or parameter values never appear).
 pub(crate) fn finding(reconciliation: &Reconciliation, strict: bool, request: &DynamicMessage) -> Option<Finding> {
-    let severity = reconciliation.severity(strict);
+    let severity = severity(reconciliation.verdict, strict);
     if severity == Severity::Pass {
         return None;
     }
@@ -87,6 +99,26 @@ pub(crate) fn breaks(verdict: crate::capability::Verdict) -> Vec<String> {
         Verdict::Unconfirmed | Verdict::UnconfirmedSilent | Verdict::Confirmed => Vec::new(),
         Verdict::MismatchedConfirmation | Verdict::DroppedField | Verdict::IncompleteConfirmation => {
             vec!["ValidateVolumeCapabilities.confirmed.capabilities".to_owned()]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_verdict_has_its_severity_and_strict_fails_only_an_incomplete_confirmation() {
+        let cases = [
+            (Verdict::Confirmed, Severity::Pass, Severity::Pass),
+            (Verdict::Unconfirmed, Severity::Warn, Severity::Warn),
+            (Verdict::UnconfirmedSilent, Severity::Warn, Severity::Warn),
+            (Verdict::IncompleteConfirmation, Severity::Warn, Severity::Fail),
+            (Verdict::MismatchedConfirmation, Severity::Fail, Severity::Fail),
+            (Verdict::DroppedField, Severity::Fail, Severity::Fail),
+        ];
+        for (verdict, lenient, strict) in cases {
+            assert_eq!((severity(verdict, false), severity(verdict, true)), (lenient, strict), "{verdict}");
         }
     }
 }

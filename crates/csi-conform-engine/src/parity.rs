@@ -10,10 +10,10 @@ use serde::Deserialize;
 use crate::suite::Suite;
 
 /// The inventory, embedded at build time.
-pub const INVENTORY: &str = include_str!("../suites/parity.yaml");
+pub const INVENTORY: &str = include_str!("../../../suites/parity.yaml");
 
 /// csi-sanity's spec texts by case number, embedded at build time.
-pub const SPEC_TEXTS: &str = include_str!("../suites/csi-sanity-specs.txt");
+pub const SPEC_TEXTS: &str = include_str!("../../../suites/csi-sanity-specs.txt");
 
 /// csi-sanity's full spec text of a case (ginkgo's: containers and It joined by spaces), e.g.
 /// `Node Service NodeGetInfo should return appropriate values`.

@@ -19,26 +19,26 @@ pub fn load_file(path: &Path) -> Result<Suite, LoadErrors> {
 
 /// Every built-in suite: its file name and text.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("identity.yaml", include_str!("../../suites/identity.yaml")),
-    ("controller.yaml", include_str!("../../suites/controller.yaml")),
-    ("snapshots.yaml", include_str!("../../suites/snapshots.yaml")),
-    ("expansion.yaml", include_str!("../../suites/expansion.yaml")),
-    ("modify.yaml", include_str!("../../suites/modify.yaml")),
-    ("node.yaml", include_str!("../../suites/node.yaml")),
-    ("group-controller.yaml", include_str!("../../suites/group-controller.yaml")),
-    ("extras.yaml", include_str!("../../suites/extras.yaml")),
-    ("lifecycle.yaml", include_str!("../../suites/lifecycle.yaml")),
-    ("existing.yaml", include_str!("../../suites/existing.yaml")),
-    ("data.yaml", include_str!("../../suites/data.yaml")),
-    ("capabilities.yaml", include_str!("../../suites/capabilities.yaml")),
-    ("properties.yaml", include_str!("../../suites/properties.yaml")),
-    ("requirements.yaml", include_str!("../../suites/requirements.yaml")),
-    ("health.yaml", include_str!("../../suites/health.yaml")),
+    ("identity.yaml", include_str!("../../../../suites/identity.yaml")),
+    ("controller.yaml", include_str!("../../../../suites/controller.yaml")),
+    ("snapshots.yaml", include_str!("../../../../suites/snapshots.yaml")),
+    ("expansion.yaml", include_str!("../../../../suites/expansion.yaml")),
+    ("modify.yaml", include_str!("../../../../suites/modify.yaml")),
+    ("node.yaml", include_str!("../../../../suites/node.yaml")),
+    ("group-controller.yaml", include_str!("../../../../suites/group-controller.yaml")),
+    ("extras.yaml", include_str!("../../../../suites/extras.yaml")),
+    ("lifecycle.yaml", include_str!("../../../../suites/lifecycle.yaml")),
+    ("existing.yaml", include_str!("../../../../suites/existing.yaml")),
+    ("data.yaml", include_str!("../../../../suites/data.yaml")),
+    ("capabilities.yaml", include_str!("../../../../suites/capabilities.yaml")),
+    ("properties.yaml", include_str!("../../../../suites/properties.yaml")),
+    ("requirements.yaml", include_str!("../../../../suites/requirements.yaml")),
+    ("health.yaml", include_str!("../../../../suites/health.yaml")),
 ];
 
 /// The built-in suite of scenarios that run only as orchestrator instances (`--orchestrator`):
 /// its file name and text. Not in [`BUILTIN`]: a run without `--orchestrator` never loads it.
-pub const ORCHESTRATOR_SUITE: (&str, &str) = ("orchestrators.yaml", include_str!("../../suites/orchestrators.yaml"));
+pub const ORCHESTRATOR_SUITE: (&str, &str) = ("orchestrators.yaml", include_str!("../../../../suites/orchestrators.yaml"));
 
 /// The built-in orchestrator-only suite, loaded (see [`ORCHESTRATOR_SUITE`]).
 pub fn orchestrator_suites() -> Vec<Suite> {

@@ -414,7 +414,7 @@ mod tests {
     /// release range its *holds for* cell starts with (`` `since 1.4.12, 1.5.8` ``; none:
     /// every release the table knows).
     fn doc_rows(heading: &str) -> Vec<(String, Option<ParsedRange>)> {
-        let doc = include_str!("../../docs/orchestrators.md");
+        let doc = include_str!("../../../../docs/orchestrators.md");
         let start = doc.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("no {heading}"));
         let rest = &doc[start + heading.len() + 2..];
         let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];

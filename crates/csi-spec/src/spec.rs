@@ -18,13 +18,13 @@ use serde::Serialize;
 use crate::yaml::{self, Node, NodeKind, Plain, Pos};
 
 /// The inventory text, embedded at build time.
-pub const INVENTORY: &str = include_str!("../suites/spec/v1.12.yaml");
+pub const INVENTORY: &str = include_str!("../../../suites/spec/v1.12.yaml");
 
 /// How the built-in inventory is named in errors.
 pub const ORIGIN: &str = "suites/spec/v1.12.yaml";
 
 /// The v1.13 changes (removed v1.12 ids and new requirements), embedded at build time.
-pub const INVENTORY_1_13: &str = include_str!("../suites/spec/v1.13.yaml");
+pub const INVENTORY_1_13: &str = include_str!("../../../suites/spec/v1.13.yaml");
 
 /// How the v1.13 inventory is named in errors.
 pub const ORIGIN_1_13: &str = "suites/spec/v1.13.yaml";

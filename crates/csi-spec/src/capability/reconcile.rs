@@ -5,10 +5,7 @@
 use std::{collections::HashMap, fmt};
 
 use super::{DifferenceKind, VolumeCapability};
-use crate::{
-    proto::v1::{ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesResponse},
-    report::Severity,
-};
+use crate::proto::v1::{ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesResponse};
 
 /// How a ValidateVolumeCapabilities answer reconciles with its request, worst first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,18 +38,6 @@ impl Verdict {
             Verdict::Confirmed => "confirmed",
         }
     }
-
-    /// The severity: mismatches and dropped fields break a spec MUST; an incomplete
-    /// confirmation is tolerated (as Nomad does) unless `strict`; an unconfirmed answer is
-    /// tolerated (Azure and Linode plugins never set it).
-    pub fn severity(self, strict: bool) -> Severity {
-        match self {
-            Verdict::MismatchedConfirmation | Verdict::DroppedField => Severity::Fail,
-            Verdict::IncompleteConfirmation if strict => Severity::Fail,
-            Verdict::IncompleteConfirmation | Verdict::Unconfirmed | Verdict::UnconfirmedSilent => Severity::Warn,
-            Verdict::Confirmed => Severity::Pass,
-        }
-    }
 }
 
 impl fmt::Display for Verdict {
@@ -71,11 +56,6 @@ pub struct Reconciliation {
 }
 
 impl Reconciliation {
-    /// The verdict's severity (see [`Verdict::severity`]).
-    pub fn severity(&self, strict: bool) -> Severity {
-        self.verdict.severity(strict)
-    }
-
     /// One readable sentence: the kind and every detail.
     pub fn summary(&self) -> String {
         if self.details.is_empty() {
@@ -255,33 +235,30 @@ mod tests {
         let caps = [mount(SNW, &[], ""), VolumeCapability::block(MNRO)];
         let r = reconcile(&request(&caps), &confirm(&[caps[1].clone(), caps[0].clone()]));
         assert_eq!(r.verdict, Verdict::Confirmed, "{r:?}");
-        assert_eq!(r.severity(true), Severity::Pass);
     }
 
     #[test]
-    fn no_confirmation_is_tolerated_with_or_without_a_message() {
+    fn no_confirmation_is_unconfirmed_with_or_without_a_message() {
         let req = request(&[mount(SNW, &[], "")]);
         let r = reconcile(&req, &ValidateVolumeCapabilitiesResponse { confirmed: None, message: "no".into() });
-        assert_eq!((r.verdict, r.severity(false)), (Verdict::Unconfirmed, Severity::Warn));
+        assert_eq!(r.verdict, Verdict::Unconfirmed);
         assert_eq!(r.summary(), "unconfirmed: not confirmed: no");
         let r = reconcile(&req, &ValidateVolumeCapabilitiesResponse::default());
-        assert_eq!((r.verdict, r.severity(true)), (Verdict::UnconfirmedSilent, Severity::Warn));
+        assert_eq!(r.verdict, Verdict::UnconfirmedSilent);
     }
 
     #[test]
-    fn a_partial_confirmation_warns_and_fails_under_strict() {
+    fn a_partial_confirmation_is_incomplete_and_names_what_is_missing() {
         let caps = [mount(SNW, &[], ""), VolumeCapability::block(MNRO)];
         let r = reconcile(&request(&caps), &confirm(&caps[..1]));
         assert_eq!(r.verdict, Verdict::IncompleteConfirmation);
-        assert_eq!(r.severity(false), Severity::Warn);
-        assert_eq!(r.severity(true), Severity::Fail);
         assert!(r.summary().contains("1 of 2 requested capabilities confirmed; missing: MULTI_NODE_READER_ONLY block"), "{}", r.summary());
     }
 
     #[test]
     fn a_changed_access_mode_is_a_mismatch_naming_both_values() {
         let r = reconcile(&request(&[mount(SNW, &[], "")]), &confirm(&[mount(MNRO, &[], "")]));
-        assert_eq!((r.verdict, r.severity(false)), (Verdict::MismatchedConfirmation, Severity::Fail));
+        assert_eq!(r.verdict, Verdict::MismatchedConfirmation);
         assert!(r.summary().contains("requested access mode SINGLE_NODE_WRITER, confirmed MULTI_NODE_READER_ONLY"), "{}", r.summary());
     }
 
@@ -289,7 +266,7 @@ mod tests {
     fn dropped_mount_flags_or_group_are_dropped_fields_without_showing_flags() {
         let req = request(&[mount(SNW, &["password=s3cret"], "1000")]);
         let r = reconcile(&req, &confirm(&[mount(SNW, &[], "")]));
-        assert_eq!((r.verdict, r.severity(false)), (Verdict::DroppedField, Severity::Fail));
+        assert_eq!(r.verdict, Verdict::DroppedField);
         assert!(r.summary().contains("volume_mount_group 1000, the confirmation drops it"), "{}", r.summary());
         assert!(!r.summary().contains("s3cret"));
     }

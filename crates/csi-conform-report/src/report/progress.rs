@@ -21,7 +21,31 @@ use super::{
     model::{Counts, ScenarioResult},
     text,
 };
-use crate::suite::Progress;
+
+/// Hears of scenarios as they start and finish, for a live display. Calls come from the
+/// scenarios' tasks, concurrently and in the order things happen (not suite order); they must
+/// not block.
+pub trait Progress: Send + Sync {
+    /// The run selected `total` scenarios (called once, before any starts).
+    fn begin(&self, total: usize);
+    /// A scenario started.
+    fn started(&self, scenario_id: &str);
+    /// A scenario finished, teardown included (called before its budget is released, so
+    /// no scenario that needed that budget has started yet).
+    fn finished(&self, result: &ScenarioResult);
+    /// The run was stopped (its timeout, or an interruption), for `reason`: no scenario starts
+    /// from now on; those in flight finish. Called once, at the moment of the decision.
+    fn interrupted(&self, reason: &str) {
+        let _ = reason;
+    }
+    /// A scenario already reported [`finished`](Self::finished) has a new outcome: what was
+    /// deleted at its teardown (or by its property cases) was decided after it ended (the
+    /// plugin kept an object, say). Called once per such scenario, after the last scenario
+    /// finished.
+    fn amended(&self, result: &ScenarioResult) {
+        let _ = result;
+    }
+}
 
 /// How the live console shows a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

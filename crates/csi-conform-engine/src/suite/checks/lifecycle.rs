@@ -756,7 +756,7 @@ impl Lifecycle<'_> {
         let sent = proto::to_dynamic(&request);
         let response = self.call("ValidateVolumeCapabilities", sent.clone(), None, 1).await?;
         let reconciliation = capability::reconcile(&request, &typed(&response));
-        let severity = reconciliation.severity(self.ctx.config().strict);
+        let severity = super::confirm::severity(reconciliation.verdict, self.ctx.config().strict);
         if severity > Severity::Pass {
             let message = format!(
                 "ValidateVolumeCapabilities does not confirm the capability the lifecycle publishes with: {}",
