@@ -5,6 +5,8 @@
 pub mod cleanup;
 pub mod config;
 pub mod journal;
+#[cfg(test)]
+mod layout;
 pub mod orchestrator;
 pub mod parity;
 pub mod suite;

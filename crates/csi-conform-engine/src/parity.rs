@@ -1,7 +1,8 @@
 //! Parity with csi-sanity: the inventory of its checks (`suites/parity.yaml`, built in) joined
 //! with the `parity:` lists of the loaded scenarios, for `csi-conform list --parity`; and
 //! csi-sanity's own spec texts (`suites/csi-sanity-specs.txt`), which `--focus`/`--skip`
-//! match so that a csi-sanity `--ginkgo.focus` selects the scenarios covering those specs.
+//! match so that a csi-sanity `--ginkgo.focus` selects the scenarios covering those specs
+//! (read from `suite/sanity.rs`, next to the matching that uses them).
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -12,23 +13,7 @@ use crate::suite::Suite;
 /// The inventory, embedded at build time.
 pub const INVENTORY: &str = include_str!("../../../suites/parity.yaml");
 
-/// csi-sanity's spec texts by case number, embedded at build time.
-pub const SPEC_TEXTS: &str = include_str!("../../../suites/csi-sanity-specs.txt");
-
-/// csi-sanity's full spec text of a case (ginkgo's: containers and It joined by spaces), e.g.
-/// `Node Service NodeGetInfo should return appropriate values`.
-pub fn spec_text(case: u32) -> Option<&'static str> {
-    static TEXTS: std::sync::OnceLock<BTreeMap<u32, &'static str>> = std::sync::OnceLock::new();
-    let texts = TEXTS.get_or_init(|| {
-        SPEC_TEXTS
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split_once('\t'))
-            .filter_map(|(n, text)| Some((n.trim().parse().ok()?, text.trim())))
-            .collect()
-    });
-    texts.get(&case).copied()
-}
+pub use crate::suite::sanity::{SPEC_TEXTS, spec_text};
 
 /// One csi-sanity check.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -257,8 +257,8 @@ impl Connection {
     /// Runs one typed RPC under the connection's deadline and records it in [`Self::stats`].
     ///
     /// ```no_run
-    /// # async fn f(conn: csi_conform::client::Connection) -> Result<(), csi_conform::client::RpcError> {
-    /// use csi_conform::proto::v1::GetPluginInfoRequest;
+    /// # async fn f(conn: csi_client::client::Connection) -> Result<(), csi_client::client::RpcError> {
+    /// use csi_proto::proto::v1::GetPluginInfoRequest;
     /// let mut identity = conn.identity();
     /// let info = conn
     ///     .call("GetPluginInfo", GetPluginInfoRequest {}, |r| async move { identity.get_plugin_info(r).await })

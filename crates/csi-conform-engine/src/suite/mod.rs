@@ -4,11 +4,11 @@
 //! [`RunReport`](crate::report::RunReport).
 //!
 //! The engine is in layers; a file imports only from its own layer or a lower one, through
-//! the module that defines a name (the table and its test are in `layout.rs`):
+//! the module that defines a name (the table and its test are in the engine's `src/layout.rs`):
 //!
 //! | layer | files | what it owns |
 //! |---|---|---|
-//! | 1 values | `vars`, `error`, `pool`, `existing`, `inspect`, `marker`, `resources`, `request`, `deleted`, `answer` | values and their types, load errors, the plugin's pools, existing volumes, path and mount inspection, data markers, tracked resources, requests built from YAML, how a deleted object is looked up again, a plugin's answer and the findings about one call |
+//! | 1 values | `vars`, `error`, `pool`, `existing`, `bounds`, `sanity`, `inspect`, `marker`, `resources`, `request`, `deleted`, `answer` | values and their types, load errors, the plugin's pools, existing volumes, the bounds of generated capabilities as written, csi-sanity's spec texts, path and mount inspection, data markers, tracked resources, requests built from YAML, how a deleted object is looked up again, a plugin's answer and the findings about one call |
 //! | 2 vocabulary | `catalog` | argument kinds, [`CheckSpec`] / [`PropertySpec`] (name, docs, args, outputs, RPCs, pools held, demand and cost, as data) and the [`Catalog`] the loader reads |
 //! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
 //! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/`, `verifier`, `patience`, `inflight` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name), the look-ups after deletes and the run-wide delete verifier, the bounds of waits without a spec deadline, the run's own calls in flight per volume |
@@ -23,6 +23,7 @@
 mod answer;
 mod assert;
 mod budget;
+pub(crate) mod bounds;
 mod builtin;
 mod builtin_vars;
 mod catalog;
@@ -35,8 +36,6 @@ mod inflight;
 mod golden;
 mod inspect;
 mod instances;
-#[cfg(test)]
-mod layout;
 mod marker;
 mod ctx;
 mod load;
@@ -44,6 +43,7 @@ mod model;
 mod probe;
 mod property;
 mod request;
+pub(crate) mod sanity;
 mod resources;
 mod paths;
 mod patience;

@@ -14,7 +14,7 @@ use super::{
     request::RequestTemplate,
     vars::FieldPath,
 };
-use crate::config::BoundsOverride;
+use super::bounds::BoundsOverride;
 use crate::yaml::{Node, Pos};
 use crate::{fingerprint::Capability, report::Severity};
 

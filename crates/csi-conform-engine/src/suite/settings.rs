@@ -269,7 +269,7 @@ impl RunConfig {
             std::iter::once(scenario.id())
                 .chain(std::iter::once(scenario.title()))
                 .chain(scenario.tags().iter().map(String::as_str))
-                .chain(scenario.parity().iter().filter_map(|&case| crate::parity::spec_text(case)))
+                .chain(scenario.parity().iter().filter_map(|&case| super::sanity::spec_text(case)))
         };
         let focused = self.focus.is_empty() || self.focus.iter().any(|re| texts().any(|t| re.is_match(t)));
         focused && !self.skip.iter().any(|re| texts().any(|t| re.is_match(t)))

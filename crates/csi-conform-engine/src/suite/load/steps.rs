@@ -16,7 +16,7 @@ use super::super::{
 };
 use super::*;
 use crate::yaml::{self, Node, NodeKind, Plain, Pos};
-use crate::{capability::strategy::Bounds, config, proto, report::Severity};
+use crate::{capability::strategy::Bounds, proto, report::Severity};
 
 impl Loader<'_> {
     pub(super) fn step(&mut self, node: &Node, scope: &mut Scope) -> Option<Step> {
@@ -517,7 +517,7 @@ impl Loader<'_> {
         };
         let what = format!("property {}", def.name);
         let args = self.step_args(&what, def.args, fields.get("args"), name_node.pos, scope);
-        let bounds = match fields.get("bounds").map(config::parse_bounds).transpose() {
+        let bounds = match fields.get("bounds").map(crate::suite::bounds::parse_bounds).transpose() {
             Ok(b) => b.unwrap_or_default(),
             Err((pos, message)) => {
                 self.err(pos, message);

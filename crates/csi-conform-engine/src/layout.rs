@@ -1,14 +1,19 @@
-//! Guards the engine's layout (a unit test only): every file of `src/suite/` sits on a layer
-//! of [`LAYERS`] (the table in the module doc of `suite`), and its `super::` and
-//! `crate::suite::` imports outside `#[cfg(test)]` point to the same or a lower layer, through
-//! the module that defines a name (not through a re-export of `suite`'s own `mod.rs`); no
-//! file but the context's has `impl ScenarioCtx`; no `.rs` file under `src/` grows past
-//! [`MAX_LINES`].
+//! Guards the order left inside the engine crate (a unit test only; the compiler keeps the
+//! crates in order): the engine's modules import only from a lower row of [`ENGINE`]; every
+//! file of `src/suite/` sits on a layer of [`LAYERS`] (the table in the module doc of
+//! `suite`), and its `super::` and `crate::suite::` imports outside `#[cfg(test)]` point to
+//! the same or a lower layer, through the module that defines a name (not through a
+//! re-export of `suite`'s own `mod.rs`); no file but the context's has `impl ScenarioCtx`; no
+//! `.rs` file of the workspace grows past [`MAX_LINES`].
 
 use std::path::{Path, PathBuf};
 
 /// The most lines a source file may have.
 const MAX_LINES: usize = 1_000;
+
+/// The engine's modules (a file or folder of `src/`), lowest first: a module imports only
+/// from a lower row, never from its own row or above.
+const ENGINE: &[&[&str]] = &[&["orchestrator"], &["suite"], &["config", "parity", "journal"], &["cleanup"]];
 
 /// Each file of `src/suite/` (a path relative to it; a folder ending in `/` covers what is
 /// in it) and its layer, lowest first. A file imports only from its own layer or below.
@@ -17,6 +22,8 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("error.rs", 1, "values"),
     ("pool.rs", 1, "values"),
     ("existing.rs", 1, "values"),
+    ("bounds.rs", 1, "values"),
+    ("sanity.rs", 1, "values"),
     ("inspect.rs", 1, "values"),
     ("marker.rs", 1, "values"),
     ("resources.rs", 1, "values"),
@@ -49,7 +56,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
 ];
 
 /// Files outside the layers: the module's face (it re-exports every layer) and the tests.
-const UNLAYERED: &[&str] = &["mod.rs", "layout.rs", "golden.rs"];
+const UNLAYERED: &[&str] = &["mod.rs", "golden.rs"];
 
 /// The one file with `impl ScenarioCtx`.
 const CONTEXT: &str = "src/suite/ctx.rs";
@@ -248,13 +255,13 @@ fn every_suite_file_has_a_layer() {
     assert!(files.len() > 20, "found only {files:?}");
     let missing: Vec<&String> =
         files.iter().map(|(rel, _)| rel).filter(|rel| !UNLAYERED.contains(&rel.as_str()) && layer_of(rel).is_none()).collect();
-    assert!(missing.is_empty(), "add these to LAYERS in src/suite/layout.rs: {missing:?}");
+    assert!(missing.is_empty(), "add these to LAYERS in the engine's src/layout.rs: {missing:?}");
 }
 
 #[test]
 fn suite_imports_point_to_the_same_or_a_lower_layer() {
     let offenders = upward_imports(&suite_files());
-    assert!(offenders.is_empty(), "imports up the layers of src/suite/layout.rs:\n{}", offenders.join("\n"));
+    assert!(offenders.is_empty(), "imports up the layers of the engine's src/layout.rs:\n{}", offenders.join("\n"));
 }
 
 #[test]
@@ -272,7 +279,7 @@ fn only_the_context_implements_scenario_ctx() {
     rs_files(&root.join("src"), &mut files);
     let offenders: Vec<_> = files
         .iter()
-        .filter(|p| p.as_path() != root.join(CONTEXT) && p.as_path() != root.join("src/suite/layout.rs"))
+        .filter(|p| p.as_path() != root.join(CONTEXT) && p.as_path() != root.join("src/layout.rs"))
         .filter(|p| {
             let code = code(&std::fs::read_to_string(p).unwrap());
             code.match_indices("impl").any(|(i, _)| {
@@ -287,9 +294,12 @@ fn only_the_context_implements_scenario_ctx() {
 
 #[test]
 fn no_source_file_is_over_the_line_limit() {
-    let root = root();
+    // Every crate of the workspace: this crate is at `crates/<name>`.
+    let root = root().join("../..").canonicalize().unwrap();
     let mut files = Vec::new();
     rs_files(&root.join("src"), &mut files);
+    rs_files(&root.join("crates"), &mut files);
+    assert!(files.iter().any(|p| p.ends_with("crates/csi-proto/src/proto.rs")), "the workspace was not found at {}", root.display());
     let long: Vec<_> = files
         .iter()
         .map(|p| (p.strip_prefix(&root).unwrap().to_string_lossy().into_owned(), p))
@@ -297,4 +307,80 @@ fn no_source_file_is_over_the_line_limit() {
         .filter(|(_, n)| *n > MAX_LINES)
         .collect();
     assert!(long.is_empty(), "over {MAX_LINES} lines, split them: {long:?}");
+}
+
+/// The row of an engine module in [`ENGINE`].
+fn engine_row(module: &str) -> Option<usize> {
+    ENGINE.iter().position(|row| row.contains(&module))
+}
+
+/// Every file of the engine's `src/` but the crate root, this test and the files of tests
+/// (`*_tests.rs`), relative to it, with its text.
+fn engine_files() -> Vec<(String, String)> {
+    let dir = root().join("src");
+    let mut files = Vec::new();
+    rs_files(&dir, &mut files);
+    files
+        .iter()
+        .map(|p| (p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned(), p))
+        .filter(|(rel, _)| rel != "lib.rs" && rel != "layout.rs" && !rel.ends_with("_tests.rs"))
+        .map(|(rel, p)| (rel, std::fs::read_to_string(p).unwrap()))
+        .collect()
+}
+
+/// The imports of `files` (outside `#[cfg(test)]`) that name an engine module on the
+/// importer's own row or above, as `file (module) -> module`.
+fn engine_upward_imports(files: &[(String, String)]) -> Vec<String> {
+    let modules: Vec<Vec<String>> = ENGINE.iter().flat_map(|row| row.iter()).map(|m| vec![(*m).to_owned()]).collect();
+    let mut offenders = Vec::new();
+    for (rel, text) in files {
+        let module = rel.split('/').next().unwrap_or_default().trim_end_matches(".rs");
+        let row = engine_row(module).unwrap_or_else(|| panic!("src/{rel}: module {module} has no row in ENGINE"));
+        let code = code(text);
+        let bytes = code.as_bytes();
+        let mut found = Vec::new();
+        for (start, _) in code.match_indices("crate::") {
+            if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_' || bytes[start - 1] == b':') {
+                continue;
+            }
+            walk(Vec::new(), &code[start + "crate::".len()..], &modules, &mut found);
+        }
+        for target in found.iter().filter_map(|m| m.first()).filter(|m| m.as_str() != module) {
+            if engine_row(target).is_some_and(|to| to >= row) {
+                let line = format!("{rel} ({module}) -> {target}");
+                if !offenders.contains(&line) {
+                    offenders.push(line);
+                }
+            }
+        }
+    }
+    offenders
+}
+
+#[test]
+fn every_engine_module_has_a_row() {
+    let files = engine_files();
+    assert!(files.iter().any(|(rel, _)| rel == "suite/run.rs"), "found only {:?}", files.iter().map(|(r, _)| r).collect::<Vec<_>>());
+    let missing: Vec<&String> = files
+        .iter()
+        .map(|(rel, _)| rel)
+        .filter(|rel| engine_row(rel.split('/').next().unwrap_or_default().trim_end_matches(".rs")).is_none())
+        .collect();
+    assert!(missing.is_empty(), "add their modules to ENGINE in the engine's src/layout.rs: {missing:?}");
+}
+
+#[test]
+fn engine_modules_import_only_from_a_lower_row() {
+    let offenders = engine_upward_imports(&engine_files());
+    assert!(offenders.is_empty(), "imports up the rows of ENGINE in the engine's src/layout.rs:\n{}", offenders.join("\n"));
+}
+
+#[test]
+fn an_engine_import_up_or_across_a_row_is_caught() {
+    let mut files = engine_files();
+    let (_, text) = files.iter_mut().find(|(rel, _)| rel == "suite/model.rs").unwrap();
+    text.insert_str(0, "use crate::{config::BoundsOverride, proto};\n");
+    let (_, text) = files.iter_mut().find(|(rel, _)| rel == "journal.rs").unwrap();
+    text.insert_str(0, "fn f() { crate::parity::spec_text(1); }\n");
+    assert_eq!(engine_upward_imports(&files), ["journal.rs (journal) -> parity", "suite/model.rs (suite) -> config"]);
 }
