@@ -453,7 +453,7 @@ mod tests {
                     (b.id.to_owned(), range)
                 })
                 .collect();
-            assert_eq!(code, doc_rows(heading), "{o}: docs/orchestrators.md and src/orchestrator/{o}.rs differ");
+            assert_eq!(code, doc_rows(heading), "{o}: docs/orchestrators.md and crates/csi-conform-engine/src/orchestrator/{o}.rs differ");
             assert!(o.table().iter().all(|b| !b.summary.is_empty() && !b.source.is_empty()), "{o}");
             assert!(o.table().iter().flat_map(|b| b.range.releases()).all(|r| *r > o.oldest()), "{o}: a range below the oldest release");
             for b in o.table().iter().filter(|b| b.range != Range::All) {

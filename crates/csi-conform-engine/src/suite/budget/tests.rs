@@ -1,4 +1,4 @@
-//! Unit tests of the budget scheduler (src/suite/budget.rs): limits, admission, leases and
+//! Unit tests of the budget scheduler (suite/budget.rs): limits, admission, leases and
 //! contention retries.
 
 use std::sync::atomic::{AtomicU32, Ordering};
