@@ -68,6 +68,21 @@ async fn a_ramp_times_every_rpc_of_every_lifecycle_measures_the_plugin_process_a
         assert!(svg.contains("<polyline") || svg.contains("<path"), "a line is drawn");
     }
     assert!(html.contains("throughput against concurrency") && html.contains("p99 latency per RPC"));
+
+    // As a browser builds it: the three charts are in the DOM as SVG with their lines.
+    let test = "a_ramp_times_every_rpc_of_every_lifecycle_measures_the_plugin_process_and_leaves_nothing (browser)";
+    let Some(browser) = crate::html::chromium() else {
+        crate::support::skip(test, crate::support::Precondition::Chromium, "none on PATH");
+        return;
+    };
+    let url = format!("file://{}", dir.path().join("b.html").display());
+    let dom = crate::html::headless(&browser, &["--dump-dom"], &url).await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let charts: Vec<&str> = dom.split("<figure class=\"chart\">").skip(1).collect();
+    assert_eq!(charts.len(), 3, "{dom}");
+    for chart in charts {
+        assert!(chart.trim_start().starts_with("<svg") && chart.contains("<polyline"), "{chart}");
+    }
 }
 
 /// The `<svg ...>...</svg>` documents inlined in `html`.

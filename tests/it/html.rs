@@ -234,7 +234,7 @@ async fn annotations_appear_under_github_actions_only() {
 }
 
 /// The installed headless Chromium, if any.
-fn chromium() -> Option<std::path::PathBuf> {
+pub(crate) fn chromium() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
@@ -243,7 +243,7 @@ fn chromium() -> Option<std::path::PathBuf> {
 }
 
 /// Runs `browser` headless on `url` with `args` and a fresh profile of its own.
-async fn headless(browser: &std::path::Path, args: &[&str], url: &str) -> std::process::Output {
+pub(crate) async fn headless(browser: &std::path::Path, args: &[&str], url: &str) -> std::process::Output {
     let profile = tempfile::tempdir().unwrap();
     tokio::process::Command::new(browser)
         .args(["--headless", "--no-sandbox", "--disable-gpu"])
