@@ -129,7 +129,10 @@ async fn an_interrupted_bench_undoes_what_it_made() {
     assert_nothing_left(&plugin, dir.path()).await;
 }
 
-/// Three benches of the bundled plugin at 50 ms a call: two clean, one `slow-after-n`.
+/// Three benches of the bundled plugin at 50 ms a call: two clean, one `slow-after-n`. With
+/// 10 and 20 lifecycles a level, no p99 has the 50 calls it takes to be compared (on a busy
+/// machine one stalled call is the p99 of 20): the regression shows in the throughput, which
+/// every call makes. (The p99 thresholds: compare.rs's unit tests.)
 #[tokio::test]
 async fn compare_flags_slow_after_n_and_not_a_second_clean_bench() {
     let dir = tempfile::tempdir().unwrap();
@@ -146,16 +149,12 @@ async fn compare_flags_slow_after_n_and_not_a_second_clean_bench() {
         }
     };
     tokio::join!(bench("old.json", None), bench("clean.json", None), bench("slow.json", Some("slow-after-n")));
-    // The shared machine's noise is far below the quirk's (up to +100 ms on 50 ms calls), and
-    // the thresholds here a little wider than the defaults for it.
-    let loose = ["--p99-ratio", "1.8", "--p99-ms", "20"];
+    // The quirk's drop at concurrency 2 is about two thirds (every call 50 -> 150 ms); the
+    // threshold here is wider than the default 25% for the noise of a machine running the
+    // whole test suite at once.
     let compare = |new: &'static str| {
         let dir = dir.path().to_owned();
-        async move {
-            let mut args = vec!["report", "--compare", "old.json", new];
-            args.extend(loose);
-            csi_conform(&args, &dir).await
-        }
+        async move { csi_conform(&["report", "--compare", "old.json", new, "--throughput-drop", "0.4"], &dir).await }
     };
     let clean = compare("clean.json").await;
     let text = String::from_utf8_lossy(&clean.stdout);
@@ -164,7 +163,6 @@ async fn compare_flags_slow_after_n_and_not_a_second_clean_bench() {
     let slow = compare("slow.json").await;
     let text = String::from_utf8_lossy(&slow.stdout);
     assert_eq!(slow.status.code(), Some(1), "{text}");
-    assert!(text.contains("REGRESSION at concurrency 2: p99 of a lifecycle"), "{text}");
     assert!(text.contains("REGRESSION at concurrency 2: throughput"), "{text}");
 }
 

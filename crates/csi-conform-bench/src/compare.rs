@@ -7,8 +7,10 @@ use std::fmt::Write as _;
 
 use super::model::BenchReport;
 
-/// The fewest calls of an RPC at a level, in both reports, for its p99 to be compared.
-pub const MIN_CALLS: u64 = 20;
+/// The fewest calls of an RPC (or lifecycles) at a level, in both reports, for its p99 to be
+/// compared: the p99 of fewer is one slow call (a scheduler stall on a busy machine), not a
+/// percentile.
+pub const MIN_CALLS: u64 = 50;
 
 /// When a move is a regression.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -196,6 +198,11 @@ mod tests {
         assert!(compare(&report(100.0, 100.0), &report(120.0, 100.0), &t).regressions.is_empty());
         let slower = compare(&report(10.0, 100.0), &report(30.0, 100.0), &t);
         assert_eq!(slower.regressions.len(), 2, "{slower:?}"); // the lifecycle and CreateVolume
+        // The p99 of fewer than MIN_CALLS calls is not compared.
+        let mut few = report(30.0, 100.0);
+        few.levels[0].lifecycle.count = MIN_CALLS - 1;
+        few.levels[0].rpcs.values_mut().for_each(|p| p.count = MIN_CALLS - 1);
+        assert!(compare(&report(10.0, 100.0), &few, &t).regressions.is_empty());
         // Throughput: -50% of 0.6/s is -0.3/s, under the absolute threshold.
         assert!(compare(&report(1.0, 0.6), &report(1.0, 0.3), &t).regressions.is_empty());
         let fewer = compare(&report(1.0, 100.0), &report(1.0, 50.0), &t);
