@@ -158,6 +158,9 @@ pub enum Quirk {
     /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
     /// created one not yet.
     ListingLags,
+    /// NodePublishVolume binds the target's parent over itself after mounting: the mount
+    /// table lists the target's mount, the path no longer leads to it.
+    HidesTargetMount,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -286,6 +289,7 @@ impl Quirk {
         Quirk::EchoSecrets,
         Quirk::AbortsWhenBusy,
         Quirk::ListingLags,
+        Quirk::HidesTargetMount,
     ];
 
     /// The name `--quirk` takes.
@@ -345,6 +349,7 @@ impl Quirk {
             Quirk::EchoSecrets => "echo-secrets",
             Quirk::AbortsWhenBusy => "aborts-when-busy",
             Quirk::ListingLags => "listing-lags",
+            Quirk::HidesTargetMount => "hides-target-mount",
         }
     }
 
@@ -493,6 +498,9 @@ impl Quirk {
             }
             Quirk::ListingLags => {
                 "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
+            }
+            Quirk::HidesTargetMount => {
+                "NodePublishVolume mounts the volume at target_path, then bind-mounts target_path's parent over itself, hiding that mount (plugins that re-bind a directory onto itself to change its propagation): the mount table lists the target's mount, the path does not lead to it; two witnesses that disagree"
             }
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"

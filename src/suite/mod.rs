@@ -38,6 +38,7 @@ mod instances;
 #[cfg(test)]
 mod layout;
 mod marker;
+mod mounted;
 mod ctx;
 mod load;
 mod model;

@@ -124,6 +124,9 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         // A listing 300 ms behind is within --delete-grace: the listing scenario lists again
         // until it caught up, deletes believe the truthful look-up (tests/it/witnesses.rs).
         Quirk::ListingLags => Vec::new(),
+        // A mount the table lists and the path does not lead to is inconclusive, no verdict:
+        // tests/it/mount_witnesses.rs (in the plugin's own mount namespace).
+        Quirk::HidesTargetMount => Vec::new(),
         Quirk::Unconfirmed => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed", Severity::Warn),
         Quirk::UnconfirmedSilent => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed-silent", Severity::Warn),
         Quirk::IncompleteConfirmation => on(&["extras.validate.confirms-request"], "incomplete-confirmation", Severity::Warn),
@@ -750,10 +753,11 @@ fn every_quirk_has_an_expectation() {
     // require-volume-context only earns notes (the CO passes volume_context when present).
     // aborts-when-busy is lawful (#concurrency): tests/it/bounds.rs shows it bites and finds nothing.
     // listing-lags within --delete-grace is no verdict: tests/it/witnesses.rs.
+    // hides-target-mount makes the witnesses disagree (inconclusive): tests/it/mount_witnesses.rs.
     let controls =
         [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue, Quirk::RequireVolumeContext,
          Quirk::EchoSecrets, Quirk::ListingTokenExpires, Quirk::AbortsWhenBusy,
-         Quirk::ListingLags];
+         Quirk::ListingLags, Quirk::HidesTargetMount];
     for quirk in Quirk::ALL.iter().copied().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }
