@@ -134,6 +134,7 @@ async fn kept_volumes_filling_the_pool_give_the_same_outcomes_at_any_jobs() {
         let report = suite::run(&engine, &suite::builtin(), &config).await;
         let by_id: std::collections::BTreeMap<String, Severity> =
             report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
+        room_held_once(&report, jobs);
         outcomes.push((jobs, by_id));
     }
     let (_, first) = &outcomes[0];
@@ -147,6 +148,40 @@ async fn kept_volumes_filling_the_pool_give_the_same_outcomes_at_any_jobs() {
     }
     for id in ["extras.create-volume.content-source-empty", "extras.create-volume.topology-empty"] {
         assert_eq!(first.get(id), Some(&Severity::Fail), "{id}: the kept volumes are the plugin's fault either way");
+    }
+}
+
+/// The room held by kept volumes is one finding for the run, with the kept volumes as
+/// evidence, under the first scenario (by id) refused for room; every other scenario so
+/// refused cites it, once, and nothing else in it blames that refusal.
+fn room_held_once(report: &RunReport, jobs: usize) {
+    let blocked: Vec<(&str, &Finding)> = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| s.findings.iter().filter(|f| f.kind == "room-held-by-kept").map(move |f| (s.id.as_str(), f)))
+        .collect();
+    assert!(blocked.len() > 1, "--jobs {jobs}: the case blocks scenarios for room: {blocked:#?}");
+    let full: Vec<_> = blocked.iter().filter(|(_, f)| f.evidence.iter().all(|e| e.rpc != "room-held-by-kept")).collect();
+    assert_eq!(full.len(), 1, "--jobs {jobs}: one finding with the kept volumes: {full:#?}");
+    let (home, one) = *full[0];
+    assert_eq!(Some(home), blocked.iter().map(|(id, _)| *id).min(), "--jobs {jobs}: under the first scenario by id");
+    assert!(one.evidence.iter().any(|e| e.rpc == "ControllerGetVolume" || e.rpc == "ListVolumes"), "{one:#?}");
+    for (id, f) in blocked.iter().filter(|(id, _)| *id != home) {
+        assert_eq!(f.requirements, one.requirements, "{id}");
+        assert!(f.evidence.iter().any(|e| e.rpc == "room-held-by-kept" && e.object == home), "{id} cites it: {f:#?}");
+        assert_eq!(blocked.iter().filter(|(other, _)| other == id).count(), 1, "{id}: once");
+    }
+    // The refused call is the room's, never the step's subject (no `unexpected-code`, no
+    // `empty-differs-from-unset` for a RESOURCE_EXHAUSTED CreateVolume).
+    for scenario in report.suites.iter().flat_map(|s| &s.scenarios) {
+        let Some(room) = scenario.findings.iter().find(|f| f.kind == "room-held-by-kept") else { continue };
+        let also: Vec<_> = scenario
+            .findings
+            .iter()
+            .filter(|f| f.kind != room.kind && f.severity >= Severity::Warn && f.step == room.step && f.rpc == room.rpc)
+            .collect();
+        assert!(also.is_empty(), "--jobs {jobs} {}: {also:#?}", scenario.id);
     }
 }
 
