@@ -161,6 +161,8 @@ pub enum Quirk {
     /// NodePublishVolume binds the target's parent over itself after mounting: the mount
     /// table lists the target's mount, the path no longer leads to it.
     HidesTargetMount,
+    /// GetCapacity reports 1 TiB more available_capacity (and maximum_volume_size) than there is.
+    CapacityOverstated,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -290,6 +292,7 @@ impl Quirk {
         Quirk::AbortsWhenBusy,
         Quirk::ListingLags,
         Quirk::HidesTargetMount,
+        Quirk::CapacityOverstated,
     ];
 
     /// The name `--quirk` takes.
@@ -350,6 +353,7 @@ impl Quirk {
             Quirk::AbortsWhenBusy => "aborts-when-busy",
             Quirk::ListingLags => "listing-lags",
             Quirk::HidesTargetMount => "hides-target-mount",
+            Quirk::CapacityOverstated => "capacity-overstated",
         }
     }
 
@@ -502,6 +506,7 @@ impl Quirk {
             Quirk::HidesTargetMount => {
                 "NodePublishVolume mounts the volume at target_path, then bind-mounts target_path's parent over itself, hiding that mount (plugins that re-bind a directory onto itself to change its propagation): the mount table lists the target's mount, the path does not lead to it; two witnesses that disagree"
             }
+            Quirk::CapacityOverstated => "GetCapacity reports 1 TiB more available_capacity and maximum_volume_size than the pool has (plugins that report the backend's raw size, not its free room): CreateVolume then refuses room GetCapacity claimed",
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
             }

@@ -127,6 +127,9 @@ fn expected(quirk: Option<Quirk>) -> Vec<(&'static str, &'static str, Severity)>
         // A mount the table lists and the path does not lead to is inconclusive, no verdict:
         // tests/it/mount_witnesses.rs (in the plugin's own mount namespace).
         Quirk::HidesTargetMount => Vec::new(),
+        // Overstated room shows only where a volume does not fit the real room: a default
+        // run's volumes do (tests/it/claims.rs fills the pool).
+        Quirk::CapacityOverstated => Vec::new(),
         Quirk::Unconfirmed => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed", Severity::Warn),
         Quirk::UnconfirmedSilent => on(&[&VVC[..], &LIFECYCLE[..]].concat(), "unconfirmed-silent", Severity::Warn),
         Quirk::IncompleteConfirmation => on(&["extras.validate.confirms-request"], "incomplete-confirmation", Severity::Warn),
@@ -761,11 +764,13 @@ fn every_quirk_has_an_expectation() {
     // aborts-when-busy is lawful (#concurrency): tests/it/bounds.rs shows it bites and finds nothing.
     // listing-lags within --delete-grace is no verdict: tests/it/witnesses.rs.
     // ignore-secrets is within the spec (secrets MAY be required): a note, shown above.
+    // capacity-overstated bites only where the room runs out: tests/it/claims.rs.
     // hides-target-mount makes the witnesses disagree (inconclusive): tests/it/mount_witnesses.rs.
     let controls =
         [Quirk::StrictIds, Quirk::StagingPathUnused, Quirk::EmptySourceRejected, Quirk::LongContextValue, Quirk::RequireVolumeContext,
          Quirk::EchoSecrets, Quirk::ListingTokenExpires, Quirk::AbortsWhenBusy,
-         Quirk::ListingLags, Quirk::HidesTargetMount, Quirk::IgnoreSecrets];
+         Quirk::ListingLags, Quirk::HidesTargetMount, Quirk::IgnoreSecrets,
+         Quirk::CapacityOverstated];
     for quirk in Quirk::ALL.iter().copied().filter(|q| !controls.contains(q) && !orchestrated.contains(q)) {
         assert!(!expected(Some(quirk)).is_empty(), "{quirk} is not caught by any scenario");
     }
