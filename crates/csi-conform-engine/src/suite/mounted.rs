@@ -23,7 +23,7 @@ pub(crate) enum Seen {
     /// (none: not a mount point).
     Agreed(Vec<MountInfo>),
     /// They disagree: the inconclusive finding that says so.
-    Disagree(Finding),
+    Disagree(Box<Finding>),
 }
 
 /// The second witness: whether `path` on the node is the root of a mount, by statx through
@@ -64,7 +64,8 @@ pub(crate) fn mounts_at(ctx: &ScenarioCtx, inspector: &Inspector, path: &Path) -
         return Ok(None);
     };
     Ok(Some(match path_says(inspector, path) {
-        Some(root) if root != !stacked.is_empty() => Seen::Disagree(disagreement(ctx, path, &stacked, root)),
+        // The table says mounted exactly when it lists something there.
+        Some(root) if root == stacked.is_empty() => Seen::Disagree(Box::new(disagreement(ctx, path, &stacked, root))),
         _ => Seen::Agreed(stacked),
     }))
 }
@@ -79,7 +80,7 @@ pub(crate) fn mounts_under(ctx: &ScenarioCtx, inspector: &Inspector, dir: &Path)
     };
     let Some(first) = listed.first() else {
         return Ok(Some(match path_says(inspector, dir) {
-            Some(true) => Seen::Disagree(disagreement(ctx, dir, &listed, true)),
+            Some(true) => Seen::Disagree(Box::new(disagreement(ctx, dir, &listed, true))),
             _ => Seen::Agreed(listed),
         }));
     };
@@ -87,7 +88,7 @@ pub(crate) fn mounts_under(ctx: &ScenarioCtx, inspector: &Inspector, dir: &Path)
     let kept: Vec<MountInfo> =
         listed.iter().filter(|m| path_says(inspector, &m.mount_point) != Some(false)).cloned().collect();
     Ok(Some(if kept.is_empty() {
-        Seen::Disagree(disagreement(ctx, &first, &listed, false))
+        Seen::Disagree(Box::new(disagreement(ctx, &first, &listed, false)))
     } else {
         Seen::Agreed(kept)
     }))

@@ -106,7 +106,7 @@ async fn judge(
     }
     let kind = inspector.kind(path).await?.unwrap_or(inspect::PathKind::NotFound);
     Ok(match mounted::mounts_at(ctx, inspector, path)? {
-        Some(Seen::Disagree(f)) => Err(f),
+        Some(Seen::Disagree(f)) => Err(*f),
         Some(Seen::Agreed(stacked)) => Ok(inspect::judge_mount(kind, stacked.last(), state)),
         None => Ok(inspect::judge_mount(kind, None, state)),
     })

@@ -27,7 +27,7 @@ impl Lifecycle<'_> {
             None => Ok(None),
             Some(Seen::Agreed(mounts)) => Ok(Some(mounts)),
             Some(Seen::Disagree(f)) => {
-                self.ctx.push(f);
+                self.ctx.push(*f);
                 Err(CheckOutcome::Stop)
             }
         }
