@@ -22,6 +22,7 @@
 //!   is RESOURCE_EXHAUSTED when no requisite topology is served.
 
 mod backing;
+mod busy;
 mod checks;
 mod config;
 mod controller;

@@ -155,9 +155,14 @@ pub enum Quirk {
     /// A call on a volume another call is in flight on is refused with ABORTED (a lock per
     /// volume, held a while by each call).
     AbortsWhenBusy,
-    /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
-    /// created one not yet.
+    /// ListVolumes and ListSnapshots lag the plugin's state: a deleted volume or snapshot is
+    /// listed a while longer, a created one not yet.
     ListingLags,
+    /// NodePublishVolume binds the target's parent over itself after mounting: the mount
+    /// table lists the target's mount, the path no longer leads to it.
+    HidesTargetMount,
+    /// GetCapacity reports 1 TiB more available_capacity (and maximum_volume_size) than there is.
+    CapacityOverstated,
     /// Every call after the first 50 answers a little later than the one before (`drift.rs`).
     SlowAfterN,
     /// Every CreateVolume keeps a file descriptor open for good (`drift.rs`).
@@ -181,51 +186,7 @@ pub(crate) fn missing_volume_answer(volume_id: &str, why: &str) -> crate::proto:
     }
 }
 
-/// How long each call holds its volume's lock under `aborts-when-busy`.
-pub(crate) const BUSY_HOLD: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// The RPCs whose subject is a volume id (`aborts-when-busy` locks it).
-const VOLUME_RPCS: [&str; 14] = [
-    "DeleteVolume",
-    "ControllerPublishVolume",
-    "ControllerUnpublishVolume",
-    "ValidateVolumeCapabilities",
-    "ControllerExpandVolume",
-    "ControllerGetVolume",
-    "ControllerModifyVolume",
-    "ControllerGetVolumeHealth",
-    "NodeStageVolume",
-    "NodeUnstageVolume",
-    "NodePublishVolume",
-    "NodeUnpublishVolume",
-    "NodeGetVolumeStats",
-    "NodeExpandVolume",
-];
-
-/// `aborts-when-busy`: a volume's lock, let go when dropped (also when the call is cancelled).
-pub(crate) struct VolumeLock {
-    plugin: std::sync::Arc<Plugin>,
-    volume: String,
-}
-
-impl Drop for VolumeLock {
-    fn drop(&mut self) {
-        self.plugin.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.volume);
-    }
-}
-
-/// `aborts-when-busy`: takes `volume`'s lock for a call of `rpc`, or refuses the call with
-/// ABORTED while another call holds it; `Ok(None)` without the quirk or for a call about no
-/// volume.
-pub(crate) fn lock_volume(plugin: &std::sync::Arc<Plugin>, rpc: &str, volume: &str) -> Result<Option<VolumeLock>, Status> {
-    if !plugin.quirk(Quirk::AbortsWhenBusy) || volume.is_empty() || !VOLUME_RPCS.contains(&rpc) {
-        return Ok(None);
-    }
-    if !plugin.busy.lock().unwrap_or_else(|p| p.into_inner()).insert(volume.to_owned()) {
-        return Err(Status::aborted(format!("An operation with the given Volume ID {volume} already exists")));
-    }
-    Ok(Some(VolumeLock { plugin: plugin.clone(), volume: volume.to_owned() }))
-}
+pub(crate) use super::busy::{BUSY_HOLD, lock_volume};
 
 /// The message of a withheld confirmation under `unconfirmed`.
 pub const UNCONFIRMED_MESSAGE: &str = "all requested volume capabilities look fine";
@@ -290,6 +251,8 @@ impl Quirk {
         Quirk::EchoSecrets,
         Quirk::AbortsWhenBusy,
         Quirk::ListingLags,
+        Quirk::HidesTargetMount,
+        Quirk::CapacityOverstated,
         Quirk::SlowAfterN,
         Quirk::LeakFdPerCall,
     ];
@@ -351,6 +314,8 @@ impl Quirk {
             Quirk::EchoSecrets => "echo-secrets",
             Quirk::AbortsWhenBusy => "aborts-when-busy",
             Quirk::ListingLags => "listing-lags",
+            Quirk::HidesTargetMount => "hides-target-mount",
+            Quirk::CapacityOverstated => "capacity-overstated",
             Quirk::SlowAfterN => "slow-after-n",
             Quirk::LeakFdPerCall => "leak-fd-per-call",
         }
@@ -500,8 +465,12 @@ impl Quirk {
                 "a call on a volume that another call is in flight on answers ABORTED \"An operation with the given Volume ID ... already exists\" (the kubernetes-csi drivers' per-volume lock; each call holds it 20 ms): lawful (#concurrency), the CO asks again once its other call is done (a control)"
             }
             Quirk::ListingLags => {
-                "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
+                "ListVolumes and ListSnapshots list from a view 300 ms behind: a deleted volume or snapshot is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume and GetSnapshot tell the truth: within the delete grace a control, beyond it the listing's own finding"
             }
+            Quirk::HidesTargetMount => {
+                "NodePublishVolume mounts the volume at target_path, then bind-mounts target_path's parent over itself, hiding that mount (plugins that re-bind a directory onto itself to change its propagation): the mount table lists the target's mount, the path does not lead to it; two witnesses that disagree"
+            }
+            Quirk::CapacityOverstated => "GetCapacity reports 1 TiB more available_capacity and maximum_volume_size than the pool has (plugins that report the backend's raw size, not its free room): CreateVolume then refuses room GetCapacity claimed",
             Quirk::SlowAfterN => super::drift::SLOW_AFTER_N_DESCRIPTION,
             Quirk::LeakFdPerCall => super::drift::LEAK_DESCRIPTION,
             Quirk::EchoSecrets => {
