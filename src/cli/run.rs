@@ -67,6 +67,7 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
         reconnect: suite::Reconnect { attempts: args.reconnect_attempts, ..suite::Reconnect::default() },
         scrubber: scrubber.clone(),
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        stress: suite::StressSize { workers: args.stress_workers, volumes: args.stress_volumes, calls: args.stress_calls },
         ..suite::RunConfig::default()
     };
     if config.volume_size <= 0 {

@@ -148,6 +148,29 @@ pub struct RunConfig {
     /// `--orchestrator-only`: a scenario that has orchestrator instances runs only as them
     /// (the matrix without the spec verdicts of the same lifecycles); the others run as usual.
     pub orchestrator_only: bool,
+    /// `--stress-workers`, `--stress-volumes`, `--stress-calls`: how big the opt-in `stress`
+    /// and `disruption` suites are (each bounded again by the run's budgets when it runs).
+    pub stress: StressSize,
+}
+
+/// The size of the `stress` suite's scenarios. The defaults finish in seconds against the
+/// reference plugin; each scenario still takes no more than the run's budgets allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StressSize {
+    /// Workers running lifecycles at once.
+    pub workers: u32,
+    /// Volumes the workers take through their lifecycles, in all; also how many volumes are
+    /// published to one node at once.
+    pub volumes: u32,
+    /// How many copies of one call are sent at once (the same CreateVolume, the same
+    /// NodeStageVolume).
+    pub calls: u32,
+}
+
+impl Default for StressSize {
+    fn default() -> Self {
+        StressSize { workers: 4, volumes: 8, calls: 4 }
+    }
 }
 
 /// Hears of scenarios as they start and finish, for a live display. Calls come from the
@@ -258,6 +281,7 @@ impl Default for RunConfig {
             existing_writable: false,
             orchestrators: Vec::new(),
             orchestrator_only: false,
+            stress: StressSize::default(),
         }
     }
 }
@@ -339,6 +363,7 @@ impl fmt::Debug for RunConfig {
             .field("check_path_cmd", &self.check_path_cmd)
             .field("mount_check", &self.mount_check)
             .field("restart_cmd", &self.restart_cmd)
+            .field("stress", &self.stress)
             .field("progress", &self.progress.is_some())
             .finish()
     }

@@ -19,16 +19,21 @@ use crate::suite::{
 
 mod attach_limit;
 mod claims;
+mod create_race;
 mod health;
 pub(crate) mod confirm;
 pub(crate) mod data;
 pub(crate) mod lifecycle;
+mod lifecycles;
 mod list;
 mod marker;
 mod name_conflict;
+mod node_race;
 mod pagination;
 mod path_state;
+mod publish_race;
 pub(crate) mod properties;
+mod stress_support;
 mod support;
 mod vvc_reconcile;
 
@@ -44,7 +49,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 14] = [
+static REGISTRY: [&CheckDef; 18] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -59,6 +64,10 @@ static REGISTRY: [&CheckDef; 14] = [
     &claims::CHECK,
     &health::HEALTH_ENTRIES,
     &health::HEALTH_MIGRATION,
+    &create_race::CHECK,
+    &publish_race::CHECK,
+    &node_race::CHECK,
+    &lifecycles::CHECK,
 ];
 
 /// A check by name.
