@@ -34,6 +34,7 @@ mod lag;
 mod lies;
 mod node;
 mod quirks;
+mod race_quirks;
 mod snapshot_metadata;
 mod snapshots;
 mod state;
@@ -406,6 +407,10 @@ impl Service {
             Ok(lock) => lock,
             Err(status) => return Err(self.0.told_error(status)),
         };
+        let staging = match race_quirks::stage_in_flight(&self.0, rpc, &subject) {
+            Ok(staging) => staging,
+            Err(status) => return Err(self.0.told_error(status)),
+        };
         let result = match plugin.gate(rpc, req.secrets()).and_then(|()| malformed().map_or(Ok(()), Err)) {
             Err(status) => Err(status),
             Ok(()) => tokio::task::spawn_blocking(move || body(&plugin, req))
@@ -417,6 +422,10 @@ impl Service {
             tokio::time::sleep(quirks::BUSY_HOLD).await;
         }
         drop(lock);
+        if staging.is_some() {
+            tokio::time::sleep(race_quirks::STAGE_HOLD).await;
+        }
+        drop(staging);
         if rpc == "CreateVolume" && !self.0.config.create_answer_delay.is_zero() {
             tokio::time::sleep(self.0.config.create_answer_delay).await;
         }

@@ -158,6 +158,13 @@ pub enum Quirk {
     /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
     /// created one not yet.
     ListingLags,
+    /// CreateVolume looks the name up before a pause and creates after it: calls with one
+    /// name that overlap each make a volume.
+    RaceCreateDuplicates,
+    /// A NodeStageVolume while another for the same volume is in flight answers INTERNAL.
+    StageNotReentrant,
+    /// ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND.
+    UnpublishNeedsKnownNode,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -286,6 +293,9 @@ impl Quirk {
         Quirk::EchoSecrets,
         Quirk::AbortsWhenBusy,
         Quirk::ListingLags,
+        Quirk::RaceCreateDuplicates,
+        Quirk::StageNotReentrant,
+        Quirk::UnpublishNeedsKnownNode,
     ];
 
     /// The name `--quirk` takes.
@@ -345,6 +355,9 @@ impl Quirk {
             Quirk::EchoSecrets => "echo-secrets",
             Quirk::AbortsWhenBusy => "aborts-when-busy",
             Quirk::ListingLags => "listing-lags",
+            Quirk::RaceCreateDuplicates => "race-create-duplicates",
+            Quirk::StageNotReentrant => "stage-not-reentrant",
+            Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
         }
     }
 
@@ -493,6 +506,15 @@ impl Quirk {
             }
             Quirk::ListingLags => {
                 "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
+            }
+            Quirk::RaceCreateDuplicates => {
+                "CreateVolume looks the name up, pauses, then creates: identical calls that overlap each make a volume of that name and answer with different ids (a check-then-create without a lock; what a CO that lost its state and sent CreateVolume again meets)"
+            }
+            Quirk::StageNotReentrant => {
+                "NodeStageVolume answers INTERNAL \"operation already in progress\" while another NodeStageVolume for the same volume is in flight, instead of waiting or ABORTED (hashicorp/nomad#15197: a stage sent again while the first was still running)"
+            }
+            Quirk::UnpublishNeedsKnownNode => {
+                "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)"
             }
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
@@ -682,38 +704,6 @@ pub const STAGE_RECORD: &str = ".csi-conform-stage";
 pub const EXTRA_TOPOLOGY_KEY: &str = "topology.csi-conform.dev/zone";
 
 impl Plugin {
-    /// `attach-race`: the device a ControllerPublishVolume to `node` picks, read from the
-    /// state before a pause (so overlapping calls pick the same one): the lowest
-    /// `/dev/csi-conform/slot-N` no volume published there holds. `None` without the quirk.
-    pub(crate) fn quirk_attach_device(&self, node: &str) -> Result<Option<String>, Status> {
-        if !self.quirk(Quirk::AttachRace) {
-            return Ok(None);
-        }
-        let state = self.store.snapshot()?;
-        let taken: BTreeSet<String> = state
-            .volumes
-            .values()
-            .filter_map(|v| v.publications.get(node))
-            .filter_map(|p| p.publish_context.get(super::keys::DEVICE_KEY).cloned())
-            .collect();
-        let device = (0..).map(|n| format!("/dev/csi-conform/slot-{n}")).find(|d| !taken.contains(d)).unwrap_or_default();
-        std::thread::sleep(std::time::Duration::from_millis(150));
-        Ok(Some(device))
-    }
-
-    /// `attach-race`: the refusal of an attach whose device another volume on `node` got
-    /// meanwhile.
-    pub(crate) fn quirk_device_taken(state: &super::state::State, node: &str, volume_id: &str, device: &str) -> Option<Status> {
-        let holder = state.volumes.values().find(|v| {
-            v.id != volume_id
-                && v.publications.get(node).is_some_and(|p| p.publish_context.get(super::keys::DEVICE_KEY).is_some_and(|d| d == device))
-        })?;
-        Some(Status::internal(format!(
-            "attaching volume {volume_id} to node {node} as {device} failed: the device is in use (attached for volume {})",
-            holder.id
-        )))
-    }
-
     /// `stage-state-in-parent`: records `volume_id` in the staging path's parent, refusing
     /// when the record there names another volume still staged on this node.
     pub(crate) fn quirk_stage_record(&self, staging: &std::path::Path, volume_id: &str, staged: &[String]) -> Result<(), Status> {

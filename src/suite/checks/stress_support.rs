@@ -87,7 +87,7 @@ pub(super) struct Volume {
 pub(super) fn volume_of(response: &DynamicMessage) -> Option<Volume> {
     let typed: v1::CreateVolumeResponse = response.transcode_to().ok()?;
     let volume = typed.volume?;
-    (!volume.volume_id.is_empty()).then(|| Volume { id: volume.volume_id, context: volume.volume_context })
+    (!volume.volume_id.is_empty()).then_some(Volume { id: volume.volume_id, context: volume.volume_context })
 }
 
 /// A volume of the small size for `capability`, named `<ctx name>-<suffix>`, which must
@@ -212,10 +212,15 @@ pub(super) async fn listed_volumes(ctx: &mut ScenarioCtx) -> Result<Option<Vec<S
     Ok(Some(seen.into_iter().map(|(id, _)| id).collect()))
 }
 
-/// Whether ControllerGetVolume (where advertised) still finds `volume_id`: `Some(true)` found,
-/// `Some(false)` NOT_FOUND, `None` not advertised or another answer.
+/// Whether ControllerGetVolume (where advertised, and believed: the run's witness rules, see
+/// `witness.rs`) finds `volume_id`: `Some(true)` found, `Some(false)` NOT_FOUND, `None` not
+/// advertised, not believed, or another answer.
 pub(super) async fn found(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<bool> {
     if !controller_has(ctx, ControllerCapability::GetVolume) {
+        return None;
+    }
+    let shared = ctx.shared.clone();
+    if !shared.verifier.witnesses.credible("ControllerGetVolume", &shared.plugin, &shared.config).await {
         return None;
     }
     let request = proto::to_dynamic(&v1::ControllerGetVolumeRequest { volume_id: volume_id.to_owned() });
