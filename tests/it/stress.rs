@@ -1,0 +1,114 @@
+//! The opt-in `stress` and `disruption` suites (issue 29): the reference plugin passes both at
+//! `--jobs` 1 and 32 with the same verdicts and nothing left on it; each concurrency or
+//! lost-node quirk is one named finding, in its own scenario, at its level, and nowhere else.
+
+use std::collections::BTreeMap;
+
+use csi_conform::{
+    proto::v1,
+    reference::{Config, Quirk},
+    report::{RunReport, Severity},
+    suite::{self, RunConfig, Suite},
+};
+
+use crate::support::{TestPlugin, engine_plugin};
+
+/// Each quirk of issue 29, the scenario that catches it, the finding's kind and its level.
+pub const QUIRKS: &[(Quirk, &str, &str, Severity)] = &[
+    (Quirk::RaceCreateDuplicates, "stress.create.same-name-at-once", "duplicate-volume", Severity::Fail),
+    (Quirk::AttachRace, "stress.controller-publish.volumes-at-once", "race-refused", Severity::Warn),
+    (Quirk::StageNotReentrant, "stress.node.same-calls-at-once", "race-refused", Severity::Warn),
+    (Quirk::UnpublishNeedsKnownNode, "disruption.lost-node.controller-unpublish", "lost-node", Severity::Warn),
+];
+
+fn opt_in() -> Vec<Suite> {
+    suite::OPT_IN.iter().map(|(name, _)| suite::opt_in_suite(name).expect("an opt-in suite").expect("it loads")).collect()
+}
+
+/// A run of both opt-in suites against a fresh reference plugin with `quirks`; asserts that
+/// nothing is left on the plugin afterwards.
+async fn run(quirks: &[Quirk], jobs: usize) -> RunReport {
+    let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), ..RunConfig::default() };
+    let report = suite::run(&engine, &opt_in(), &config).await;
+    let left = plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner();
+    assert!(left.entries.is_empty(), "{quirks:?} at --jobs {jobs} left {:?}", left.entries);
+    assert!(csi_conform::mounts::mounts_under(work.path()).is_empty(), "{quirks:?}: mounts left under the work dir");
+    report
+}
+
+fn outcomes(report: &RunReport) -> BTreeMap<String, Severity> {
+    report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect()
+}
+
+/// Every warning or worse: (scenario, kind, severity).
+fn verdicts(report: &RunReport) -> Vec<(String, String, Severity)> {
+    report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| s.findings.iter().filter(|f| f.severity >= Severity::Warn).map(move |f| (s.id.clone(), f.kind.clone(), f.severity)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_plugin_passes_both_suites_at_any_jobs_and_leaves_nothing() {
+    let one = run(&[], 1).await;
+    let many = run(&[], 32).await;
+    for report in [&one, &many] {
+        assert!(verdicts(report).is_empty(), "{:#?}", verdicts(report));
+        let ran = outcomes(report);
+        // Every scenario of both suites ran (none skipped: the reference plugin has every
+        // capability they need) and passed.
+        let all: usize = opt_in().iter().map(|s| s.scenarios().len()).sum();
+        assert_eq!(ran.len(), all, "{ran:#?}");
+        assert!(ran.values().all(|o| *o == Severity::Pass), "{ran:#?}");
+    }
+    assert_eq!(outcomes(&one), outcomes(&many));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
+    for &(quirk, scenario, kind, severity) in QUIRKS {
+        let report = run(&[quirk], 8).await;
+        let found = verdicts(&report);
+        assert_eq!(found, [(scenario.to_owned(), kind.to_owned(), severity)], "{quirk}: {found:#?}");
+        let f = report.scenario(scenario).unwrap().findings.iter().find(|f| f.kind == kind).unwrap();
+        // Named at its true level: the idempotency MUST fails, the concurrency SHOULD warns,
+        // the lost node's SHOULD (the scenario's own requirement) warns.
+        match severity {
+            Severity::Fail => assert_eq!(f.requirements, ["CreateVolume.idempotent"], "{f:#?}"),
+            _ if kind == "race-refused" => assert_eq!(f.requirements, ["General.concurrency.graceful"], "{f:#?}"),
+            _ => assert!(f.message.contains("#controllerunpublishvolume"), "{f:#?}"),
+        }
+    }
+}
+
+/// A plugin that serialises its calls and answers ABORTED to a call on a busy volume is
+/// within the spec (#concurrency): no verdict anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_for_a_busy_volume_is_no_verdict() {
+    let report = run(&[Quirk::AbortsWhenBusy], 8).await;
+    assert!(verdicts(&report).is_empty(), "{:#?}", verdicts(&report));
+}
+
+/// `--suite stress --suite disruption` names the opt-in suites (no such files here); the run
+/// of the bundled plugin passes, and the calls raced to make one thing leave no entry of the
+/// journal in doubt (each fork's record of the same volume is one resource).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
+    let cwd = tempfile::tempdir().unwrap();
+    let work = cwd.path().join("work").display().to_string();
+    let args = ["run", "--no-builtin", "--suite", "stress", "--suite", "disruption", "--work-dir", &work, "--seed", "3", "-q"];
+    let out = crate::support::csi_conform(&args, cwd.path()).await;
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("5 scenarios") && stdout.contains("5 passed"), "{stdout}");
+    assert!(!stdout.contains("in doubt") && !stderr.contains("in doubt"), "{stdout}\n{stderr}");
+    // A default run has neither.
+    let out = crate::support::csi_conform(&["list"], cwd.path()).await;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(!listed.contains("stress.create.same-name-at-once"), "{listed}");
+}
