@@ -179,6 +179,9 @@ impl Plugin {
                     dir: plugin.config.state_dir.clone().unwrap_or_default(),
                     source: std::io::Error::other(s.message().to_owned()),
                 })?;
+            if let Err(status) = plugin.quirk_forget_stagings() {
+                tracing::warn!("restart-loses-staging: {}", status.message());
+            }
             if !plugin.mounts {
                 tracing::warn!(
                     node_id = %plugin.config.node_id,

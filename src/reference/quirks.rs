@@ -165,6 +165,9 @@ pub enum Quirk {
     StageNotReentrant,
     /// ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND.
     UnpublishNeedsKnownNode,
+    /// A node plugin forgets on start what it had staged (its stage records), though the
+    /// mounts stay: a volume staged before a restart is no longer published from there.
+    RestartLosesStaging,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -296,6 +299,7 @@ impl Quirk {
         Quirk::RaceCreateDuplicates,
         Quirk::StageNotReentrant,
         Quirk::UnpublishNeedsKnownNode,
+        Quirk::RestartLosesStaging,
     ];
 
     /// The name `--quirk` takes.
@@ -358,6 +362,7 @@ impl Quirk {
             Quirk::RaceCreateDuplicates => "race-create-duplicates",
             Quirk::StageNotReentrant => "stage-not-reentrant",
             Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
+            Quirk::RestartLosesStaging => "restart-loses-staging",
         }
     }
 
@@ -515,6 +520,9 @@ impl Quirk {
             }
             Quirk::UnpublishNeedsKnownNode => {
                 "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)"
+            }
+            Quirk::RestartLosesStaging => {
+                "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)"
             }
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"

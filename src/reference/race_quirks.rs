@@ -57,6 +57,18 @@ impl Plugin {
         Ok(free)
     }
 
+    /// `restart-loses-staging`: a node plugin starting forgets this node's stage records.
+    pub(crate) fn quirk_forget_stagings(&self) -> Result<(), Status> {
+        if self.quirk(Quirk::RestartLosesStaging) {
+            let node = self.config.node_id.clone();
+            self.store.transact(|s| {
+                s.node_mut(&node).stagings.clear();
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
     /// `unpublish-needs-known-node`: NOT_FOUND for a ControllerUnpublishVolume naming a node
     /// the plugin does not know.
     pub(crate) fn quirk_unknown_node(&self, node: &str) -> Result<(), Status> {

@@ -29,9 +29,11 @@ mod list;
 mod marker;
 mod name_conflict;
 mod node_race;
+mod node_restart;
 mod pagination;
 mod path_state;
 mod publish_race;
+mod restart_published;
 pub(crate) mod properties;
 mod stress_support;
 mod support;
@@ -49,7 +51,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 18] = [
+static REGISTRY: [&CheckDef; 19] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -68,6 +70,7 @@ static REGISTRY: [&CheckDef; 18] = [
     &publish_race::CHECK,
     &node_race::CHECK,
     &lifecycles::CHECK,
+    &restart_published::CHECK,
 ];
 
 /// A check by name.

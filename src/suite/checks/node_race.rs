@@ -11,8 +11,8 @@ use prost_reflect::DynamicMessage;
 use super::{
     CheckDef,
     stress_support::{
-        Volume, controller_has, controller_publish, controller_unpublish, create, delete, node_has, node_id, note,
-        publish_request, stage_request, typed_capability, unpublish, unstage,
+        Volume, controller_has, controller_publish, controller_unpublish, create, delete, left_mounted, mounts_at, node_has,
+        node_id, note, publish_request, stage_request, typed_capability, unpublish, unstage,
     },
     support::capability_arg,
 };
@@ -100,12 +100,6 @@ async fn judge(
     Ok(())
 }
 
-/// The mounts at exactly `path` on node 0 (`None`: the mount table cannot be read here).
-fn mounts_at(ctx: &ScenarioCtx, path: &Path) -> Option<usize> {
-    let inspector = ctx.inspector(0)?;
-    inspector.mounts_at(path).ok().flatten().map(|m| m.len())
-}
-
 /// More than one mount stacked at `path` after the race: warned (the calls were not handled
 /// gracefully); what unpublish or unstage leaves behind is judged by [`left_mounted`].
 fn stacked(ctx: &mut ScenarioCtx, rpc: &str, path: &Path, calls: usize) {
@@ -123,26 +117,6 @@ fn stacked(ctx: &mut ScenarioCtx, rpc: &str, path: &Path, calls: usize) {
         f.requirements = vec![GRACEFUL.to_owned()];
         ctx.push(f);
     }
-}
-
-/// Something still mounted at `path` after `rpc` answered OK: it did not undo what was done
-/// there (`requirement`, a MUST).
-fn left_mounted(ctx: &mut ScenarioCtx, rpc: &str, path: &Path, requirement: &str) -> bool {
-    let Some(n) = mounts_at(ctx, path).filter(|&n| n > 0) else { return false };
-    let mut f = Finding::new(
-        Severity::Fail,
-        "left-mounted",
-        format!(
-            "{rpc} answered OK and {n} mount(s) stay at {} (after identical calls raced there): {rpc} MUST undo the work \
-             done at that path (#{})",
-            path.display(),
-            rpc.to_lowercase()
-        ),
-    );
-    f.rpc = Some(rpc.to_owned());
-    f.requirements = vec![requirement.to_owned()];
-    ctx.push(f);
-    true
 }
 
 async fn node_race(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {

@@ -2,7 +2,7 @@
 //! paths of their own), further budget leases so that a small plugin is never asked to hold
 //! more than it says it can, one volume's lifecycle calls, and listing what the plugin holds.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, path::Path};
 
 use prost_reflect::DynamicMessage;
 
@@ -235,3 +235,30 @@ pub(super) async fn found(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<bool
 pub(super) fn volume_id_in(response: &DynamicMessage) -> Option<String> {
     Val::from_message(response).get(&path_of("volume.volume_id")).ok().and_then(|v| v.to_text()).filter(|s| !s.is_empty())
 }
+
+/// The mounts at exactly `path` on node 0 (`None`: the mount table cannot be read here).
+pub(super) fn mounts_at(ctx: &ScenarioCtx, path: &Path) -> Option<usize> {
+    let inspector = ctx.inspector(0)?;
+    inspector.mounts_at(path).ok().flatten().map(|m| m.len())
+}
+
+/// Something still mounted at `path` after `rpc` answered OK: it did not undo what was done
+/// there (`requirement`, a MUST).
+pub(super) fn left_mounted(ctx: &mut ScenarioCtx, rpc: &str, path: &Path, requirement: &str) -> bool {
+    let Some(n) = mounts_at(ctx, path).filter(|&n| n > 0) else { return false };
+    let mut f = Finding::new(
+        Severity::Fail,
+        "left-mounted",
+        format!(
+            "{rpc} answered OK and {n} mount(s) stay at {}: {rpc} MUST undo the work \
+             done at that path (#{})",
+            path.display(),
+            rpc.to_lowercase()
+        ),
+    );
+    f.rpc = Some(rpc.to_owned());
+    f.requirements = vec![requirement.to_owned()];
+    ctx.push(f);
+    true
+}
+
