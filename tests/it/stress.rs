@@ -60,11 +60,14 @@ async fn the_reference_plugin_passes_both_suites_at_any_jobs_and_leaves_nothing(
     for report in [&one, &many] {
         assert!(verdicts(report).is_empty(), "{:#?}", verdicts(report));
         let ran = outcomes(report);
-        // Every scenario of both suites ran (none skipped: the reference plugin has every
-        // capability they need) and passed.
+        // Every scenario of both suites ran and passed (the reference plugin has every
+        // capability they need), but the restart, which needs --allow-restart-cmd.
         let all: usize = opt_in().iter().map(|s| s.scenarios().len()).sum();
         assert_eq!(ran.len(), all, "{ran:#?}");
-        assert!(ran.values().all(|o| *o == Severity::Pass), "{ran:#?}");
+        let restart = "disruption.restart.while-published";
+        assert!(ran.iter().all(|(id, o)| *o == if id == restart { Severity::Skip } else { Severity::Pass }), "{ran:#?}");
+        let why = report.scenario(restart).unwrap().skip_reason.clone().unwrap_or_default();
+        assert!(why.contains("--allow-restart-cmd"), "{why}");
     }
     assert_eq!(outcomes(&one), outcomes(&many));
 }
@@ -105,10 +108,92 @@ async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
     let out = crate::support::csi_conform(&args, cwd.path()).await;
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("5 scenarios") && stdout.contains("5 passed"), "{stdout}");
+    assert!(stdout.contains("6 scenarios") && stdout.contains("5 passed") && stdout.contains("1 skipped"), "{stdout}");
     assert!(!stdout.contains("in doubt") && !stderr.contains("in doubt"), "{stdout}\n{stderr}");
     // A default run has neither.
     let out = crate::support::csi_conform(&["list"], cwd.path()).await;
     let listed = String::from_utf8_lossy(&out.stdout);
     assert!(!listed.contains("stress.create.same-name-at-once"), "{listed}");
+}
+
+/// Runs `--suite disruption` with `--restart-node-cmd` against a reference plugin process
+/// (state in a directory, so that a new process finds it) started with `quirks`; the restart
+/// command stops it and starts another on the same socket. The run's JSON report, and whether
+/// the plugin was really restarted.
+async fn restart_run(quirks: &[Quirk]) -> (serde_json::Value, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let quirks: Vec<String> = quirks.iter().map(|q| format!("--quirk {}", q.name())).collect();
+    let start = format!(
+        "{bin} reference-plugin --endpoint unix://{d}/csi.sock --state-dir {d}/state {q} >>{d}/plugin.log 2>&1 & echo $! > {d}/pid; \
+         while [ ! -S {d}/csi.sock ]; do sleep 0.02; done",
+        bin = crate::support::bin(),
+        q = quirks.join(" ")
+    );
+    std::fs::write(dir.path().join("start.sh"), &start).unwrap();
+    let restart = format!("cp {d}/pid {d}/first.pid 2>/dev/null; kill $(cat {d}/pid); while [ -S {d}/csi.sock ]; do sleep 0.02; done; sh {d}/start.sh");
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    assert!(std::process::Command::new("sh").arg(dir.path().join("start.sh")).status().unwrap().success());
+    let endpoint = format!("unix://{d}/csi.sock");
+    let (work, json) = (format!("{d}/work"), format!("{d}/r.json"));
+    let args = [
+        "run", "--endpoint", &endpoint, "--no-builtin", "--suite", "disruption", "--restart-node-cmd", &restart, "--work-dir", &work,
+        "--json", &json, "--seed", "5", "-q",
+    ];
+    let out = crate::support::csi_conform(&args, dir.path()).await;
+    let restarted = std::fs::read_to_string(dir.path().join("first.pid")).ok() != std::fs::read_to_string(dir.path().join("pid")).ok();
+    let _ = std::process::Command::new("sh").arg("-c").arg(format!("kill $(cat {d}/pid)")).status();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    }))
+    .unwrap();
+    assert!(csi_conform::mounts::mounts_under(dir.path()).is_empty(), "mounts left under {d}");
+    (report, restarted)
+}
+
+/// Every warning or worse of a JSON report: (scenario, kind, severity, requirements).
+fn json_verdicts(report: &serde_json::Value) -> Vec<(String, String, String, Vec<String>)> {
+    let mut out = Vec::new();
+    for scenario in report["suites"].as_array().unwrap().iter().flat_map(|s| s["scenarios"].as_array().unwrap()) {
+        for f in scenario["findings"].as_array().into_iter().flatten() {
+            let severity = f["severity"].as_str().unwrap_or_default();
+            if matches!(severity, "pass" | "skip") {
+                continue;
+            }
+            let requirements = f["requirements"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(str::to_owned)).collect();
+            out.push((scenario["id"].as_str().unwrap().to_owned(), f["kind"].as_str().unwrap().to_owned(), severity.to_owned(), requirements));
+        }
+    }
+    out
+}
+
+fn json_outcome(report: &serde_json::Value, id: &str) -> String {
+    report["suites"].as_array().unwrap().iter().flat_map(|s| s["scenarios"].as_array().unwrap()).find(|s| s["id"] == id).map(|s| s["outcome"].as_str().unwrap().to_owned()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_plugin_restarted_while_published_keeps_the_publication_and_takes_it_down() {
+    let (report, restarted) = restart_run(&[]).await;
+    assert!(restarted, "the restart command really started another plugin process");
+    assert!(json_verdicts(&report).is_empty(), "{:#?}", json_verdicts(&report));
+    assert_eq!(json_outcome(&report, "disruption.restart.while-published"), "pass");
+    let notes = report.to_string();
+    assert!(notes.contains("answered Probe ready"), "the time to Probe ready is reported");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_forgets_its_stagings_on_restart_is_one_failure_in_the_restart_scenario() {
+    let (report, restarted) = restart_run(&[Quirk::RestartLosesStaging]).await;
+    assert!(restarted);
+    let found = json_verdicts(&report);
+    assert_eq!(
+        found,
+        [(
+            "disruption.restart.while-published".to_owned(),
+            "restart-lost-state".to_owned(),
+            "fail".to_owned(),
+            vec!["NodeStageVolume.stage-before-publish".to_owned()]
+        )],
+        "{found:#?}"
+    );
 }
