@@ -129,6 +129,12 @@ pub struct RunArgs {
     #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD", alias = "restart-node-cmd")]
     pub allow_restart_cmd: Option<String>,
 
+    /// Enables the controller restart scenario (`--suite disruption`): this shell command
+    /// restarts the controller plugin (it gets CSI_CONFORM_CONTROLLER_ENDPOINT) while a
+    /// CreateVolume is in flight.
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD")]
+    pub restart_controller_cmd: Option<String>,
+
     /// Which suites.
     #[command(flatten)]
     pub suites: SuiteArgs,

@@ -111,6 +111,13 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
         config.restart_cmd = Some(command.clone());
         config.options.insert("restart".to_owned());
     }
+    if let Some(command) = &args.restart_controller_cmd {
+        if command.trim().is_empty() {
+            return Err(CliError::usage("--restart-controller-cmd is empty"));
+        }
+        config.restart_controller_cmd = Some(command.clone());
+        config.options.insert("restart_controller".to_owned());
+    }
     if let Some(dir) = &args.work_dir {
         // Staging and target paths go to the plugin, which needs them absolute.
         config.work_dir = std::path::absolute(dir)

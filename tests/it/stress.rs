@@ -61,13 +61,17 @@ async fn the_reference_plugin_passes_both_suites_at_any_jobs_and_leaves_nothing(
         assert!(verdicts(report).is_empty(), "{:#?}", verdicts(report));
         let ran = outcomes(report);
         // Every scenario of both suites ran and passed (the reference plugin has every
-        // capability they need), but the restart, which needs --allow-restart-cmd.
+        // capability they need), but the restarts, which need their commands.
         let all: usize = opt_in().iter().map(|s| s.scenarios().len()).sum();
         assert_eq!(ran.len(), all, "{ran:#?}");
-        let restart = "disruption.restart.while-published";
-        assert!(ran.iter().all(|(id, o)| *o == if id == restart { Severity::Skip } else { Severity::Pass }), "{ran:#?}");
-        let why = report.scenario(restart).unwrap().skip_reason.clone().unwrap_or_default();
-        assert!(why.contains("--allow-restart-cmd"), "{why}");
+        let restarts =
+            [("disruption.restart.while-published", "--allow-restart-cmd"), ("disruption.restart.controller-during-create", "--restart-controller-cmd")];
+        let skipped = |id: &String| restarts.iter().any(|(r, _)| r == id);
+        assert!(ran.iter().all(|(id, o)| *o == if skipped(id) { Severity::Skip } else { Severity::Pass }), "{ran:#?}");
+        for (id, flag) in restarts {
+            let why = report.scenario(id).unwrap().skip_reason.clone().unwrap_or_default();
+            assert!(why.contains(flag), "{id}: {why}");
+        }
     }
     assert_eq!(outcomes(&one), outcomes(&many));
 }
@@ -108,7 +112,7 @@ async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
     let out = crate::support::csi_conform(&args, cwd.path()).await;
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("6 scenarios") && stdout.contains("5 passed") && stdout.contains("1 skipped"), "{stdout}");
+    assert!(stdout.contains("7 scenarios") && stdout.contains("5 passed") && stdout.contains("2 skipped"), "{stdout}");
     assert!(!stdout.contains("in doubt") && !stderr.contains("in doubt"), "{stdout}\n{stderr}");
     // A default run has neither.
     let out = crate::support::csi_conform(&["list"], cwd.path()).await;
@@ -116,7 +120,7 @@ async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
     assert!(!listed.contains("stress.create.same-name-at-once"), "{listed}");
 }
 
-/// Runs `--suite disruption` with `--restart-node-cmd` against a reference plugin process
+/// Runs `--suite disruption` with `--restart-node-cmd` and `--restart-controller-cmd` against a reference plugin process
 /// (state in a directory, so that a new process finds it) started with `quirks`; the restart
 /// command stops it and starts another on the same socket. The run's JSON report, and whether
 /// the plugin was really restarted.
@@ -137,7 +141,8 @@ async fn restart_run(quirks: &[Quirk]) -> (serde_json::Value, bool) {
     let endpoint = format!("unix://{d}/csi.sock");
     let (work, json) = (format!("{d}/work"), format!("{d}/r.json"));
     let args = [
-        "run", "--endpoint", &endpoint, "--no-builtin", "--suite", "disruption", "--restart-node-cmd", &restart, "--work-dir", &work,
+        "run", "--endpoint", &endpoint, "--no-builtin", "--suite", "disruption", "--restart-node-cmd", &restart, "--restart-controller-cmd", &restart,
+        "--work-dir", &work,
         "--json", &json, "--seed", "5", "-q",
     ];
     let out = crate::support::csi_conform(&args, dir.path()).await;
@@ -177,8 +182,11 @@ async fn a_node_plugin_restarted_while_published_keeps_the_publication_and_takes
     assert!(restarted, "the restart command really started another plugin process");
     assert!(json_verdicts(&report).is_empty(), "{:#?}", json_verdicts(&report));
     assert_eq!(json_outcome(&report, "disruption.restart.while-published"), "pass");
+    assert_eq!(json_outcome(&report, "disruption.restart.controller-during-create"), "pass");
     let notes = report.to_string();
-    assert!(notes.contains("answered Probe ready"), "the time to Probe ready is reported");
+    for who in ["node", "controller"] {
+        assert!(notes.contains(&format!("the {who} plugin answered Probe ready")), "the time to Probe ready is reported");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,4 +204,18 @@ async fn a_plugin_that_forgets_its_stagings_on_restart_is_one_failure_in_the_res
         )],
         "{found:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_forgets_names_on_restart_is_one_failure_in_the_controller_restart_scenario() {
+    let (report, restarted) = restart_run(&[Quirk::RestartForgetsNames]).await;
+    assert!(restarted);
+    let found = json_verdicts(&report);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (scenario, kind, severity, requirements) = &found[0];
+    assert_eq!(scenario, "disruption.restart.controller-during-create");
+    // An OK before the restart and another volume after it, or an answer lost with the
+    // process and a second volume listed: the one rule either way.
+    assert!(["duplicate-volume", "ghost-volume"].contains(&kind.as_str()), "{kind}");
+    assert_eq!((severity.as_str(), requirements.as_slice()), ("fail", ["CreateVolume.idempotent".to_owned()].as_slice()));
 }

@@ -132,6 +132,9 @@ pub struct RunConfig {
     /// `--allow-restart-cmd`: the shell command that restarts a node plugin (enables the
     /// `restart` opt-in).
     pub restart_cmd: Option<String>,
+    /// `--restart-controller-cmd`: the shell command that restarts the controller plugin
+    /// (enables the `restart_controller` opt-in).
+    pub restart_controller_cmd: Option<String>,
     /// Hears of scenarios starting and finishing (the console's progress display).
     pub progress: Option<Arc<dyn Progress>>,
     /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
@@ -253,6 +256,7 @@ impl Default for RunConfig {
             check_path_cmd: None,
             mount_check: MountCheck::Auto,
             restart_cmd: None,
+            restart_controller_cmd: None,
             progress: None,
             existing_volumes: Vec::new(),
             existing_writable: false,
@@ -340,6 +344,7 @@ impl fmt::Debug for RunConfig {
             .field("check_path_cmd", &self.check_path_cmd)
             .field("mount_check", &self.mount_check)
             .field("restart_cmd", &self.restart_cmd)
+            .field("restart_controller_cmd", &self.restart_controller_cmd)
             .field("stress", &self.stress)
             .field("progress", &self.progress.is_some())
             .finish()

@@ -166,6 +166,11 @@ impl Plugin {
             busy: std::sync::Mutex::default(),
             lag: std::sync::Mutex::default(),
         };
+        if plugin.config.mode.serves_controller()
+            && let Err(status) = plugin.quirk_forget_names()
+        {
+            tracing::warn!("restart-forgets-names: {}", status.message());
+        }
         if plugin.config.mode.serves_node() {
             // Register this node so a controller sharing the state knows the node id.
             let node_id = plugin.config.node_id.clone();

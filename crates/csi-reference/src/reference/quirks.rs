@@ -168,6 +168,9 @@ pub enum Quirk {
     /// A node plugin forgets on start what it had staged (its stage records), though the
     /// mounts stay: a volume staged before a restart is no longer published from there.
     RestartLosesStaging,
+    /// A controller plugin forgets on start which name each volume was created under: a
+    /// CreateVolume asked again after a restart makes a second volume.
+    RestartForgetsNames,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -300,6 +303,7 @@ impl Quirk {
         Quirk::StageNotReentrant,
         Quirk::UnpublishNeedsKnownNode,
         Quirk::RestartLosesStaging,
+        Quirk::RestartForgetsNames,
     ];
 
     /// The name `--quirk` takes.
@@ -363,6 +367,7 @@ impl Quirk {
             Quirk::StageNotReentrant => "stage-not-reentrant",
             Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
             Quirk::RestartLosesStaging => "restart-loses-staging",
+            Quirk::RestartForgetsNames => "restart-forgets-names",
         }
     }
 
@@ -523,6 +528,9 @@ impl Quirk {
             }
             Quirk::RestartLosesStaging => {
                 "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)"
+            }
+            Quirk::RestartForgetsNames => {
+                "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume"
             }
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"

@@ -69,6 +69,17 @@ impl Plugin {
         Ok(())
     }
 
+    /// `restart-forgets-names`: a controller starting forgets the names of the volumes.
+    pub(crate) fn quirk_forget_names(&self) -> Result<(), Status> {
+        if self.quirk(Quirk::RestartForgetsNames) {
+            self.store.transact(|s| {
+                s.volumes.values_mut().for_each(|v| v.name.clear());
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
     /// `unpublish-needs-known-node`: NOT_FOUND for a ControllerUnpublishVolume naming a node
     /// the plugin does not know.
     pub(crate) fn quirk_unknown_node(&self, node: &str) -> Result<(), Status> {

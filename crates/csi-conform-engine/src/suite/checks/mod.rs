@@ -33,6 +33,7 @@ mod node_restart;
 mod pagination;
 mod path_state;
 mod publish_race;
+mod restart_create;
 mod restart_published;
 pub(crate) mod properties;
 mod stress_support;
@@ -51,7 +52,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 19] = [
+static REGISTRY: [&CheckDef; 20] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -71,6 +72,7 @@ static REGISTRY: [&CheckDef; 19] = [
     &node_race::CHECK,
     &lifecycles::CHECK,
     &restart_published::CHECK,
+    &restart_create::CHECK,
 ];
 
 /// A check by name.
