@@ -6,8 +6,9 @@ use super::*;
 #[derive(Debug, Clone, Args)]
 pub struct SuiteArgs {
     /// A suite file of your own, or the name of an opt-in built-in suite (`stress`,
-    /// `disruption`; never run otherwise); repeatable. Added to the built-in suites.
-    #[arg(help_heading = "Selection", long = "suite", value_name = "FILE|NAME")]
+    /// `disruption`; never run otherwise); repeatable. Added to the built-in suites. (The
+    /// value name stays FILE: a settings file's relative FILE values are resolved against it.)
+    #[arg(help_heading = "Selection", long = "suite", value_name = "FILE")]
     pub suites: Vec<PathBuf>,
 
     /// Leave out the built-in suites (only the --suite files run).
@@ -21,8 +22,10 @@ impl SuiteArgs {
         let mut suites = if self.no_builtin { Vec::new() } else { suite::builtin() };
         let mut errors = Vec::new();
         for file in &self.suites {
-            // A name of an opt-in built-in suite, unless a file of that name is there.
-            let opt_in = file.to_str().filter(|_| !file.exists()).and_then(suite::opt_in_suite);
+            // A name of an opt-in built-in suite, unless a file of that name is there (by its
+            // last component: a settings file's relative values come resolved against it).
+            let name = file.file_name().and_then(|n| n.to_str()).filter(|_| !file.exists());
+            let opt_in = name.and_then(suite::opt_in_suite);
             match opt_in.unwrap_or_else(|| suite::load_file(file)) {
                 Ok(s) => suites.push(s),
                 Err(e) => errors.push(e.to_string()),

@@ -115,10 +115,7 @@ async fn lifecycles(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
                 }
                 forks.push(fork);
             }
-            Err(e) => {
-                ctx.push(Finding::new(Severity::Error, "setup", e));
-                return CheckOutcome::Stop;
-            }
+            Err(outcome) => return outcome,
         }
     }
     let ran = futures_util::future::join_all(forks.iter_mut().enumerate().map(|(w, fork)| {

@@ -34,12 +34,23 @@ pub(super) fn note(ctx: &mut ScenarioCtx, message: String) {
 /// A fork of the scenario that works under its own name (`<name>-<label>`) and its own
 /// directory (`<dir>/<label>`, with a `staging` directory in it), so that workers running at
 /// once never share a volume name or a path. Its paths are removed with the scenario's.
-pub(super) fn worker(ctx: &ScenarioCtx, label: &str) -> Result<ScenarioCtx, String> {
+pub(super) fn worker(ctx: &mut ScenarioCtx, label: &str) -> Result<ScenarioCtx, CheckOutcome> {
+    let paths = &ctx.config().paths;
+    if paths.create_mount_cmd.is_some() || paths.create_staging_cmd.is_some() {
+        // Those commands make the scenario's paths where the node sees them; workers' paths
+        // of their own are made here only.
+        return Err(CheckOutcome::Skip(
+            "workers need directories of their own, which this check makes only on this host, not through --create-path-cmd".into(),
+        ));
+    }
     let mut fork = ctx.fork();
     fork.name = format!("{}-{label}", ctx.name());
     let dir = ctx.paths.dir.join(label);
     let staging = dir.join("staging");
-    std::fs::create_dir_all(&staging).map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
+    if let Err(e) = std::fs::create_dir_all(&staging) {
+        ctx.push(Finding::new(Severity::Error, "setup", format!("cannot create {}: {e}", staging.display())));
+        return Err(CheckOutcome::Stop);
+    }
     fork.paths = ScenarioPaths::in_dir(dir.clone(), staging.clone());
     fork.own_paths = vec![fork.paths.target.clone(), fork.paths.target2.clone(), staging, dir];
     Ok(fork)
