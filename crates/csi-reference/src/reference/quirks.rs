@@ -155,9 +155,14 @@ pub enum Quirk {
     /// A call on a volume another call is in flight on is refused with ABORTED (a lock per
     /// volume, held a while by each call).
     AbortsWhenBusy,
-    /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
-    /// created one not yet.
+    /// ListVolumes and ListSnapshots lag the plugin's state: a deleted volume or snapshot is
+    /// listed a while longer, a created one not yet.
     ListingLags,
+    /// NodePublishVolume binds the target's parent over itself after mounting: the mount
+    /// table lists the target's mount, the path no longer leads to it.
+    HidesTargetMount,
+    /// GetCapacity reports 1 TiB more available_capacity (and maximum_volume_size) than there is.
+    CapacityOverstated,
     /// CreateVolume looks the name up before a pause and creates after it: calls with one
     /// name that overlap each make a volume.
     RaceCreateDuplicates,
@@ -299,6 +304,8 @@ impl Quirk {
         Quirk::EchoSecrets,
         Quirk::AbortsWhenBusy,
         Quirk::ListingLags,
+        Quirk::HidesTargetMount,
+        Quirk::CapacityOverstated,
         Quirk::RaceCreateDuplicates,
         Quirk::StageNotReentrant,
         Quirk::UnpublishNeedsKnownNode,
@@ -363,6 +370,8 @@ impl Quirk {
             Quirk::EchoSecrets => "echo-secrets",
             Quirk::AbortsWhenBusy => "aborts-when-busy",
             Quirk::ListingLags => "listing-lags",
+            Quirk::HidesTargetMount => "hides-target-mount",
+            Quirk::CapacityOverstated => "capacity-overstated",
             Quirk::RaceCreateDuplicates => "race-create-duplicates",
             Quirk::StageNotReentrant => "stage-not-reentrant",
             Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
@@ -515,23 +524,17 @@ impl Quirk {
                 "a call on a volume that another call is in flight on answers ABORTED \"An operation with the given Volume ID ... already exists\" (the kubernetes-csi drivers' per-volume lock; each call holds it 20 ms): lawful (#concurrency), the CO asks again once its other call is done (a control)"
             }
             Quirk::ListingLags => {
-                "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
+                "ListVolumes and ListSnapshots list from a view 300 ms behind: a deleted volume or snapshot is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume and GetSnapshot tell the truth: within the delete grace a control, beyond it the listing's own finding"
             }
-            Quirk::RaceCreateDuplicates => {
-                "CreateVolume looks the name up, pauses, then creates: identical calls that overlap each make a volume of that name and answer with different ids (a check-then-create without a lock; what a CO that lost its state and sent CreateVolume again meets)"
+            Quirk::HidesTargetMount => {
+                "NodePublishVolume mounts the volume at target_path, then bind-mounts target_path's parent over itself, hiding that mount (plugins that re-bind a directory onto itself to change its propagation): the mount table lists the target's mount, the path does not lead to it; two witnesses that disagree"
             }
-            Quirk::StageNotReentrant => {
-                "NodeStageVolume answers INTERNAL \"operation already in progress\" while another NodeStageVolume for the same volume is in flight, instead of waiting or ABORTED (hashicorp/nomad#15197: a stage sent again while the first was still running)"
-            }
-            Quirk::UnpublishNeedsKnownNode => {
-                "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)"
-            }
-            Quirk::RestartLosesStaging => {
-                "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)"
-            }
-            Quirk::RestartForgetsNames => {
-                "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume"
-            }
+            Quirk::CapacityOverstated => "GetCapacity reports 1 TiB more available_capacity and maximum_volume_size than the pool has (plugins that report the backend's raw size, not its free room): CreateVolume then refuses room GetCapacity claimed",
+            Quirk::RaceCreateDuplicates => "CreateVolume looks the name up, pauses, then creates: identical calls that overlap each make a volume of that name and answer with different ids (a check-then-create without a lock; what a CO that lost its state and sent CreateVolume again meets)",
+            Quirk::StageNotReentrant => "NodeStageVolume answers INTERNAL \"operation already in progress\" while another NodeStageVolume for the same volume is in flight, instead of waiting or ABORTED (hashicorp/nomad#15197: a stage sent again while the first was still running)",
+            Quirk::UnpublishNeedsKnownNode => "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)",
+            Quirk::RestartLosesStaging => "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)",
+            Quirk::RestartForgetsNames => "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume",
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
             }

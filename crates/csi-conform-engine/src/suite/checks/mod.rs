@@ -18,6 +18,7 @@ use crate::suite::{
 };
 
 mod attach_limit;
+mod capacity;
 mod claims;
 mod create_race;
 mod health;
@@ -52,7 +53,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 20] = [
+static REGISTRY: [&CheckDef; 21] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -65,6 +66,7 @@ static REGISTRY: [&CheckDef; 20] = [
     &name_conflict::CHECK,
     &vvc_reconcile::CHECK,
     &claims::CHECK,
+    &capacity::CHECK,
     &health::HEALTH_ENTRIES,
     &health::HEALTH_MIGRATION,
     &create_race::CHECK,
