@@ -5,7 +5,9 @@ use super::*;
 /// Which suites to use.
 #[derive(Debug, Clone, Args)]
 pub struct SuiteArgs {
-    /// A suite file of your own; repeatable. Added to the built-in suites.
+    /// A suite file of your own, or the name of an opt-in built-in suite (`stress`,
+    /// `disruption`; never run otherwise); repeatable. Added to the built-in suites. (The
+    /// value name stays FILE: a settings file's relative FILE values are resolved against it.)
     #[arg(help_heading = "Selection", long = "suite", value_name = "FILE")]
     pub suites: Vec<PathBuf>,
 
@@ -20,7 +22,11 @@ impl SuiteArgs {
         let mut suites = if self.no_builtin { Vec::new() } else { suite::builtin() };
         let mut errors = Vec::new();
         for file in &self.suites {
-            match suite::load_file(file) {
+            // A name of an opt-in built-in suite, unless a file of that name is there (by its
+            // last component: a settings file's relative values come resolved against it).
+            let name = file.file_name().and_then(|n| n.to_str()).filter(|_| !file.exists());
+            let opt_in = name.and_then(suite::opt_in_suite);
+            match opt_in.unwrap_or_else(|| suite::load_file(file)) {
                 Ok(s) => suites.push(s),
                 Err(e) => errors.push(e.to_string()),
             }
@@ -137,11 +143,18 @@ pub struct RunArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
 
-    /// Enables the restart scenario: this shell command restarts the node plugin (it gets
+    /// Enables the restart scenarios: this shell command restarts the node plugin (it gets
     /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
-    /// NodeStageVolume and NodePublishVolume.
-    #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD")]
+    /// NodeStageVolume and NodePublishVolume, and (`--suite disruption`) while volumes are
+    /// staged and published. Also spelled --restart-node-cmd.
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD", alias = "restart-node-cmd")]
     pub allow_restart_cmd: Option<String>,
+
+    /// Enables the controller restart scenario (`--suite disruption`): this shell command
+    /// restarts the controller plugin (it gets CSI_CONFORM_CONTROLLER_ENDPOINT) while a
+    /// CreateVolume is in flight.
+    #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD")]
+    pub restart_controller_cmd: Option<String>,
 
     /// Which suites.
     #[command(flatten)]
@@ -247,6 +260,21 @@ pub struct RunArgs {
     /// on it (a lack of room also while deleted objects are not yet seen gone).
     #[arg(help_heading = "Budgets and timeouts", long, value_name = "DURATION", default_value = "2m", value_parser = crate::units::parse_duration)]
     pub contention_timeout: Duration,
+
+    /// `--suite stress`: workers running volume lifecycles at once (fewer when the run's
+    /// budgets hold fewer volumes).
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub stress_workers: u32,
+
+    /// `--suite stress`: volumes the workers take through their lifecycles in all, and how
+    /// many volumes are published to one node at once (fewer when the budgets hold fewer).
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub stress_volumes: u32,
+
+    /// `--suite stress`: copies of one call sent at once (the same CreateVolume, the same
+    /// NodeStageVolume and NodePublishVolume).
+    #[arg(help_heading = "Budgets and timeouts", long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
+    pub stress_calls: u32,
 
     /// How long a volume or snapshot that DeleteVolume/DeleteSnapshot answered OK for may
     /// still be found or listed (a backend that finishes deleting in the background) before

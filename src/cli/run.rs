@@ -67,6 +67,7 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
         reconnect: suite::Reconnect { attempts: args.reconnect_attempts, ..suite::Reconnect::default() },
         scrubber: scrubber.clone(),
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        stress: suite::StressSize { workers: args.stress_workers, volumes: args.stress_volumes, calls: args.stress_calls },
         ..suite::RunConfig::default()
     };
     if config.volume_size <= 0 {
@@ -109,6 +110,13 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
         }
         config.restart_cmd = Some(command.clone());
         config.options.insert("restart".to_owned());
+    }
+    if let Some(command) = &args.restart_controller_cmd {
+        if command.trim().is_empty() {
+            return Err(CliError::usage("--restart-controller-cmd is empty"));
+        }
+        config.restart_controller_cmd = Some(command.clone());
+        config.options.insert("restart_controller".to_owned());
     }
     if let Some(dir) = &args.work_dir {
         // Staging and target paths go to the plugin, which needs them absolute.

@@ -37,6 +37,7 @@ mod report;
 mod run;
 mod small_disk;
 mod spec;
+mod stress;
 mod suite_load;
 mod suite_run;
 mod v113;

@@ -40,6 +40,19 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// its file name and text. Not in [`BUILTIN`]: a run without `--orchestrator` never loads it.
 pub const ORCHESTRATOR_SUITE: (&str, &str) = ("orchestrators.yaml", include_str!("../../../../suites/orchestrators.yaml"));
 
+/// The built-in suites a run loads only when asked for by name (`--suite stress`): their
+/// name and text. Not in [`BUILTIN`]: they hammer and restart the plugin, which a default
+/// run must not do unasked.
+pub const OPT_IN: &[(&str, &str)] = &[
+    ("stress", include_str!("../../../../suites/stress.yaml")),
+    ("disruption", include_str!("../../../../suites/disruption.yaml")),
+];
+
+/// The opt-in built-in suite called `name`, loaded (`None`: no such opt-in suite).
+pub fn opt_in_suite(name: &str) -> Option<Result<Suite, LoadErrors>> {
+    OPT_IN.iter().find(|(n, _)| *n == name).map(|(n, text)| load_str(&format!("builtin:{n}.yaml"), text))
+}
+
 /// The built-in orchestrator-only suite, loaded (see [`ORCHESTRATOR_SUITE`]).
 pub fn orchestrator_suites() -> Vec<Suite> {
     let (file, text) = ORCHESTRATOR_SUITE;
@@ -85,6 +98,14 @@ mod tests {
         let mut suites = builtin();
         assert_eq!(suites.len(), BUILTIN.len());
         suites.extend(orchestrator_suites());
+        for (name, _) in OPT_IN {
+            match opt_in_suite(name) {
+                Some(Ok(suite)) => suites.push(suite),
+                Some(Err(e)) => panic!("opt-in suite {name} does not load:\n{e}"),
+                None => unreachable!(),
+            }
+        }
+        assert!(opt_in_suite("controller").is_none());
         load::check_unique(&suites).unwrap();
     }
 }

@@ -28,8 +28,11 @@ use steps::describe_value;
 pub use super::error::{LoadError, LoadErrors};
 
 /// The opt-ins a scenario can require, with the command-line flag that enables each.
-pub const OPTIONS: [(&str, &str); 2] =
-    [("attach_limit", "--test-node-volume-attach-limit"), ("restart", "--allow-restart-cmd")];
+pub const OPTIONS: [(&str, &str); 3] = [
+    ("attach_limit", "--test-node-volume-attach-limit"),
+    ("restart", "--allow-restart-cmd"),
+    ("restart_controller", "--restart-controller-cmd"),
+];
 
 fn known_secret_keys() -> Vec<String> {
     let mut keys: Vec<String> = crate::secrets::SecretKey::ALL.iter().map(|k| k.as_str().to_owned()).collect();

@@ -59,7 +59,7 @@ mod witness;
 
 pub use budget::{BudgetConfig, DEFAULT_CONTENTION_TIMEOUT};
 pub use patience::{DEFAULT_READY_TIMEOUT, DEFAULT_SETTLE_TIME};
-pub use builtin::{BUILTIN, builtin, load_file, load_str, orchestrator_suites};
+pub use builtin::{BUILTIN, OPT_IN, builtin, load_file, load_str, opt_in_suite, orchestrator_suites};
 pub use model::ORCHESTRATOR_ONLY;
 pub use builtin_vars::NAME_MAX;
 pub use catalog::{ArgKind, ArgSpec, Catalog, CheckArgs, CheckDemand, CheckSpec, CheckUse, PropertySpec};
@@ -85,6 +85,6 @@ pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use ctx::{CheckOutcome, Response, ScenarioCtx};
 pub use run::{run, run_until};
-pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_GRACE, DEFAULT_PROPERTY_CASES, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig};
+pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_GRACE, DEFAULT_PROPERTY_CASES, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig, StressSize};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

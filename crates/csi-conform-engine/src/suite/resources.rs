@@ -382,6 +382,10 @@ impl Tracker {
         for t in other.live {
             if !self.live.iter().any(|l| l.resource == t.resource) {
                 self.live.push(t);
+            } else if let Some(o) = &self.observer {
+                // The same resource registered by a fork too (calls racing to make one
+                // thing): one resource, held by the record kept; the other's entry closes.
+                o.released(&t);
             }
         }
     }

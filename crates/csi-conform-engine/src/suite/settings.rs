@@ -132,6 +132,9 @@ pub struct RunConfig {
     /// `--allow-restart-cmd`: the shell command that restarts a node plugin (enables the
     /// `restart` opt-in).
     pub restart_cmd: Option<String>,
+    /// `--restart-controller-cmd`: the shell command that restarts the controller plugin
+    /// (enables the `restart_controller` opt-in).
+    pub restart_controller_cmd: Option<String>,
     /// Hears of scenarios starting and finishing (the console's progress display).
     pub progress: Option<Arc<dyn Progress>>,
     /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
@@ -148,6 +151,29 @@ pub struct RunConfig {
     /// `--orchestrator-only`: a scenario that has orchestrator instances runs only as them
     /// (the matrix without the spec verdicts of the same lifecycles); the others run as usual.
     pub orchestrator_only: bool,
+    /// `--stress-workers`, `--stress-volumes`, `--stress-calls`: how big the opt-in `stress`
+    /// and `disruption` suites are (each bounded again by the run's budgets when it runs).
+    pub stress: StressSize,
+}
+
+/// The size of the `stress` suite's scenarios. The defaults finish in seconds against the
+/// reference plugin; each scenario still takes no more than the run's budgets allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StressSize {
+    /// Workers running lifecycles at once.
+    pub workers: u32,
+    /// Volumes the workers take through their lifecycles, in all; also how many volumes are
+    /// published to one node at once.
+    pub volumes: u32,
+    /// How many copies of one call are sent at once (the same CreateVolume, the same
+    /// NodeStageVolume).
+    pub calls: u32,
+}
+
+impl Default for StressSize {
+    fn default() -> Self {
+        StressSize { workers: 4, volumes: 8, calls: 4 }
+    }
 }
 
 pub use crate::report::progress::Progress;
@@ -230,11 +256,13 @@ impl Default for RunConfig {
             check_path_cmd: None,
             mount_check: MountCheck::Auto,
             restart_cmd: None,
+            restart_controller_cmd: None,
             progress: None,
             existing_volumes: Vec::new(),
             existing_writable: false,
             orchestrators: Vec::new(),
             orchestrator_only: false,
+            stress: StressSize::default(),
         }
     }
 }
@@ -316,6 +344,8 @@ impl fmt::Debug for RunConfig {
             .field("check_path_cmd", &self.check_path_cmd)
             .field("mount_check", &self.mount_check)
             .field("restart_cmd", &self.restart_cmd)
+            .field("restart_controller_cmd", &self.restart_controller_cmd)
+            .field("stress", &self.stress)
             .field("progress", &self.progress.is_some())
             .finish()
     }

@@ -225,12 +225,9 @@ impl Plugin {
         }
         let parameters = to_map(&req.parameters);
         let mutable = to_map(&req.mutable_parameters);
+        let free = self.quirk_name_was_free(&req.name)?; // `race-create-duplicates`: made again if so
         self.store.transact(|state| {
-            if let Some(existing) = state
-                .volumes
-                .values()
-                .find(|v| !v.static_volume && v.name == req.name)
-            {
+            if let Some(existing) = state.volumes.values().find(|v| !v.static_volume && v.name == req.name && !free) {
                 // Quirk `same-name-any-capability`: the capabilities are not compared.
                 let compared: &[Capability] = if self.quirk(super::Quirk::SameNameAnyCapability) { &[] } else { &caps };
                 same_volume_request(
@@ -443,6 +440,7 @@ impl Plugin {
         req: v1::ControllerUnpublishVolumeRequest,
     ) -> Result<v1::ControllerUnpublishVolumeResponse, Status> {
         checks::required(&req.volume_id, "volume_id")?;
+        self.quirk_unknown_node(&req.node_id)?;
         self.store.transact(|state| {
             if let Some(v) = state.volumes.get_mut(&req.volume_id) {
                 if req.node_id.is_empty() {

@@ -36,6 +36,7 @@ mod lag;
 mod lies;
 mod node;
 mod quirks;
+mod race_quirks;
 mod snapshot_metadata;
 mod snapshots;
 mod state;
@@ -170,6 +171,11 @@ impl Plugin {
             lag: std::sync::Mutex::default(),
             drift: drift::Drift::default(),
         };
+        if plugin.config.mode.serves_controller()
+            && let Err(status) = plugin.quirk_forget_names()
+        {
+            tracing::warn!("restart-forgets-names: {}", status.message());
+        }
         if plugin.config.mode.serves_node() {
             // Register this node so a controller sharing the state knows the node id.
             let node_id = plugin.config.node_id.clone();
@@ -183,6 +189,9 @@ impl Plugin {
                     dir: plugin.config.state_dir.clone().unwrap_or_default(),
                     source: std::io::Error::other(s.message().to_owned()),
                 })?;
+            if let Err(status) = plugin.quirk_forget_stagings() {
+                tracing::warn!("restart-loses-staging: {}", status.message());
+            }
             if !plugin.mounts {
                 tracing::warn!(
                     node_id = %plugin.config.node_id,
@@ -412,6 +421,10 @@ impl Service {
             Ok(lock) => lock,
             Err(status) => return Err(self.0.told_error(status)),
         };
+        let staging = match race_quirks::stage_in_flight(&self.0, rpc, &subject) {
+            Ok(staging) => staging,
+            Err(status) => return Err(self.0.told_error(status)),
+        };
         let result = match plugin.gate(rpc, req.secrets()).and_then(|()| malformed().map_or(Ok(()), Err)) {
             Err(status) => Err(status),
             Ok(()) => tokio::task::spawn_blocking(move || body(&plugin, req))
@@ -423,6 +436,10 @@ impl Service {
             tokio::time::sleep(quirks::BUSY_HOLD).await;
         }
         drop(lock);
+        if staging.is_some() {
+            tokio::time::sleep(race_quirks::STAGE_HOLD).await;
+        }
+        drop(staging);
         if rpc == "CreateVolume" && !self.0.config.create_answer_delay.is_zero() {
             tokio::time::sleep(self.0.config.create_answer_delay).await;
         }

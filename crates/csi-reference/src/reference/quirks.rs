@@ -167,6 +167,19 @@ pub enum Quirk {
     SlowAfterN,
     /// Every CreateVolume keeps a file descriptor open for good (`drift.rs`).
     LeakFdPerCall,
+    /// CreateVolume looks the name up before a pause and creates after it: calls with one
+    /// name that overlap each make a volume.
+    RaceCreateDuplicates,
+    /// A NodeStageVolume while another for the same volume is in flight answers INTERNAL.
+    StageNotReentrant,
+    /// ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND.
+    UnpublishNeedsKnownNode,
+    /// A node plugin forgets on start what it had staged (its stage records), though the
+    /// mounts stay: a volume staged before a restart is no longer published from there.
+    RestartLosesStaging,
+    /// A controller plugin forgets on start which name each volume was created under: a
+    /// CreateVolume asked again after a restart makes a second volume.
+    RestartForgetsNames,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -255,6 +268,11 @@ impl Quirk {
         Quirk::CapacityOverstated,
         Quirk::SlowAfterN,
         Quirk::LeakFdPerCall,
+        Quirk::RaceCreateDuplicates,
+        Quirk::StageNotReentrant,
+        Quirk::UnpublishNeedsKnownNode,
+        Quirk::RestartLosesStaging,
+        Quirk::RestartForgetsNames,
     ];
 
     /// The name `--quirk` takes.
@@ -318,6 +336,11 @@ impl Quirk {
             Quirk::CapacityOverstated => "capacity-overstated",
             Quirk::SlowAfterN => "slow-after-n",
             Quirk::LeakFdPerCall => "leak-fd-per-call",
+            Quirk::RaceCreateDuplicates => "race-create-duplicates",
+            Quirk::StageNotReentrant => "stage-not-reentrant",
+            Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
+            Quirk::RestartLosesStaging => "restart-loses-staging",
+            Quirk::RestartForgetsNames => "restart-forgets-names",
         }
     }
 
@@ -473,6 +496,11 @@ impl Quirk {
             Quirk::CapacityOverstated => "GetCapacity reports 1 TiB more available_capacity and maximum_volume_size than the pool has (plugins that report the backend's raw size, not its free room): CreateVolume then refuses room GetCapacity claimed",
             Quirk::SlowAfterN => super::drift::SLOW_AFTER_N_DESCRIPTION,
             Quirk::LeakFdPerCall => super::drift::LEAK_DESCRIPTION,
+            Quirk::RaceCreateDuplicates => "CreateVolume looks the name up, pauses, then creates: identical calls that overlap each make a volume of that name and answer with different ids (a check-then-create without a lock; what a CO that lost its state and sent CreateVolume again meets)",
+            Quirk::StageNotReentrant => "NodeStageVolume answers INTERNAL \"operation already in progress\" while another NodeStageVolume for the same volume is in flight, instead of waiting or ABORTED (hashicorp/nomad#15197: a stage sent again while the first was still running)",
+            Quirk::UnpublishNeedsKnownNode => "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)",
+            Quirk::RestartLosesStaging => "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)",
+            Quirk::RestartForgetsNames => "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume",
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
             }
@@ -661,38 +689,6 @@ pub const STAGE_RECORD: &str = ".csi-conform-stage";
 pub const EXTRA_TOPOLOGY_KEY: &str = "topology.csi-conform.dev/zone";
 
 impl Plugin {
-    /// `attach-race`: the device a ControllerPublishVolume to `node` picks, read from the
-    /// state before a pause (so overlapping calls pick the same one): the lowest
-    /// `/dev/csi-conform/slot-N` no volume published there holds. `None` without the quirk.
-    pub(crate) fn quirk_attach_device(&self, node: &str) -> Result<Option<String>, Status> {
-        if !self.quirk(Quirk::AttachRace) {
-            return Ok(None);
-        }
-        let state = self.store.snapshot()?;
-        let taken: BTreeSet<String> = state
-            .volumes
-            .values()
-            .filter_map(|v| v.publications.get(node))
-            .filter_map(|p| p.publish_context.get(super::keys::DEVICE_KEY).cloned())
-            .collect();
-        let device = (0..).map(|n| format!("/dev/csi-conform/slot-{n}")).find(|d| !taken.contains(d)).unwrap_or_default();
-        std::thread::sleep(std::time::Duration::from_millis(150));
-        Ok(Some(device))
-    }
-
-    /// `attach-race`: the refusal of an attach whose device another volume on `node` got
-    /// meanwhile.
-    pub(crate) fn quirk_device_taken(state: &super::state::State, node: &str, volume_id: &str, device: &str) -> Option<Status> {
-        let holder = state.volumes.values().find(|v| {
-            v.id != volume_id
-                && v.publications.get(node).is_some_and(|p| p.publish_context.get(super::keys::DEVICE_KEY).is_some_and(|d| d == device))
-        })?;
-        Some(Status::internal(format!(
-            "attaching volume {volume_id} to node {node} as {device} failed: the device is in use (attached for volume {})",
-            holder.id
-        )))
-    }
-
     /// `stage-state-in-parent`: records `volume_id` in the staging path's parent, refusing
     /// when the record there names another volume still staged on this node.
     pub(crate) fn quirk_stage_record(&self, staging: &std::path::Path, volume_id: &str, staged: &[String]) -> Result<(), Status> {
@@ -921,8 +917,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(&valid_names()), "{text}");
+        // ("publish" alone is part of unpublish-needs-known-node too: no guess.)
         assert_eq!(
-            "publish".parse::<Quirk>().unwrap_err().suggestion,
+            "advertise-publish".parse::<Quirk>().unwrap_err().suggestion,
             Some(Quirk::AdvertisePublishUnimplemented)
         );
         let err = "nonsense".parse::<Quirk>().unwrap_err();

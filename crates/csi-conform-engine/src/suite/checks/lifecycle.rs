@@ -20,7 +20,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     path::PathBuf,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use prost_reflect::{DynamicMessage, ReflectMessage};

@@ -20,16 +20,24 @@ use crate::suite::{
 mod attach_limit;
 mod capacity;
 mod claims;
+mod create_race;
 mod health;
 pub(crate) mod confirm;
 pub(crate) mod data;
 pub(crate) mod lifecycle;
+mod lifecycles;
 mod list;
 mod marker;
 mod name_conflict;
+mod node_race;
+mod node_restart;
 mod pagination;
 mod path_state;
+mod publish_race;
+mod restart_create;
+mod restart_published;
 pub(crate) mod properties;
+mod stress_support;
 mod support;
 mod vvc_reconcile;
 
@@ -45,7 +53,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 15] = [
+static REGISTRY: [&CheckDef; 21] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -61,6 +69,12 @@ static REGISTRY: [&CheckDef; 15] = [
     &capacity::CHECK,
     &health::HEALTH_ENTRIES,
     &health::HEALTH_MIGRATION,
+    &create_race::CHECK,
+    &publish_race::CHECK,
+    &node_race::CHECK,
+    &lifecycles::CHECK,
+    &restart_published::CHECK,
+    &restart_create::CHECK,
 ];
 
 /// A check by name.

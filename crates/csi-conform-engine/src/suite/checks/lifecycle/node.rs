@@ -80,66 +80,7 @@ impl Lifecycle<'_> {
 
     /// Runs `--allow-restart-cmd` for `node` and waits until the node plugin answers again.
     pub(super) async fn restart(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
-        let Some(command) = self.ctx.config().restart_cmd.clone() else {
-            return Err(CheckOutcome::Skip("restarting the node plugin needs --allow-restart-cmd".into()));
-        };
-        let conn = self.ctx.node_connections()[node.index].clone();
-        let endpoint = conn.endpoint().to_string();
-        let child = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&command)
-            .env("CSI_CONFORM_NODE_ENDPOINT", &endpoint)
-            .env("CSI_CONFORM_NODE_INDEX", node.index.to_string())
-            .env("CSI_CONFORM_NODE_ID", &node.node_id)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn();
-        let error = |message: String| Finding::new(Severity::Error, "restart", message);
-        let output = match child {
-            Err(e) => Err(format!("--allow-restart-cmd could not be started: {e}")),
-            Ok(child) => match tokio::time::timeout(RESTART_TIMEOUT, child.wait_with_output()).await {
-                Err(_) => Err(format!(
-                    "--allow-restart-cmd did not finish within {} (a fixed bound, no flag sets it)",
-                    crate::client::human_duration(RESTART_TIMEOUT)
-                )),
-                Ok(Err(e)) => Err(format!("--allow-restart-cmd failed: {e}")),
-                Ok(Ok(out)) if !out.status.success() => {
-                    let stderr = String::from_utf8_lossy(&out.stderr);
-                    Err(format!(
-                        "--allow-restart-cmd failed ({}): {}",
-                        out.status,
-                        stderr.lines().next().unwrap_or_default().trim()
-                    ))
-                }
-                Ok(Ok(_)) => Ok(()),
-            },
-        };
-        if let Err(message) = output {
-            self.ctx.push(error(message));
-            return Err(CheckOutcome::Stop);
-        }
-        // The connection reconnects on its own; Probe until the new process answers ready.
-        let deadline = Instant::now() + RESTART_TIMEOUT;
-        loop {
-            let mut identity = conn.identity();
-            let checked = conn.with_rules(&self.ctx.rules);
-            let probe = checked.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
-            match probe {
-                Ok(r) if r.ready != Some(false) => return Ok(()),
-                _ if Instant::now() >= deadline => {
-                    self.ctx.push(error(format!(
-                        "node endpoint {} ({endpoint}) did not answer Probe ready within {} after --allow-restart-cmd (a fixed \
-                         bound, no flag sets it)",
-                        node.index,
-                        crate::client::human_duration(RESTART_TIMEOUT)
-                    )));
-                    return Err(CheckOutcome::Stop);
-                }
-                _ => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        super::super::node_restart::restart_node(self.ctx, node.index, &node.node_id).await.map(drop)
     }
 
     pub(super) fn publish_request(&self, node: &NodeUse, target: &Path) -> v1::NodePublishVolumeRequest {

@@ -1,0 +1,133 @@
+//! The `publish-race` check: ControllerPublishVolume of several volumes of its own to node 0,
+//! all sent at once, as a CO with several attach workers sends them (the external-attacher;
+//! Nomad before PR #17996). A publish the plugin refuses under the overlap and serves alone
+//! afterwards is its failure to handle calls the spec lets a CO overlap (calls on different
+//! volumes); every volume is then unpublished and deleted.
+
+use std::collections::BTreeMap;
+
+use super::{
+    CheckDef,
+    stress_support::{controller_publish, controller_unpublish, create, delete, extra_leases, node_id, note, typed_capability},
+    support::capability_arg,
+};
+use crate::{
+    report::Severity,
+    suite::{
+        answer::rpc_error_finding,
+        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        ctx::{CheckOutcome, ScenarioCtx, bad_arg},
+    },
+};
+
+pub(super) static CHECK: CheckDef = CheckDef {
+    spec: CheckSpec {
+        name: "publish-race",
+        description: "publishes --stress-volumes volumes of its own to node 0 with ControllerPublishVolume calls sent at once (as many as the budgets hold): a publish refused under the overlap and served alone afterwards warns; then unpublishes and deletes them",
+        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
+        outputs: Vec::new,
+        rpcs: &["CreateVolume", "ControllerPublishVolume", "ControllerUnpublishVolume", "DeleteVolume"],
+        holds: &[],
+        // Two volumes at least; the rest are further leases taken when it runs (as many as
+        // fit, up to --stress-volumes).
+        demand: |_| CheckDemand { volumes: 2, publish: vec![2], ..CheckDemand::default() },
+        cost: |_| 16,
+        orchestrated: false,
+    },
+    run: |ctx, args| Box::pin(publish_race(ctx, args)),
+};
+
+/// Requirement: calls racing are handled gracefully (the spec holds a CO to one call in flight
+/// per volume, so calls on different volumes overlap in any CO with several workers).
+const GRACEFUL: &str = "General.concurrency.graceful";
+
+async fn publish_race(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args) {
+        Ok(c) => c,
+        Err(e) => return bad_arg(ctx, e),
+    };
+    let Some(typed) = typed_capability(&capability) else { return bad_arg(ctx, "argument capability does not decode".into()) };
+    let node = match node_id(ctx) {
+        Ok(id) => id,
+        Err(outcome) => return outcome,
+    };
+    let want = ctx.config().stress.volumes.max(2);
+    let leases = extra_leases(ctx, want - 2, true);
+    let count = 2 + leases.len();
+    if count < want as usize {
+        note(ctx, format!("published {count} volumes at once of the {want} asked (--stress-volumes): the run's budgets hold no more"));
+    }
+    let mut volumes = Vec::new();
+    for i in 0..count {
+        match create(ctx, &format!("v{i}"), &capability).await {
+            Ok(v) => volumes.push(v),
+            Err(outcome) => return outcome,
+        }
+    }
+    let mut forks: Vec<ScenarioCtx> = volumes.iter().map(|_| ctx.fork()).collect();
+    let answers = futures_util::future::join_all(forks.iter_mut().zip(&volumes).map(|(fork, volume)| {
+        let (node, typed) = (node.clone(), typed.clone());
+        async move { controller_publish(fork, volume, &node, &typed).await }
+    }))
+    .await;
+    for fork in forks {
+        ctx.absorb(fork);
+    }
+    // Each publish refused under the overlap, asked again alone now that the others are done.
+    let mut refused = Vec::new();
+    let mut aborted = 0usize;
+    for (volume, answer) in volumes.iter().zip(answers) {
+        let Err((raced, request)) = answer else { continue };
+        match controller_publish(ctx, volume, &node, &typed).await {
+            // ABORTED is the code a CO retries; the spec names it for a call pending on the
+            // same volume only, but a plugin that serialises its calls so loses nothing.
+            Ok(_) if raced.code == tonic::Code::Aborted => aborted += 1,
+            Ok(_) => refused.push((volume.id.clone(), raced, request)),
+            Err((e, _)) if e.code == tonic::Code::ResourceExhausted => note(
+                ctx,
+                format!(
+                    "ControllerPublishVolume of volume {} answered RESOURCE_EXHAUSTED, also alone, with up to {} volumes \
+                     published to node {node}: the node holds no more (no verdict)",
+                    volume.id,
+                    count - 1
+                ),
+            ),
+            Err((e, request)) => return ctx.call_failed(&e, &request, "OK"),
+        }
+    }
+    if aborted > 0 {
+        note(
+            ctx,
+            format!(
+                "{aborted} of {count} ControllerPublishVolume calls for different volumes sent at once answered ABORTED and OK \
+                 alone afterwards: the plugin serialises its calls, and a CO retries ABORTED (no verdict)"
+            ),
+        );
+    }
+    if let Some((_, raced, request)) = refused.first() {
+        let ids: Vec<&str> = refused.iter().map(|(id, _, _)| id.as_str()).collect();
+        let message = format!(
+            "{} of {count} ControllerPublishVolume calls for different volumes to node {node}, sent at once, answered {} \
+             (volumes {}), and each answered OK when asked again alone. The spec holds a CO to one call in \
+             flight per volume (#concurrency), so calls for different volumes overlap in any CO with several attach \
+             workers (the external-attacher; Nomad before PR #17996, which serialised every controller call for this), \
+             and the plugin should handle them",
+            refused.len(),
+            raced.code_name(),
+            ids.join(", ")
+        );
+        let mut f = rpc_error_finding(raced, request, Severity::Warn, "race-refused", message, Some("OK".into()));
+        f.requirements = vec![GRACEFUL.to_owned()];
+        ctx.push(f);
+    }
+    for volume in &volumes {
+        if let Err(outcome) = controller_unpublish(ctx, volume, &node).await {
+            return outcome;
+        }
+        if let Err(outcome) = delete(ctx, &volume.id).await {
+            return outcome;
+        }
+    }
+    drop(leases);
+    CheckOutcome::Done(BTreeMap::new())
+}

@@ -1,0 +1,127 @@
+//! The `restart-create` check: a CreateVolume sent while the controller plugin is restarted
+//! (`--restart-controller-cmd`), so that its answer may never come, then the same request
+//! asked again once the plugin answers Probe ready, as a CO does with a call in doubt
+//! (#timeouts: "the CO MAY retry"; the plugin must pick up where it left off). One volume
+//! for the name, and no other new one in the listing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    CheckDef,
+    node_restart::restart_controller,
+    stress_support::{delete, found, listed_volumes, note, volume_id_in},
+    support::{capability_arg, create_request},
+};
+use crate::{
+    report::Severity,
+    suite::{
+        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        ctx::{CheckOutcome, ScenarioCtx, bad_arg, call_finding},
+    },
+};
+
+pub(super) static CHECK: CheckDef = CheckDef {
+    spec: CheckSpec {
+        name: "restart-create",
+        description: "sends a CreateVolume while the controller plugin is restarted (--restart-controller-cmd), waits for Probe ready (reported), asks again with the same name: one volume, the one any earlier OK named, and no other new volume in ListVolumes",
+        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
+        outputs: Vec::new,
+        rpcs: &["CreateVolume", "ListVolumes", "ControllerGetVolume", "DeleteVolume", "Probe"],
+        holds: &[],
+        demand: |_| CheckDemand { volumes: 1, ..CheckDemand::default() },
+        cost: |_| 8,
+        orchestrated: false,
+    },
+    run: |ctx, args| Box::pin(restart_create(ctx, args)),
+};
+
+/// Requirement: creating an existing, compatible volume again answers OK with that volume.
+const IDEMPOTENT: &str = "CreateVolume.idempotent";
+
+async fn restart_create(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args) {
+        Ok(c) => c,
+        Err(e) => return bad_arg(ctx, e),
+    };
+    if ctx.config().restart_controller_cmd.is_none() {
+        return CheckOutcome::Skip("restarting the controller plugin needs --restart-controller-cmd".into());
+    }
+    let before = match listed_volumes(ctx).await {
+        Ok(listed) => listed,
+        Err(outcome) => return outcome,
+    };
+    let request = create_request(ctx, format!("{}-restart", ctx.name()), &capability);
+    // The create and the restart at once: the create's answer may be lost with the process.
+    let mut fork = ctx.fork();
+    let (first, restarted) = {
+        let create = fork.call("CreateVolume", request.clone(), None);
+        let restart = async {
+            tokio::task::yield_now().await;
+            restart_controller(ctx).await
+        };
+        tokio::join!(create, restart)
+    };
+    ctx.absorb(fork);
+    let took = match restarted {
+        Ok(took) => took,
+        Err(outcome) => return outcome,
+    };
+    let first = match &first {
+        Ok(response) => volume_id_in(response),
+        Err(e) => {
+            tracing::info!("CreateVolume sent during the restart answered {} ({}): asked again", e.code_name(), e.message);
+            None
+        }
+    };
+    note(ctx, format!("the controller plugin answered Probe ready {} after the restart command returned", crate::client::human_duration(took)));
+    let again = match ctx.call("CreateVolume", request.clone(), None).await {
+        Ok(response) => volume_id_in(&response),
+        Err(e) => return ctx.call_failed(&e, &request, "OK (the same CreateVolume, asked again after the restart)"),
+    };
+    if let (Some(first), Some(again)) = (&first, &again)
+        && first != again
+    {
+        let message = format!(
+            "CreateVolume answered OK with volume {first} as the controller plugin was restarted, and the same \
+             request after the restart names volume {again}: a CreateVolume for an existing compatible volume MUST answer \
+             OK with that volume (#createvolume)"
+        );
+        let mut f = call_finding(Severity::Fail, "duplicate-volume", message, "CreateVolume", &request);
+        (f.expected, f.got) = (Some(first.clone()), Some(again.clone()));
+        f.requirements = vec![IDEMPOTENT.to_owned()];
+        ctx.push(f);
+        return CheckOutcome::Done(BTreeMap::new());
+    }
+    let Some(before) = before else { return CheckOutcome::Done(BTreeMap::new()) };
+    let known: BTreeSet<String> = first.into_iter().chain(again).collect();
+    let before: BTreeSet<String> = before.into_iter().collect();
+    let after = match listed_volumes(ctx).await {
+        Ok(listed) => listed.unwrap_or_default(),
+        Err(outcome) => return outcome,
+    };
+    for ghost in after.into_iter().filter(|id| !before.contains(id) && !known.contains(id)).collect::<BTreeSet<_>>() {
+        let seen_again = match found(ctx, &ghost).await {
+            Some(found) => found,
+            None => match listed_volumes(ctx).await {
+                Ok(listed) => listed.unwrap_or_default().contains(&ghost),
+                Err(outcome) => return outcome,
+            },
+        };
+        if !seen_again {
+            continue;
+        }
+        let message = format!(
+            "a CreateVolume sent while the controller plugin restarted, asked again after it, leaves volume {ghost} beside \
+             the one the answer named ({}): one name, one volume; CreateVolume MUST be idempotent (#createvolume); it is \
+             deleted now",
+            known.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        let mut f = call_finding(Severity::Fail, "ghost-volume", message, "CreateVolume", &request);
+        f.requirements = vec![IDEMPOTENT.to_owned()];
+        ctx.push(f);
+        if let Err(outcome) = delete(ctx, &ghost).await {
+            return outcome;
+        }
+    }
+    CheckOutcome::Done(BTreeMap::new())
+}

@@ -1,0 +1,221 @@
+//! The opt-in `stress` and `disruption` suites (issue 29): the reference plugin passes both at
+//! `--jobs` 1 and 32 with the same verdicts and nothing left on it; each concurrency or
+//! lost-node quirk is one named finding, in its own scenario, at its level, and nowhere else.
+
+use std::collections::BTreeMap;
+
+use csi_conform::{
+    proto::v1,
+    reference::{Config, Quirk},
+    report::{RunReport, Severity},
+    suite::{self, RunConfig, Suite},
+};
+
+use crate::support::{TestPlugin, engine_plugin};
+
+/// Each quirk of issue 29, the scenario that catches it, the finding's kind and its level.
+pub const QUIRKS: &[(Quirk, &str, &str, Severity)] = &[
+    (Quirk::RaceCreateDuplicates, "stress.create.same-name-at-once", "duplicate-volume", Severity::Fail),
+    (Quirk::AttachRace, "stress.controller-publish.volumes-at-once", "race-refused", Severity::Warn),
+    (Quirk::StageNotReentrant, "stress.node.same-calls-at-once", "race-refused", Severity::Warn),
+    (Quirk::UnpublishNeedsKnownNode, "disruption.lost-node.controller-unpublish", "lost-node", Severity::Warn),
+];
+
+fn opt_in() -> Vec<Suite> {
+    suite::OPT_IN.iter().map(|(name, _)| suite::opt_in_suite(name).expect("an opt-in suite").expect("it loads")).collect()
+}
+
+/// A run of both opt-in suites against a fresh reference plugin with `quirks`; asserts that
+/// nothing is left on the plugin afterwards.
+async fn run(quirks: &[Quirk], jobs: usize) -> RunReport {
+    let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), ..RunConfig::default() };
+    let report = suite::run(&engine, &opt_in(), &config).await;
+    let left = plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner();
+    assert!(left.entries.is_empty(), "{quirks:?} at --jobs {jobs} left {:?}", left.entries);
+    assert!(csi_conform::mounts::mounts_under(work.path()).is_empty(), "{quirks:?}: mounts left under the work dir");
+    report
+}
+
+fn outcomes(report: &RunReport) -> BTreeMap<String, Severity> {
+    report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect()
+}
+
+/// Every warning or worse: (scenario, kind, severity).
+fn verdicts(report: &RunReport) -> Vec<(String, String, Severity)> {
+    report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| s.findings.iter().filter(|f| f.severity >= Severity::Warn).map(move |f| (s.id.clone(), f.kind.clone(), f.severity)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_plugin_passes_both_suites_at_any_jobs_and_leaves_nothing() {
+    let one = run(&[], 1).await;
+    let many = run(&[], 32).await;
+    for report in [&one, &many] {
+        assert!(verdicts(report).is_empty(), "{:#?}", verdicts(report));
+        let ran = outcomes(report);
+        // Every scenario of both suites ran and passed (the reference plugin has every
+        // capability they need), but the restarts, which need their commands.
+        let all: usize = opt_in().iter().map(|s| s.scenarios().len()).sum();
+        assert_eq!(ran.len(), all, "{ran:#?}");
+        let restarts =
+            [("disruption.restart.while-published", "--allow-restart-cmd"), ("disruption.restart.controller-during-create", "--restart-controller-cmd")];
+        let skipped = |id: &String| restarts.iter().any(|(r, _)| r == id);
+        assert!(ran.iter().all(|(id, o)| *o == if skipped(id) { Severity::Skip } else { Severity::Pass }), "{ran:#?}");
+        for (id, flag) in restarts {
+            let why = report.scenario(id).unwrap().skip_reason.clone().unwrap_or_default();
+            assert!(why.contains(flag), "{id}: {why}");
+        }
+    }
+    assert_eq!(outcomes(&one), outcomes(&many));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
+    for &(quirk, scenario, kind, severity) in QUIRKS {
+        let report = run(&[quirk], 8).await;
+        let found = verdicts(&report);
+        assert_eq!(found, [(scenario.to_owned(), kind.to_owned(), severity)], "{quirk}: {found:#?}");
+        let f = report.scenario(scenario).unwrap().findings.iter().find(|f| f.kind == kind).unwrap();
+        // Named at its true level: the idempotency MUST fails, the concurrency SHOULD warns,
+        // the lost node's SHOULD (the scenario's own requirement) warns.
+        match severity {
+            Severity::Fail => assert_eq!(f.requirements, ["CreateVolume.idempotent"], "{f:#?}"),
+            _ if kind == "race-refused" => assert_eq!(f.requirements, ["General.concurrency.graceful"], "{f:#?}"),
+            _ => assert!(f.message.contains("#controllerunpublishvolume"), "{f:#?}"),
+        }
+    }
+}
+
+/// A plugin that serialises its calls and answers ABORTED to a call on a busy volume is
+/// within the spec (#concurrency): no verdict anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_for_a_busy_volume_is_no_verdict() {
+    let report = run(&[Quirk::AbortsWhenBusy], 8).await;
+    assert!(verdicts(&report).is_empty(), "{:#?}", verdicts(&report));
+}
+
+/// `--suite stress --suite disruption` names the opt-in suites (no such files here); the run
+/// of the bundled plugin passes, and the calls raced to make one thing leave no entry of the
+/// journal in doubt (each fork's record of the same volume is one resource).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
+    let cwd = tempfile::tempdir().unwrap();
+    let work = cwd.path().join("work").display().to_string();
+    let args = ["run", "--no-builtin", "--suite", "stress", "--suite", "disruption", "--work-dir", &work, "--seed", "3", "-q"];
+    let out = crate::support::csi_conform(&args, cwd.path()).await;
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("7 scenarios") && stdout.contains("5 passed") && stdout.contains("2 skipped"), "{stdout}");
+    assert!(!stdout.contains("in doubt") && !stderr.contains("in doubt"), "{stdout}\n{stderr}");
+    // A default run has neither.
+    let out = crate::support::csi_conform(&["list"], cwd.path()).await;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(!listed.contains("stress.create.same-name-at-once"), "{listed}");
+}
+
+/// Runs `--suite disruption` with `--restart-node-cmd` and `--restart-controller-cmd` against a reference plugin process
+/// (state in a directory, so that a new process finds it) started with `quirks`; the restart
+/// command stops it and starts another on the same socket. The run's JSON report, and whether
+/// the plugin was really restarted.
+async fn restart_run(quirks: &[Quirk]) -> (serde_json::Value, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let quirks: Vec<String> = quirks.iter().map(|q| format!("--quirk {}", q.name())).collect();
+    let start = format!(
+        "{bin} reference-plugin --endpoint unix://{d}/csi.sock --state-dir {d}/state {q} >>{d}/plugin.log 2>&1 & echo $! > {d}/pid; \
+         while [ ! -S {d}/csi.sock ]; do sleep 0.02; done",
+        bin = crate::support::bin(),
+        q = quirks.join(" ")
+    );
+    std::fs::write(dir.path().join("start.sh"), &start).unwrap();
+    let restart = format!("cp {d}/pid {d}/first.pid 2>/dev/null; kill $(cat {d}/pid); while [ -S {d}/csi.sock ]; do sleep 0.02; done; sh {d}/start.sh");
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    assert!(std::process::Command::new("sh").arg(dir.path().join("start.sh")).status().unwrap().success());
+    let endpoint = format!("unix://{d}/csi.sock");
+    let (work, json) = (format!("{d}/work"), format!("{d}/r.json"));
+    let args = [
+        "run", "--endpoint", &endpoint, "--no-builtin", "--suite", "disruption", "--restart-node-cmd", &restart, "--restart-controller-cmd", &restart,
+        "--work-dir", &work,
+        "--json", &json, "--seed", "5", "-q",
+    ];
+    let out = crate::support::csi_conform(&args, dir.path()).await;
+    let restarted = std::fs::read_to_string(dir.path().join("first.pid")).ok() != std::fs::read_to_string(dir.path().join("pid")).ok();
+    let _ = std::process::Command::new("sh").arg("-c").arg(format!("kill $(cat {d}/pid)")).status();
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    }))
+    .unwrap();
+    assert!(csi_conform::mounts::mounts_under(dir.path()).is_empty(), "mounts left under {d}");
+    (report, restarted)
+}
+
+/// Every warning or worse of a JSON report: (scenario, kind, severity, requirements).
+fn json_verdicts(report: &serde_json::Value) -> Vec<(String, String, String, Vec<String>)> {
+    let mut out = Vec::new();
+    for scenario in report["suites"].as_array().unwrap().iter().flat_map(|s| s["scenarios"].as_array().unwrap()) {
+        for f in scenario["findings"].as_array().into_iter().flatten() {
+            let severity = f["severity"].as_str().unwrap_or_default();
+            if matches!(severity, "pass" | "skip") {
+                continue;
+            }
+            let requirements = f["requirements"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(str::to_owned)).collect();
+            out.push((scenario["id"].as_str().unwrap().to_owned(), f["kind"].as_str().unwrap().to_owned(), severity.to_owned(), requirements));
+        }
+    }
+    out
+}
+
+fn json_outcome(report: &serde_json::Value, id: &str) -> String {
+    report["suites"].as_array().unwrap().iter().flat_map(|s| s["scenarios"].as_array().unwrap()).find(|s| s["id"] == id).map(|s| s["outcome"].as_str().unwrap().to_owned()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_plugin_restarted_while_published_keeps_the_publication_and_takes_it_down() {
+    let (report, restarted) = restart_run(&[]).await;
+    assert!(restarted, "the restart command really started another plugin process");
+    assert!(json_verdicts(&report).is_empty(), "{:#?}", json_verdicts(&report));
+    assert_eq!(json_outcome(&report, "disruption.restart.while-published"), "pass");
+    assert_eq!(json_outcome(&report, "disruption.restart.controller-during-create"), "pass");
+    let notes = report.to_string();
+    for who in ["node", "controller"] {
+        assert!(notes.contains(&format!("the {who} plugin answered Probe ready")), "the time to Probe ready is reported");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_forgets_its_stagings_on_restart_is_one_failure_in_the_restart_scenario() {
+    let (report, restarted) = restart_run(&[Quirk::RestartLosesStaging]).await;
+    assert!(restarted);
+    let found = json_verdicts(&report);
+    assert_eq!(
+        found,
+        [(
+            "disruption.restart.while-published".to_owned(),
+            "restart-lost-state".to_owned(),
+            "fail".to_owned(),
+            vec!["NodeStageVolume.stage-before-publish".to_owned()]
+        )],
+        "{found:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_forgets_names_on_restart_is_one_failure_in_the_controller_restart_scenario() {
+    let (report, restarted) = restart_run(&[Quirk::RestartForgetsNames]).await;
+    assert!(restarted);
+    let found = json_verdicts(&report);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (scenario, kind, severity, requirements) = &found[0];
+    assert_eq!(scenario, "disruption.restart.controller-during-create");
+    // An OK before the restart and another volume after it, or an answer lost with the
+    // process and a second volume listed: the one rule either way.
+    assert!(["duplicate-volume", "ghost-volume"].contains(&kind.as_str()), "{kind}");
+    assert_eq!((severity.as_str(), requirements.as_slice()), ("fail", ["CreateVolume.idempotent".to_owned()].as_slice()));
+}
