@@ -3,6 +3,7 @@
 //! The library is organised one module per concern; the `csi-conform` binary is a thin layer
 //! over it (see `src/main.rs` and [`cli`]).
 
+pub mod agent;
 pub mod capability;
 pub mod cleanup;
 pub mod cli;
