@@ -28,11 +28,13 @@ use crate::{
     suite::{self, AccessType, PathSettings, Suite},
 };
 
+mod agents;
 mod args;
 mod commands;
 mod error;
 mod run;
 
+pub use agents::AgentRunArgs;
 pub use args::*;
 pub use error::*;
 use commands::*;

@@ -66,7 +66,8 @@ pub use checks::{CheckDef, CheckFuture, Registry, checks};
 pub use checks::properties::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, properties};
 pub use existing::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume, PROTECTED_RPCS, parse_mode};
 pub use inspect::{
-    DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, PathCommand, PathCommandError, PathKind, WriteProbe,
+    DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, NodeAgent, NodeStat, NodeTable, PathCommand, PathCommandError,
+    PathKind, WriteProbe,
     probe_write, socket_peer,
 };
 pub use checks::lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
