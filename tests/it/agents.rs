@@ -5,6 +5,7 @@
 //! work (markers, publications, stagings) once the run's lease lapses.
 
 use std::{
+    collections::BTreeMap,
     path::{Path, PathBuf},
     process::Stdio,
     time::{Duration, Instant},
@@ -20,7 +21,7 @@ use csi_conform::{
 use tempfile::TempDir;
 use tokio::process::Child;
 
-use crate::support::{bin, create_req, mount_cap, netns::NetNs, ok};
+use crate::support::{bin, create_req, csi_conform, mount_cap, netns::NetNs, ok};
 
 /// One simulated host: a node plugin (its own mount namespace; in its own network namespace
 /// when `ns` is set) and an agent beside it.
@@ -59,6 +60,11 @@ impl Cluster {
     /// In a network namespace of its own when `netns`, reached through a forward of its
     /// loopback; else on a unix socket. `None` when this machine cannot (said why).
     pub async fn host(&self, test: &str, n: usize, controller: bool, netns: bool) -> Option<Host> {
+        self.host_with(test, n, controller, netns, &[]).await
+    }
+
+    /// [`Self::host`] with extra arguments for its plugin.
+    pub async fn host_with(&self, test: &str, n: usize, controller: bool, netns: bool, extra: &[&str]) -> Option<Host> {
         if !crate::support::can_mount(test, "the node plugin mounts in a mount namespace of its own") {
             return None;
         }
@@ -85,6 +91,7 @@ impl Cluster {
             .arg(&self.state)
             .arg("--endpoint")
             .arg(&socket)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .kill_on_drop(true);
@@ -348,4 +355,128 @@ async fn an_agent_refuses_a_client_without_the_runs_certificate() {
         Ok(link) => link.facts().await.map(|f| format!("served: {f:?}")).unwrap_or_else(|e| e.to_string()),
     };
     assert!(!refused.starts_with("served"), "an agent the run's CA did not sign: {refused}");
+}
+
+/// Every scenario's outcome and skip reason in the JSON report at `path`.
+fn verdicts(path: &Path) -> BTreeMap<String, (String, Option<String>)> {
+    let report = csi_conform::report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .map(|s| (s.id.clone(), (format!("{:?}", s.outcome), s.skip_reason.clone())))
+        .collect()
+}
+
+/// The arguments of a run through the agents of `hosts` (host 1 serves the controller).
+fn agent_run_args(cluster: &Cluster, hosts: &[Host], out: &Path) -> Vec<String> {
+    let agents: Vec<String> = hosts.iter().map(|h| h.address.to_string()).collect();
+    vec![
+        "run".into(),
+        "--controller-endpoint".into(),
+        format!("unix://{}", cluster.dir.path().join("host-1.sock").display()),
+        "--node-agents".into(),
+        agents.join(","),
+        "--agent-tls-dir".into(),
+        cluster.certs.display().to_string(),
+        "--json".into(),
+        out.join("agents.json").display().to_string(),
+        "--junit".into(),
+        out.join("agents.xml").display().to_string(),
+        "--html".into(),
+        out.join("agents.html").display().to_string(),
+        "--journal".into(),
+        out.join("agents.journal").display().to_string(),
+    ]
+}
+
+/// Three simulated hosts, each a network namespace of its own (the plugin and the agent
+/// reach nothing but that namespace's loopback; the run reaches each agent through a
+/// forward of it) and mount namespaces of their own: the run through their agents gives the
+/// verdicts of the single-host two-node run, scenario by scenario, skip reasons included;
+/// every node's mounts were verified on that node; and nothing is left mounted on any host.
+#[tokio::test]
+async fn a_run_through_agents_on_three_hosts_gives_the_single_host_verdicts() {
+    let test = "agents::a_run_through_agents_on_three_hosts_gives_the_single_host_verdicts";
+    let cluster = Cluster::new();
+    let mut hosts = Vec::new();
+    for n in 1..=3 {
+        let Some(host) = cluster.host(test, n, n == 1, true).await else { return };
+        hosts.push(host);
+    }
+    let out = tempfile::tempdir().unwrap();
+    let args = agent_run_args(&cluster, &hosts, out.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let through_agents = csi_conform(&args, out.path()).await;
+    let stderr = String::from_utf8_lossy(&through_agents.stderr);
+    assert_eq!(through_agents.status.code(), Some(0), "{stderr}\n{}", String::from_utf8_lossy(&through_agents.stdout));
+    for (i, host) in hosts.iter().enumerate() {
+        assert!(stderr.contains(&format!("node {i}: agent {} on host", host.address)), "{stderr}");
+    }
+    let single = csi_conform(&["run", "--json", "single.json", "--junit", "single.xml", "--html", "single.html", "--journal", "single.journal"], out.path()).await;
+    assert_eq!(single.status.code(), Some(0), "{}", String::from_utf8_lossy(&single.stderr));
+    let (ours, theirs) = (verdicts(&out.path().join("agents.json")), verdicts(&out.path().join("single.json")));
+    assert_eq!(ours.len(), theirs.len());
+    let differ: Vec<_> = theirs.iter().filter(|(id, v)| ours.get(*id) != Some(v)).map(|(id, v)| (id, v, ours.get(id))).collect();
+    assert!(differ.is_empty(), "verdicts that differ (single host, agents): {differ:#?}");
+
+    let report = csi_conform::report::from_json(&std::fs::read_to_string(out.path().join("agents.json")).unwrap()).unwrap();
+    assert_eq!(report.mounts.len(), 3, "{:?}", report.mounts);
+    for (i, (site, host)) in report.mounts.iter().zip(&hosts).enumerate() {
+        assert_eq!(site.node, i);
+        assert_eq!(site.pid, Some(host.plugin_pid), "node {i}'s mounts were verified in its own plugin's namespace");
+        assert!(site.skipped.is_none(), "{site}");
+        assert!(site.agent.as_deref().is_some_and(|a| a.contains(&format!("node id node-{}", i + 1))), "{site}");
+    }
+    for host in &hosts {
+        assert!(host.mounts_under(&cluster.work).is_empty(), "left on a host: {:?}", host.mounts_under(&cluster.work));
+    }
+}
+
+/// The run is killed (SIGKILL: no teardown) while volumes are published through the
+/// agents; once its lease lapses, each agent undoes its node's part, and nothing stays
+/// mounted on any host.
+#[tokio::test]
+async fn a_killed_run_leaves_no_mount_on_any_host_once_its_lease_lapses() {
+    let test = "agents::a_killed_run_leaves_no_mount_on_any_host_once_its_lease_lapses";
+    let cluster = Cluster::new();
+    let mut hosts = Vec::new();
+    for n in 1..=2 {
+        // Slow enough that the run is still publishing when it is killed.
+        let Some(host) = cluster.host_with(test, n, n == 1, true, &["--latency", "20ms"]).await else { return };
+        hosts.push(host);
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut args = agent_run_args(&cluster, &hosts, out.path());
+    args.extend(["--agent-lease".into(), "2s".into(), "--focus".into(), "data|lifecycle".into()]);
+    let mut run = tokio::process::Command::new(bin())
+        .args(&args)
+        .current_dir(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while hosts.iter().all(|h| h.mounts_under(&cluster.work).is_empty()) {
+        assert!(run.try_wait().unwrap().is_none(), "the run ended before anything was mounted");
+        // Only turns a hang into a failure.
+        assert!(started.elapsed() < Duration::from_secs(120), "nothing was ever mounted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    run.start_kill().unwrap();
+    run.wait().await.unwrap();
+    let mounted: Vec<usize> = hosts.iter().map(|h| h.mounts_under(&cluster.work).len()).collect();
+    assert!(mounted.iter().sum::<usize>() > 0, "the run died with volumes mounted");
+    let killed = Instant::now();
+    while hosts.iter().any(|h| !h.mounts_under(&cluster.work).is_empty()) {
+        // Only turns a hang into a failure: the lease is 2 s.
+        assert!(killed.elapsed() < Duration::from_secs(60), "still mounted: {:?}", hosts.iter().map(|h| h.mounts_under(&cluster.work)).collect::<Vec<_>>());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (host, was) in hosts.iter().zip(&mounted) {
+        if *was > 0 {
+            assert!(host.log().contains("lapsed: undid"), "{}", host.log());
+        }
+    }
 }
