@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("pool.rs", 1, "values"),
     ("existing.rs", 1, "values"),
     ("inspect.rs", 1, "values"),
+    ("inspect/", 1, "values"),
     ("marker.rs", 1, "values"),
     ("resources.rs", 1, "values"),
     ("request.rs", 1, "values"),

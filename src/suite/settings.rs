@@ -128,7 +128,7 @@ pub struct RunConfig {
     pub check_path_cmd: Option<PathCommand>,
     /// `--node-agents`: the agent playing node 0, 1, ... (none: the node endpoints' paths are
     /// inspected from here, or through --check-path-cmd).
-    pub node_agents: Vec<Arc<dyn super::NodeAgent>>,
+    pub node_agents: Vec<Arc<dyn super::inspect::NodeAgent>>,
     /// `--mount-check`: whether node mounts are verified (where the node plugin's mount
     /// namespace can be found) or never.
     pub mount_check: MountCheck,
