@@ -345,3 +345,23 @@ impl NodeAgent for AgentNode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `dns:///` name gives every address it resolves to (as a headless Service lists
+    /// every pod), sorted; the other forms give the one address written.
+    #[tokio::test]
+    async fn agent_addresses_resolve_as_written_or_through_dns() {
+        let all = resolve("dns:///localhost:7443").await.unwrap();
+        assert!(all.contains(&Endpoint::Tcp { host: "127.0.0.1".into(), port: 7443 }), "{all:?}");
+        let mut sorted = all.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(all.len(), sorted.len(), "no address twice");
+        assert_eq!(resolve("10.0.0.2:7443").await.unwrap(), [Endpoint::Tcp { host: "10.0.0.2".into(), port: 7443 }]);
+        assert_eq!(resolve("unix:///run/a.sock").await.unwrap(), [Endpoint::Unix("/run/a.sock".into())]);
+        assert!(resolve("10.0.0.2").await.is_err(), "a port is needed");
+    }
+}

@@ -480,3 +480,31 @@ async fn a_killed_run_leaves_no_mount_on_any_host_once_its_lease_lapses() {
         }
     }
 }
+
+/// Every mount check happens on the node that owns the mount: node 1's plugin (host 2)
+/// ignores read-only, node 0's does not. Through the agents, the two-node reader-only
+/// scenario fails on node 1's target, read from node 1's own mount table, and the one-node
+/// read-only scenario (node 0) passes.
+#[tokio::test]
+async fn a_node_plugins_fault_is_found_on_its_own_node() {
+    let test = "agents::a_node_plugins_fault_is_found_on_its_own_node";
+    let cluster = Cluster::new();
+    let Some(first) = cluster.host(test, 1, true, false).await else { return };
+    let Some(second) = cluster.host_with(test, 2, false, false, &["--quirk", "ignore-readonly"]).await else { return };
+    let out = tempfile::tempdir().unwrap();
+    let hosts = [first, second];
+    let mut args = agent_run_args(&cluster, &hosts, out.path());
+    args.extend(["--focus".into(), r"^lifecycle\.(two-nodes\.multi-node-reader-only|mount\.read-only)$".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = csi_conform(&args, out.path()).await;
+    assert_eq!(run.status.code(), Some(1), "{}", String::from_utf8_lossy(&run.stderr));
+    let report = csi_conform::report::from_json(&std::fs::read_to_string(out.path().join("agents.json")).unwrap()).unwrap();
+    let two = report.scenario("lifecycle.two-nodes.multi-node-reader-only").expect("it ran");
+    assert_eq!(two.outcome, csi_conform::report::Severity::Fail, "{two:?}");
+    let finding = two.findings.iter().find(|f| f.severity == csi_conform::report::Severity::Fail).unwrap();
+    assert!(finding.message.contains("/node1/target was published read-only, but the mount table shows it mounted read-write"), "{}", finding.message);
+    let one = report.scenario("lifecycle.mount.read-only").expect("it ran");
+    assert_eq!(one.outcome, csi_conform::report::Severity::Pass, "node 0's plugin honours read-only: {one:?}");
+    assert!(report.mounts[1].agent.as_deref().is_some_and(|a| a.contains("node id node-2")), "{:?}", report.mounts);
+    assert_eq!(report.mounts[1].pid, Some(hosts[1].plugin_pid));
+}
