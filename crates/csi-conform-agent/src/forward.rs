@@ -162,7 +162,20 @@ impl Forward {
         Forward { plugin, lease, node, work_dir }
     }
 
+    /// Forwards one call in a task of its own, holding off any undo while it runs: when the
+    /// run goes away mid-call, the plugin's answer is still awaited and recorded, so the lapse
+    /// undoes exactly what the plugin did.
     async fn call(self, path: String, request: tonic::Request<Vec<u8>>) -> Result<tonic::Response<Vec<u8>>, Status> {
+        let hold = self.lease.hold().await;
+        let task = tokio::spawn(async move {
+            let answer = self.forward(path, request).await;
+            drop(hold);
+            answer
+        });
+        task.await.unwrap_or_else(|e| Err(Status::internal(format!("csi-conform agent: the forward failed: {e}"))))
+    }
+
+    async fn forward(self, path: String, request: tonic::Request<Vec<u8>>) -> Result<tonic::Response<Vec<u8>>, Status> {
         let method = path.rsplit('/').next().unwrap_or_default().to_owned();
         let seen = seen(&method, request.get_ref())?;
         // An empty path goes to the plugin (whose answer to it is judged); any other must be
@@ -186,17 +199,22 @@ impl Forward {
         let forwarded = tonic::Request::from_parts(metadata, Default::default(), body);
         let path = http::uri::PathAndQuery::try_from(path)
             .map_err(|e| Status::unimplemented(format!("csi-conform agent: {e}")))?;
+        // Recorded before the plugin is asked: a run killed while the call is in flight drops
+        // this future with it, and the mount the plugin makes must still be undone when the
+        // lease lapses. A refusal takes back only what this call added.
+        let fresh = seen.done.as_ref().is_some_and(|work| self.lease.record(work.clone()));
         let answer = client.unary(forwarded, path, RawCodec).await;
-        if answer.is_ok() {
-            if let Some(work) = seen.undone {
-                self.lease.forget(&work);
+        match (&answer, &seen.done) {
+            (Ok(_), _) => {
+                if let Some(work) = &seen.undone {
+                    self.lease.forget(work);
+                }
+                if let Some(target) = &seen.unpublished {
+                    self.lease.forget_markers(target);
+                }
             }
-            if let Some(target) = &seen.unpublished {
-                self.lease.forget_markers(target);
-            }
-            if let Some(work) = seen.done {
-                self.lease.record(work);
-            }
+            (Err(_), Some(work)) if fresh => self.lease.forget(work),
+            (Err(_), _) => {}
         }
         answer
     }
@@ -224,7 +242,7 @@ impl Forward {
             if let Some(l) = inspector.local_path(d)
                 && std::fs::create_dir(&l).is_ok()
             {
-                self.lease.record(Work::Dir(d.to_owned()));
+                let _ = self.lease.record(Work::Dir(d.to_owned()));
             }
         }
     }

@@ -43,6 +43,9 @@ struct Holder {
 pub struct Lease {
     holder: Arc<Mutex<Option<Holder>>>,
     changed: Arc<Notify>,
+    /// Held (read) by every forwarded call that changes the node, for as long as the plugin
+    /// takes; an undo takes it (write) first, so it never races a stage or publish in flight.
+    in_flight: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// Why a call needs a lease it does not have.
@@ -99,11 +102,9 @@ impl Lease {
         }
     }
 
-    /// Records work done under the lease (nothing when no run holds it).
-    pub fn record(&self, work: Work) {
-        if let Some(h) = self.lock().as_mut() {
-            h.work.insert(work);
-        }
+    /// Records work done under the lease (nothing when no run holds it); whether it was new.
+    pub fn record(&self, work: Work) -> bool {
+        self.lock().as_mut().is_some_and(|h| h.work.insert(work))
     }
 
     /// Forgets work the run undid itself.
@@ -126,6 +127,11 @@ impl Lease {
         self.lock().as_ref().map(|h| h.work.iter().cloned().collect()).unwrap_or_default()
     }
 
+    /// A hold that keeps any undo waiting until it is dropped (see `in_flight`).
+    pub async fn hold(&self) -> tokio::sync::OwnedRwLockReadGuard<()> {
+        self.in_flight.clone().read_owned().await
+    }
+
     /// Ends `run_id`'s lease now (any run's with `None`) and hands back what it listed.
     fn take(&self, run_id: Option<&str>) -> Option<BTreeSet<Work>> {
         let mut holder = self.lock();
@@ -140,6 +146,7 @@ impl Lease {
 
     /// Ends the lease of `run_id` (any with `None`) and undoes its work on the node.
     pub async fn release(&self, run_id: Option<&str>, undo: &Undo) -> Result<Undone, LeaseError> {
+        let _quiet = self.in_flight.write().await;
         match self.take(run_id) {
             Some(work) => Ok(undo.undo(work).await),
             None if run_id.is_some() && self.holder().is_some() => Err(LeaseError::HeldBy(self.holder().unwrap_or_default())),
@@ -160,6 +167,8 @@ impl Lease {
                     tokio::select! {
                         () = notified => {}
                         () = tokio::time::sleep_until(at) => {
+                            // Calls still in flight finish first (their work is in the ledger).
+                            let _quiet = self.in_flight.write().await;
                             let lapsed = self.lock().as_ref().is_some_and(|h| h.run_id == run_id && h.expires <= Instant::now());
                             if lapsed && let Some(work) = self.take(Some(&run_id)) {
                                 let done = undo.undo(work).await;

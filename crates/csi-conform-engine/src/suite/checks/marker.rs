@@ -1,5 +1,6 @@
 //! The `marker` check: one seeded data marker written into, verified in or removed from a
-//! published volume the scenario created (the markers themselves are `suite::marker`).
+//! published volume the scenario created (the markers themselves are csi-client's `marker`;
+//! the node's files are reached through its inspector, here or through the node's agent).
 
 use std::{collections::BTreeMap, path::PathBuf};
 
