@@ -37,6 +37,7 @@ mod golden;
 mod inspect;
 mod instances;
 pub use csi_client::marker;
+mod mounted;
 mod ctx;
 mod load;
 mod model;
