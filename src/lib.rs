@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod compat;
 
+pub use csi_conform_agent as agent;
 pub use csi_conform_bench as bench;
 pub use csi_client::{client, fingerprint, mounts, scrub, secrets};
 pub use csi_conform_engine::{cleanup, config, journal, orchestrator, parity, suite};

@@ -1,11 +1,13 @@
 //! Compiles `proto/csi.proto` with protox (pure Rust, so no `protoc` is needed), generates the
 //! tonic client and server code, and writes the encoded descriptor set that the library reads
-//! at run time through prost-reflect (request building, secret redaction).
+//! at run time through prost-reflect (request building, secret redaction); and compiles
+//! `proto/agent.proto`, the node agent's own service (`csi-conform agent`), the same way.
 
 use std::{env, fs, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/csi.proto");
+    println!("cargo:rerun-if-changed=proto/agent.proto");
     let out = PathBuf::from(env::var("OUT_DIR")?);
 
     let mut compiler = protox::Compiler::new(["proto"])?;
@@ -20,6 +22,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_fds_with_config(compiler.file_descriptor_set(), prost_config())?;
+
+    // The agent's service on its own: its descriptors stay out of the CSI pool above.
+    let mut agent = protox::Compiler::new(["proto"])?;
+    agent.include_imports(true).include_source_info(false);
+    agent.open_file("agent.proto")?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds_with_config(agent.file_descriptor_set(), prost_build::Config::new())?;
     Ok(())
 }
 

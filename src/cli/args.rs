@@ -333,6 +333,10 @@ pub struct RunArgs {
     #[arg(help_heading = "Node paths", long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
 
+    /// Node agents playing the nodes (`--node-agents`).
+    #[command(flatten)]
+    pub agents: super::agents::AgentRunArgs,
+
     /// Where target and staging paths go, and how they are made.
     #[command(flatten)]
     pub paths: PathArgs,

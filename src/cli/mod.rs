@@ -28,12 +28,14 @@ use crate::{
     suite::{self, AccessType, PathSettings, Suite},
 };
 
+mod agents;
 mod args;
 mod bench;
 mod commands;
 mod error;
 mod run;
 
+pub use agents::AgentRunArgs;
 pub use args::*;
 pub use bench::BenchArgs;
 use bench::*;
@@ -99,6 +101,10 @@ pub enum Command {
     /// Serve the bundled reference plugin: every CSI v1.13 RPC (v1.12 with --spec-version 1.12),
     /// as the spec says.
     ReferencePlugin(crate::reference::Args),
+    /// Serve one node's part of a run across a cluster, beside the node plugin: its CSI
+    /// Identity and Node calls, its paths, mounts and data markers, its facts, over mutual TLS
+    /// and under the run's lease; or (`agent certs`) make a run's certificates.
+    Agent(crate::agent::AgentArgs),
 }
 
 /// `csi-conform suites ...`.
@@ -349,5 +355,6 @@ async fn dispatch(cli: Cli, rerun: Option<String>, scrubber: &Scrubber) -> Resul
             .await
             .map(|()| EXIT_OK)
             .map_err(CliError::usage),
+        Command::Agent(args) => crate::agent::main(args).await.map(|()| EXIT_OK).map_err(|e| CliError::usage(e.to_string())),
     }
 }

@@ -278,6 +278,34 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
         .map_err(CliError::usage)?;
 
     let mut targets = args.connect.targets();
+    let options = args.connect.client_options();
+    // With node agents, the agents play the nodes: connected, leased, and the run's work
+    // directory checked to be inside each agent's before anything else starts.
+    let agents = if args.agents.node_agents.is_empty() {
+        None
+    } else {
+        if !args.connect.node_endpoints.is_empty() {
+            return Err(CliError::usage("--node-agents and --node-endpoint exclude each other (the agents play the nodes)"));
+        }
+        if targets.controller.is_none() {
+            return Err(CliError::usage("--node-agents needs --controller-endpoint (or --endpoint) for the controller"));
+        }
+        let agents = agents::Agents::connect(&args.agents, &options).await?;
+        let work_dir = match agents.work_dir(args.work_dir.as_ref().map(|_| config.work_dir.as_path())) {
+            Ok(dir) => dir,
+            Err(e) => {
+                agents.release().await;
+                return Err(e);
+            }
+        };
+        config.work_dir = work_dir;
+        config.node_agents = agents.engine_nodes();
+        targets.nodes = agents.endpoints();
+        for (i, node) in agents.nodes.iter().enumerate() {
+            eprintln!("node {i}: {}", crate::suite::NodeAgent::describe(node.as_ref()));
+        }
+        Some(agents)
+    };
     let mut local = None;
     if targets.is_empty() {
         let (reference, started) = start_reference(args.spec.spec_version).await?;
@@ -287,7 +315,7 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
         local = Some(reference);
     }
 
-    if config.check_path_cmd.is_none() {
+    if config.check_path_cmd.is_none() && agents.is_none() {
         for (i, node) in targets.nodes.iter().enumerate().filter(|(_, e)| !e.is_local()) {
             tracing::warn!(
                 "node endpoint {i} ({node}) is not on this host: its staging and target paths and mounts \
@@ -308,8 +336,10 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
     }
 
     let signals = Signals::catch()?;
-    let options = args.connect.client_options();
-    let (connections, fingerprint) = connect_and_fingerprint(&targets, &options, args.spec.spec_version).await?;
+    let (connections, fingerprint) = match &agents {
+        Some(agents) => agents.connect_nodes(targets.controller.as_ref(), &options, args.spec.spec_version).await?,
+        None => connect_and_fingerprint(&targets, &options, args.spec.spec_version).await?,
+    };
     if !leftovers.is_empty() {
         let cleaned = crate::cleanup::undo(&args.journal, &leftovers, &connections, &config.secrets).await;
         eprint!("{}", scrubber.scrub(&cleaned.to_string()));
@@ -441,6 +471,9 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
     }
     if let Some(local) = local {
         local.shutdown().await;
+    }
+    if let Some(agents) = agents {
+        agents.release().await;
     }
     let signal_code = *interrupted.lock().unwrap_or_else(|p| p.into_inner());
     Ok(match signal_code {

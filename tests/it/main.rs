@@ -1,6 +1,7 @@
 //! Integration tests for csi-conform: one binary, one module per concern.
 
 mod answer_quirks;
+mod agents;
 mod bench;
 mod bounds;
 mod bad_input;

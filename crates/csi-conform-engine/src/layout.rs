@@ -25,7 +25,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("bounds.rs", 1, "values"),
     ("sanity.rs", 1, "values"),
     ("inspect.rs", 1, "values"),
-    ("marker.rs", 1, "values"),
+    ("inspect/", 1, "values"),
     ("resources.rs", 1, "values"),
     ("request.rs", 1, "values"),
     ("deleted.rs", 1, "values"),

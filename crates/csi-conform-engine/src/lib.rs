@@ -11,7 +11,7 @@ pub mod orchestrator;
 pub mod parity;
 pub mod suite;
 
-use csi_client::{client, fingerprint, mounts, scrub, secrets};
+use csi_client::{client, fingerprint, marker, mounts, peer, scrub, secrets};
 use csi_conform_report::report;
 use csi_proto::{proto, units, version, yaml};
 #[cfg(test)]

@@ -187,6 +187,16 @@ impl Connection {
         Ok(connection)
     }
 
+    /// A connection to `endpoint` over a `channel` made elsewhere (a node agent's, over mutual
+    /// TLS), probed as [`Self::connect`] probes, within `options.connect_timeout`.
+    pub async fn over(endpoint: Endpoint, channel: Channel, options: ClientOptions) -> Result<Self, ConnectError> {
+        let started = Instant::now();
+        let deadline = started + options.connect_timeout;
+        let connection = Connection { endpoint, channel, options, stats: Arc::default(), rules: None };
+        connection.wait_until_ready(started, deadline).await?;
+        Ok(connection)
+    }
+
     /// The same connection, with the response rules' violations of its calls going to `log`
     /// (a caller's own, so that each finding lands with the caller that made the call).
     pub fn with_rules(&self, log: &RuleLog) -> Connection {

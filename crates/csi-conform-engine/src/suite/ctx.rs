@@ -985,5 +985,8 @@ pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
 }
 
 pub(crate) async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
+    if let Some(agent) = config.node_agents.get(index) {
+        return Inspector::through_agent(index, agent.clone());
+    }
     Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
 }

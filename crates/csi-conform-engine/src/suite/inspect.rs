@@ -10,7 +10,12 @@ use std::{
     time::Duration,
 };
 
+pub use crate::marker::{WriteProbe, probe_write};
+pub use crate::peer::socket_peer;
 use crate::{client::Endpoint, mounts, report::MountSite};
+
+mod remote;
+pub use remote::{NodeAgent, NodeStat, NodeTable};
 
 /// The default `--check-path-cmd-timeout`.
 pub const DEFAULT_CHECK_PATH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,6 +103,14 @@ pub enum PathCommandError {
         status: std::process::ExitStatus,
         /// The first line of its stderr.
         stderr: String,
+    },
+    /// The node's agent gave no answer.
+    #[error("the node agent could not tell what {} is: {reason}", .path.display())]
+    Agent {
+        /// The path asked about.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// It printed something other than one of the four words.
     #[error("--check-path-cmd printed {output:?} for {}; expected exactly one of file, directory, not_found, other", .path.display())]
@@ -200,6 +213,8 @@ enum Files {
     },
     /// Through `--check-path-cmd` (file kinds only).
     Command(PathCommand),
+    /// Through the node's agent (`run --node-agents`), on the node itself.
+    Agent(std::sync::Arc<dyn NodeAgent>),
     /// Not at all, for this reason.
     Unreachable(String),
 }
@@ -218,20 +233,6 @@ pub struct Inspector {
 /// A node's mount table, and the process whose root its mount points are relative to (`None`:
 /// this process).
 type Table = (Vec<mounts::MountInfo>, Option<i32>);
-
-/// How long finding the process behind a unix socket may take.
-const PEER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The process serving the unix socket at `path`: SO_PEERCRED of a connection of our own
-/// (closed at once). `Ok(None)` when the kernel gives no pid we can use (0: the process is
-/// outside this pid namespace).
-pub async fn socket_peer(path: &Path) -> io::Result<Option<i32>> {
-    let connect = tokio::net::UnixStream::connect(path);
-    let stream = tokio::time::timeout(PEER_TIMEOUT, connect)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting took too long"))??;
-    Ok(stream.peer_cred()?.pid().filter(|pid| *pid > 0))
-}
 
 impl Inspector {
     /// The inspector for node endpoint `index` at `endpoint`. For a unix socket, the process
@@ -253,6 +254,7 @@ impl Inspector {
             namespace: None,
             shared: false,
             skipped: None,
+            agent: None,
         };
         let located = match endpoint.socket_path() {
             None => Err(format!(
@@ -316,6 +318,7 @@ impl Inspector {
             namespace: None,
             shared: false,
             skipped: Some(reason.clone()),
+            agent: None,
         };
         Inspector { files: Files::Unreachable(reason.clone()), no_mounts: Some(reason), site }
     }
@@ -335,7 +338,7 @@ impl Inspector {
                 };
                 Some(root.join(inside.strip_prefix("/").unwrap_or(&inside)))
             }
-            Files::Command(_) | Files::Unreachable(_) => None,
+            Files::Command(_) | Files::Unreachable(_) | Files::Agent(_) => None,
         }
     }
 
@@ -378,8 +381,25 @@ impl Inspector {
             Files::Proc { pid } => mounts::mounts_of(*pid)
                 .map(|t| Some((t, Some(*pid))))
                 .map_err(|source| MountTableError { pid: *pid, source }),
-            Files::Command(_) | Files::Unreachable(_) => Ok(None),
+            Files::Command(_) | Files::Unreachable(_) | Files::Agent(_) => Ok(None),
         }
+    }
+
+    /// The node's mount table and `path` as it names it (`Ok(None)`: the mount checks are
+    /// skipped).
+    fn table_at(&self, path: &Path) -> Result<Option<(Vec<mounts::MountInfo>, PathBuf)>, MountTableError> {
+        if let Files::Agent(agent) = &self.files {
+            if !self.sees_mounts() {
+                return Ok(None);
+            }
+            let pid = self.site.pid.unwrap_or(0);
+            return match agent.mount_table(&[path]) {
+                Ok(Ok((table, mut resolved))) => Ok(Some((table, resolved.pop().unwrap_or_else(|| path.to_owned())))),
+                Ok(Err(why)) => Err(MountTableError { pid, source: std::io::Error::other(why) }),
+                Err(source) => Err(MountTableError { pid, source }),
+            };
+        }
+        Ok(self.table()?.map(|(table, pid)| (table, Self::resolved(path, pid))))
     }
 
     /// `path` as the node's mount table names it: free of symlinks in the node's view.
@@ -393,10 +413,7 @@ impl Inspector {
     /// Every mount whose mount point is exactly `path` in the node's mount namespace, bottom
     /// first; `Ok(None)` when the mount checks are skipped.
     pub fn mounts_at(&self, path: &Path) -> Result<Option<Vec<mounts::MountInfo>>, MountTableError> {
-        Ok(self.table()?.map(|(table, pid)| {
-            let path = Self::resolved(path, pid);
-            table.into_iter().filter(|m| m.mount_point == path).collect()
-        }))
+        Ok(self.table_at(path)?.map(|(table, path)| table.into_iter().filter(|m| m.mount_point == path).collect()))
     }
 
     /// The topmost mount at exactly `path` in the node's mount namespace (`Ok(None)` inside
@@ -408,16 +425,17 @@ impl Inspector {
     /// Every mount at or below `dir` in the node's mount namespace; `Ok(None)` when the mount
     /// checks are skipped.
     pub fn mounts_under(&self, dir: &Path) -> Result<Option<Vec<mounts::MountInfo>>, MountTableError> {
-        Ok(self.table()?.map(|(table, pid)| {
-            let dir = Self::resolved(dir, pid);
-            table.into_iter().filter(|m| m.mount_point.starts_with(&dir)).collect()
-        }))
+        Ok(self.table_at(dir)?.map(|(table, dir)| table.into_iter().filter(|m| m.mount_point.starts_with(&dir)).collect()))
     }
 
     /// What `path` is; `Ok(None)` when it cannot be inspected.
     pub async fn kind(&self, path: &Path) -> Result<Option<PathKind>, PathCommandError> {
         match &self.files {
             Files::Command(c) => c.kind(path).await.map(Some),
+            Files::Agent(agent) => agent
+                .stat(path)
+                .map(|s| Some(s.kind))
+                .map_err(|e| PathCommandError::Agent { path: path.to_owned(), reason: e.to_string() }),
             Files::Unreachable(_) => Ok(None),
             Files::Here | Files::Proc { .. } => Ok(self.local_path(path).map(|p| PathKind::of_local(&p))),
         }
@@ -425,6 +443,9 @@ impl Inspector {
 
     /// Whether `path` is a block (or character) device node on the node.
     pub fn is_device(&self, path: &Path) -> bool {
+        if let Files::Agent(agent) = &self.files {
+            return agent.stat(path).is_ok_and(|s| s.device);
+        }
         self.local_path(path).and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| {
             m.file_type().is_block_device() || m.file_type().is_char_device()
         })
@@ -436,7 +457,10 @@ impl Inspector {
         if !self.sees_mounts() {
             return None;
         }
-        self.local_path(target).map(|p| probe_write(&p, block))
+        if let Files::Agent(agent) = &self.files {
+            return Some(Self::agent_probe(agent.as_ref(), target, block));
+        }
+        self.local_path(target).map(|p| Self::local_probe(&p, block))
     }
 
     /// Checks a `path-state` word against the node's view; `Ok(Err(what it is))` when it
@@ -516,46 +540,6 @@ fn describe(kind: PathKind) -> &'static str {
     }
 }
 
-/// What writing into a published target showed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WriteProbe {
-    /// The write worked (and its trace was removed).
-    Writable,
-    /// The write failed with EROFS.
-    ReadOnly,
-    /// The write failed otherwise.
-    Failed(String),
-    /// Not probed (a device node: a read-only mount does not stop writes to a device).
-    NotProbed,
-}
-
-/// Tries to write into a published target without changing the volume's data: a mount
-/// target gets a new file (removed again), a block target is opened for writing (nothing is
-/// written).
-pub fn probe_write(target: &Path, block: bool) -> WriteProbe {
-    let result = if block {
-        match std::fs::symlink_metadata(target) {
-            Ok(m) if m.file_type().is_block_device() || m.file_type().is_char_device() => {
-                return WriteProbe::NotProbed;
-            }
-            _ => std::fs::OpenOptions::new().write(true).open(target).map(drop),
-        }
-    } else {
-        let probe = target.join(format!(".csi-conform-write-probe-{}", std::process::id()));
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&probe)
-            .map(drop)
-            .and_then(|()| std::fs::remove_file(&probe))
-    };
-    match result {
-        Ok(()) => WriteProbe::Writable,
-        Err(e) if e.raw_os_error() == Some(nix::libc::EROFS) => WriteProbe::ReadOnly,
-        Err(e) => WriteProbe::Failed(e.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,7 +592,7 @@ mod tests {
         // This process stands in for the plugin: the view through /proc/PID must agree with
         // its own.
         let pid = std::process::id() as i32;
-        let site = MountSite { node: 0, endpoint: String::new(), pid: Some(pid), namespace: None, shared: false, skipped: None };
+        let site = MountSite { node: 0, endpoint: String::new(), pid: Some(pid), namespace: None, shared: false, skipped: None, agent: None };
         let there = Inspector { files: Files::Proc { pid }, no_mounts: None, site };
         let dir = tempfile::tempdir().unwrap();
         let dir = std::fs::canonicalize(dir.path()).unwrap();

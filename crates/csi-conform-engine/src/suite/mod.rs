@@ -8,7 +8,7 @@
 //!
 //! | layer | files | what it owns |
 //! |---|---|---|
-//! | 1 values | `vars`, `error`, `pool`, `existing`, `bounds`, `sanity`, `inspect`, `marker`, `resources`, `request`, `deleted`, `answer` | values and their types, load errors, the plugin's pools, existing volumes, the bounds of generated capabilities as written, csi-sanity's spec texts, path and mount inspection, data markers, tracked resources, requests built from YAML, how a deleted object is looked up again, a plugin's answer and the findings about one call |
+//! | 1 values | `vars`, `error`, `pool`, `existing`, `bounds`, `sanity`, `inspect`, `resources`, `request`, `deleted`, `answer` | values and their types, load errors, the plugin's pools, existing volumes, the bounds of generated capabilities as written, csi-sanity's spec texts, path and mount inspection (data markers and write probes are csi-client's `marker`), tracked resources, requests built from YAML, how a deleted object is looked up again, a plugin's answer and the findings about one call |
 //! | 2 vocabulary | `catalog` | argument kinds, [`CheckSpec`] / [`PropertySpec`] (name, docs, args, outputs, RPCs, pools held, demand and cost, as data) and the [`Catalog`] the loader reads |
 //! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
 //! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/`, `verifier`, `patience`, `inflight` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name), the look-ups after deletes and the run-wide delete verifier, the bounds of waits without a spec deadline, the run's own calls in flight per volume |
@@ -36,7 +36,7 @@ mod inflight;
 mod golden;
 mod inspect;
 mod instances;
-mod marker;
+pub use csi_client::marker;
 mod mounted;
 mod ctx;
 mod load;
@@ -67,7 +67,9 @@ pub use checks::{CheckDef, CheckFuture, Registry, checks};
 pub use checks::properties::{CaseFuture, CaseInput, CaseOutcome, PropertyDef, properties};
 pub use existing::{CAPABILITY_KEYS, ExistingCapability, ExistingVolume, PROTECTED_RPCS, parse_mode};
 pub use inspect::{
-    DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, PathCommand, PathCommandError, PathKind, socket_peer,
+    DEFAULT_CHECK_PATH_TIMEOUT, Inspector, MountCheck, MountTableError, NodeAgent, NodeStat, NodeTable, PathCommand, PathCommandError,
+    PathKind, WriteProbe,
+    probe_write, socket_peer,
 };
 pub use checks::lifecycle::{MountOptions, NO_EXISTING_VOLUME, RESTART_TIMEOUT, forwarded_context};
 pub use marker::MARKER_FILE;

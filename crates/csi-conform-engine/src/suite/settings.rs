@@ -126,6 +126,9 @@ pub struct RunConfig {
     /// `--check-path-cmd`: how the paths of remote node endpoints are inspected (none: they
     /// are not, and the checks say so).
     pub check_path_cmd: Option<PathCommand>,
+    /// `--node-agents`: the agent playing node 0, 1, ... (none: the node endpoints' paths are
+    /// inspected from here, or through --check-path-cmd).
+    pub node_agents: Vec<Arc<dyn super::inspect::NodeAgent>>,
     /// `--mount-check`: whether node mounts are verified (where the node plugin's mount
     /// namespace can be found) or never.
     pub mount_check: MountCheck,
@@ -254,6 +257,7 @@ impl Default for RunConfig {
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             observer: None,
             check_path_cmd: None,
+            node_agents: Vec::new(),
             mount_check: MountCheck::Auto,
             restart_cmd: None,
             restart_controller_cmd: None,
@@ -342,6 +346,7 @@ impl fmt::Debug for RunConfig {
             .field("tool_version", &self.tool_version)
             .field("observer", &self.observer.is_some())
             .field("check_path_cmd", &self.check_path_cmd)
+            .field("node_agents", &self.node_agents)
             .field("mount_check", &self.mount_check)
             .field("restart_cmd", &self.restart_cmd)
             .field("restart_controller_cmd", &self.restart_controller_cmd)

@@ -680,6 +680,10 @@ pub struct MountSite {
     /// Why the mount checks were skipped, when they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// The node agent that played this node (`run --node-agents`): its address, host and
+    /// the node plugin's node id. The pid and namespace are then the node's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl fmt::Display for MountSite {
@@ -687,6 +691,15 @@ impl fmt::Display for MountSite {
     /// 4242 (mnt:[4026532301]), not csi-conform's`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "node {} ({}): ", self.node, self.endpoint)?;
+        if let Some(agent) = &self.agent {
+            return match (&self.skipped, self.pid, &self.namespace) {
+                (Some(why), _, _) => write!(f, "played by {agent}; mount checks skipped: {why}"),
+                (None, Some(pid), Some(ns)) => {
+                    write!(f, "played by {agent}; mounts verified on that node, in the mount namespace of pid {pid} ({ns})")
+                }
+                (None, _, _) => write!(f, "played by {agent}; mounts verified on that node"),
+            };
+        }
         match (&self.skipped, self.pid, &self.namespace) {
             (Some(why), _, _) => write!(f, "mount checks skipped: {why}"),
             (None, Some(pid), Some(ns)) if self.shared => {

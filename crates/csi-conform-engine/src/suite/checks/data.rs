@@ -20,11 +20,11 @@ use tonic::Code;
 
 use super::CheckDef;
 use crate::client::Pacer;
+use crate::marker::{Marker, Placement};
 use crate::suite::{
     catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
     ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     inspect::Inspector,
-    marker::{self, Marker, Placement},
     patience,
     settings::AccessType,
     vars::Val,
@@ -129,8 +129,9 @@ struct Published {
     node_id: String,
     staging: Option<PathBuf>,
     target: PathBuf,
-    /// The target as this process opens it.
-    local: PathBuf,
+    /// Where the node's files are: every read and write of the target goes through it (here,
+    /// through /proc/PID, or through the node's agent).
+    files: Inspector,
     controller: bool,
 }
 
@@ -216,7 +217,7 @@ pub fn publications(scenario: &str) -> usize {
 pub(super) fn unreachable_files(ctx: &ScenarioCtx, index: usize) -> Option<String> {
     let inspector = ctx.inspector(index)?;
     let endpoint = ctx.node_connections().get(index).map(|c| c.endpoint().to_string()).unwrap_or_default();
-    if inspector.local_path(&ctx.paths.dir).is_none() {
+    if !inspector.reaches_files() {
         return Some(format!(
             "data checks read and write the node's files, and those of node endpoint {index} ({endpoint}) cannot be \
              reached from here (--check-path-cmd tells file types only)"
@@ -238,13 +239,6 @@ fn target_mounted(inspector: &Inspector, target: &Path) -> bool {
     inspector.is_device(target)
         || (matches!(inspector.mount_entry(target), Ok(Some(Some(_))))
             && crate::suite::mounted::path_says(inspector, target) != Some(false))
-}
-
-fn is_device(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| {
-        use std::os::unix::fs::FileTypeExt;
-        m.file_type().is_block_device()
-    })
 }
 
 fn typed<M: prost::Message + Default>(message: &DynamicMessage) -> M {
@@ -290,7 +284,11 @@ impl Data<'_> {
         let deadline = Instant::now() + settle;
         let mut pacer = Pacer::new(p90, patience::SETTLE_LONGEST_PAUSE);
         loop {
-            let size = if self.block { marker::block_size(&published.local) } else { marker::fs_size(&published.local) };
+            let size = if self.block {
+                published.files.block_size(&published.target)
+            } else {
+                published.files.fs_size(&published.target)
+            };
             match size {
                 Ok(size) if size + tolerance >= new => return Ok(None),
                 Ok(size) => match pacer.pause(deadline.saturating_duration_since(Instant::now())) {
@@ -489,15 +487,15 @@ impl Data<'_> {
         };
         self.call("NodePublishVolume", &request, Some(node)).await?;
         let inspector = self.ctx.inspector(node).expect("the node endpoint exists");
-        let Some(local) = inspector.local_path(&target) else {
+        if !inspector.reaches_files() {
             return Err(CheckOutcome::Skip(unreachable_files(self.ctx, node).unwrap_or_default()));
-        };
+        }
         let published = Published {
             node,
             node_id,
             staging: stage.then_some(staging),
             target,
-            local,
+            files: inspector.clone(),
             controller,
         };
         if !target_mounted(&inspector, &published.target) {
@@ -551,7 +549,7 @@ impl Data<'_> {
         if self.block && at.is_none() {
             self.block_at_least(published, volume.capacity as u64, "CreateVolume reported")?;
         }
-        match marker::write(&published.local, self.block, marker, at) {
+        match published.files.write_marker(&published.target, self.block, marker, at) {
             Ok(placement) => Ok(placement),
             Err(e) if io_denied(&e) => Err(CheckOutcome::Skip(format!(
                 "this process may not write into {} ({e}); the data checks need write access to the node's files",
@@ -566,7 +564,7 @@ impl Data<'_> {
 
     /// Fails unless the block volume at `published` holds at least `bytes`.
     fn block_at_least(&mut self, published: &Published, bytes: u64, said: &str) -> Step<()> {
-        match marker::block_size(&published.local) {
+        match published.files.block_size(&published.target) {
             Ok(size) if size >= bytes => Ok(()),
             Ok(size) => Err(self.fail(
                 "volume-size",
@@ -587,7 +585,7 @@ impl Data<'_> {
         kind: &str,
         context: &str,
     ) -> Step<()> {
-        match marker::verify(&published.local, at, expected, others) {
+        match published.files.verify_marker(&published.target, at, expected, others) {
             Ok(None) => Ok(()),
             Ok(Some((place, mismatch))) => Err(self.fail(
                 kind,
@@ -599,7 +597,7 @@ impl Data<'_> {
 
     /// Removes a marker from a read-write publication (the volume is the scenario's own).
     fn remove(&mut self, published: &Published, at: &Placement) -> Step<()> {
-        marker::remove(&published.local, at).map_err(|e| {
+        published.files.remove_marker(&published.target, at).map_err(|e| {
             self.ctx.push(Finding::new(
                 Severity::Warn,
                 "data-cleanup",
@@ -676,11 +674,11 @@ impl Data<'_> {
             writable.node_id
         );
         self.verify(&read_only, &at, &a, &[], "data-lost", &context)?;
-        if is_device(&read_only.local) {
+        if read_only.files.is_device(&read_only.target) {
             // A read-only mount does not stop writes to a device node; nothing to prove here.
             return Ok(());
         }
-        match marker::try_write(&read_only.local, self.block) {
+        match read_only.files.try_write(&read_only.target, self.block) {
             Err(e) if e.raw_os_error() == Some(nix::libc::EROFS) => Ok(()),
             Err(e) if io_denied(&e) => Ok(()),
             Err(e) => Err(self.fail(

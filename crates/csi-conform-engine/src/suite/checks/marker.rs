@@ -1,13 +1,14 @@
 //! The `marker` check: one seeded data marker written into, verified in or removed from a
-//! published volume the scenario created (the markers themselves are `suite::marker`).
+//! published volume the scenario created (the markers themselves are csi-client's `marker`;
+//! the node's files are reached through its inspector, here or through the node's agent).
 
 use std::{collections::BTreeMap, path::PathBuf};
 
 use super::{CheckDef, data::unreachable_files};
+use crate::marker::{self, Marker, Placement};
 use crate::suite::{
     catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
     ctx::{CheckOutcome, ScenarioCtx, bad_arg},
-    marker::{self, Marker, Placement},
     resources::Resource,
     settings::AccessType,
     vars::{Ty, Val},
@@ -81,7 +82,7 @@ async fn marker_step(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
         return CheckOutcome::Skip(reason);
     }
     let target = PathBuf::from(&path);
-    let Some(local) = ctx.inspector(node).and_then(|i| i.local_path(&target)) else {
+    let Some(files) = ctx.inspector(node).filter(|i| i.reaches_files()) else {
         return CheckOutcome::Skip(unreachable_files(ctx, node).unwrap_or_default());
     };
     let label = text("label").unwrap_or_else(|| "A".to_owned());
@@ -89,24 +90,24 @@ async fn marker_step(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     let placement = match (block, tail) {
         (false, _) => Some(Placement::File),
         (true, Some(tail)) => Some(Placement::Block { tail }),
-        (true, None) => match marker::block_size(&local) {
+        (true, None) => match files.block_size(&target) {
             Ok(size) if size >= 2 * marker::MARKER_LEN as u64 => Some(Placement::Block { tail: size - marker::MARKER_LEN as u64 }),
             _ => None,
         },
     };
     let at = format!("{path} on node endpoint {node}");
     let result = match (action.as_str(), placement) {
-        ("write", placement) => marker::write(&local, block, &marker, placement.as_ref()).map(Some).map_err(|e| {
+        ("write", placement) => files.write_marker(&target, block, &marker, placement.as_ref()).map(Some).map_err(|e| {
             ("data-write", format!("writing marker {label} into volume {volume_id} at {at} failed: {e}"))
         }),
-        ("verify", Some(placement)) => match marker::verify(&local, &placement, &marker, &[]) {
+        ("verify", Some(placement)) => match files.verify_marker(&target, &placement, &marker, &[]) {
             Ok(None) => Ok(Some(placement)),
             Ok(Some((place, m))) => {
                 Err(("data-lost", format!("volume {volume_id} at {at}: {}", m.describe(&place, &marker))))
             }
             Err(e) => Err(("data-read", format!("reading marker {label} from volume {volume_id} at {at} failed: {e}"))),
         },
-        (_, Some(placement)) => marker::remove(&local, &placement)
+        (_, Some(placement)) => files.remove_marker(&target, &placement)
             .map(|()| Some(placement))
             .map_err(|e| ("data-cleanup", format!("removing marker {label} from {at} failed: {e}"))),
         (_, None) => Err(("data-lost", format!("volume {volume_id} at {at} is too small to hold marker {label}"))),

@@ -130,8 +130,7 @@ enum GroupSeen {
 /// Either one showing `gid` is the group passed; the group differs only when both show
 /// something else.
 fn mount_group(inspector: &inspect::Inspector, path: &Path, gid: u32) -> Result<GroupSeen, inspect::MountTableError> {
-    use std::os::unix::fs::MetadataExt;
-    let Some(local) = inspector.local_path(path) else {
+    if !inspector.reaches_files() {
         return Ok(GroupSeen::Unseen("the node's files are not reachable from here (only through --check-path-cmd)".into()));
     };
     if let Some(why) = inspector.mounts_skipped() {
@@ -140,8 +139,8 @@ fn mount_group(inspector: &inspect::Inspector, path: &Path, gid: u32) -> Result<
     let Some(Some(mount)) = inspector.mount_entry(path)? else {
         return Ok(GroupSeen::Unseen("nothing is mounted there".into()));
     };
-    let owner = match std::fs::metadata(&local) {
-        Ok(m) => m.gid(),
+    let owner = match inspector.gid(path) {
+        Ok(gid) => gid,
         Err(e) => return Ok(GroupSeen::Unseen(format!("stat: {e}"))),
     };
     let option = mount.super_options.iter().chain(&mount.mount_options).find_map(|o| o.strip_prefix("gid="));

@@ -1,7 +1,8 @@
 //! Data markers: 4 KiB of content derived from the run's seed, with an FNV-1a digest, written
 //! into a published volume (a file under a mount target; offset 0 and the last 4 KiB of a
-//! block target) and read back to prove the bytes survived. Plain file I/O on paths this
-//! process can open; which paths those are is the caller's business.
+//! block target) and read back to prove the bytes survived; and the write probe of a published
+//! target. Plain file I/O on paths this process can open; which paths those are is the
+//! caller's business (the engine's inspector, or a node agent on its node).
 
 use std::{
     fs::{File, OpenOptions},
@@ -248,6 +249,46 @@ pub fn try_write(target: &Path, block: bool) -> io::Result<()> {
         let probe = target.join(format!("{MARKER_FILE}-write-probe"));
         OpenOptions::new().write(true).create_new(true).open(&probe)?;
         std::fs::remove_file(&probe)
+    }
+}
+
+/// What writing into a published target showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteProbe {
+    /// The write worked (and its trace was removed).
+    Writable,
+    /// The write failed with EROFS.
+    ReadOnly,
+    /// The write failed otherwise.
+    Failed(String),
+    /// Not probed (a device node: a read-only mount does not stop writes to a device).
+    NotProbed,
+}
+
+/// Tries to write into a published target without changing the volume's data: a mount
+/// target gets a new file (removed again), a block target is opened for writing (nothing is
+/// written).
+pub fn probe_write(target: &Path, block: bool) -> WriteProbe {
+    let result = if block {
+        match std::fs::symlink_metadata(target) {
+            Ok(m) if m.file_type().is_block_device() || m.file_type().is_char_device() => {
+                return WriteProbe::NotProbed;
+            }
+            _ => std::fs::OpenOptions::new().write(true).open(target).map(drop),
+        }
+    } else {
+        let probe = target.join(format!(".csi-conform-write-probe-{}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .map(drop)
+            .and_then(|()| std::fs::remove_file(&probe))
+    };
+    match result {
+        Ok(()) => WriteProbe::Writable,
+        Err(e) if e.raw_os_error() == Some(nix::libc::EROFS) => WriteProbe::ReadOnly,
+        Err(e) => WriteProbe::Failed(e.to_string()),
     }
 }
 
