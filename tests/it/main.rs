@@ -3,6 +3,8 @@
 mod answer_quirks;
 mod bounds;
 mod bad_input;
+mod book;
+mod book_examples;
 mod budgets;
 mod canary;
 mod ci;
