@@ -445,3 +445,58 @@ fn the_cli_page_shows_every_subcommand() {
     assert!(page.contains("--test-volume-size"), "run's flags are on the page");
 }
 
+
+/// Pages that are records of their day and may name files as they were then: runs of other
+/// projects' code (real-plugins.md names cfgd-csi's `src/app.rs`), the commands of past
+/// mutation runs, and a design written against a named commit.
+const RECORDS: &[&str] = &["docs/real-plugins.md", "docs/mutants.md", "docs/orchestrators.md"];
+
+/// The repository paths a text names (`src/...`, `crates/...`, `tests/...`, `scripts/...`,
+/// `suites/...`, `docs/...`, `proto/...`), each cut before a placeholder (`<name>`, `{a,b}`).
+fn repository_paths(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    for prefix in ["src/", "crates/", "tests/", "scripts/", "suites/", "docs/", "proto/"] {
+        for (at, _) in text.match_indices(prefix) {
+            let before = if at == 0 { b' ' } else { bytes[at - 1] };
+            if before.is_ascii_alphanumeric() || b"/.-:_".contains(&before) {
+                continue;
+            }
+            let path: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "/._-".contains(*c))
+                .collect();
+            let path = path.trim_end_matches(['.', ',']);
+            out.push(path.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_repository_path_the_book_names_exists() {
+    let mut missing = Vec::new();
+    let mut named = 0;
+    for page in pages() {
+        if RECORDS.iter().any(|r| page == Path::new(r)) {
+            continue;
+        }
+        for path in repository_paths(&read(&page)) {
+            named += 1;
+            if root().join(&path).exists() {
+                continue;
+            }
+            // After a move into the workspace's crates, say where the file went.
+            let moved: Vec<String> = std::fs::read_dir(root().join("crates"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|c| format!("crates/{}/{path}", c.file_name().to_string_lossy()))
+                .filter(|p| root().join(p).exists())
+                .collect();
+            missing.push(format!("{}: {path}{}", page.display(), if moved.is_empty() { String::new() } else { format!(" (now {})", moved.join(" or ")) }));
+        }
+    }
+    assert!(named > 50, "only {named} paths found: the scan is broken");
+    assert!(missing.is_empty(), "paths the pages name that do not exist:\n{}", missing.join("\n"));
+}
