@@ -500,3 +500,17 @@ fn every_repository_path_the_book_names_exists() {
     assert!(named > 50, "only {named} paths found: the scan is broken");
     assert!(missing.is_empty(), "paths the pages name that do not exist:\n{}", missing.join("\n"));
 }
+
+#[test]
+fn the_readme_opens_with_the_two_set_up_commands() {
+    // What a newcomer runs on a fresh machine: the main job, and the tests exactly as CI runs
+    // them (.ci/run calls scripts/test).
+    let readme = read(Path::new("README.md"));
+    let setup = readme.find("## Set up on a fresh machine").expect("the set-up section");
+    for command in ["```sh\ncargo run --release -- run\n```", "```sh\nscripts/test\n```"] {
+        let at = readme.find(command).unwrap_or_else(|| panic!("README.md lacks {command:?}"));
+        assert!(at > setup && at < 2_500, "{command:?} is not early in the set-up section (byte {at})");
+    }
+    let ci = read(Path::new(".ci/run"));
+    assert!(ci.lines().any(|l| l.trim() == "exec scripts/test"), ".ci/run no longer runs exactly scripts/test");
+}
