@@ -204,7 +204,9 @@ fn run_block(block: &Block) -> Vec<String> {
         if line.trim() == "```yaml" {
             let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
             if let Some(name) = body.first().and_then(|l| l.strip_prefix("# ")).filter(|n| n.ends_with(".yaml") && !n.contains(' ')) {
-                std::fs::write(dir.path().join(name), body.join("\n").replace("/tmp/", &tmp)).expect("write the shown file");
+                let file = dir.path().join(name);
+                std::fs::create_dir_all(file.parent().expect("a directory")).expect("make the shown file's directory");
+                std::fs::write(&file, body.join("\n").replace("/tmp/", &tmp)).expect("write the shown file");
             }
         }
     }
