@@ -1,27 +1,15 @@
 //! csi-conform: a Kubernetes-free sanity and conformance harness for CSI plugins.
 //!
-//! The library is organised one module per concern; the `csi-conform` binary is a thin layer
-//! over it (see `src/main.rs` and [`cli`]).
+//! The library is organised one module per concern, in a workspace of crates whose layers the
+//! compiler enforces (`crates/`); this crate re-exports every module under its old path and
+//! adds the `csi-conform` binary's thin layer (see `src/main.rs` and [`cli`]).
 
-pub mod capability;
-pub mod cleanup;
 pub mod cli;
-pub mod client;
 pub mod compat;
-pub mod config;
-pub mod fingerprint;
-pub mod journal;
-pub mod mounts;
-pub mod orchestrator;
-pub mod parity;
-pub mod proto;
-pub mod reference;
-pub mod rules;
-pub mod report;
-pub mod scrub;
-pub mod secrets;
-pub mod spec;
-pub mod suite;
-pub mod units;
-pub mod version;
-pub mod yaml;
+
+pub use csi_client::{client, fingerprint, mounts, scrub, secrets};
+pub use csi_conform_engine::{cleanup, config, journal, orchestrator, parity, suite};
+pub use csi_conform_report::report;
+pub use csi_proto::{proto, units, version, yaml};
+pub use csi_reference::reference;
+pub use csi_spec::{capability, rules, spec};

@@ -145,17 +145,23 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The workspace's crates, whose logs `-v` turns up (the transport crates stay quieter).
+const OUR_CRATES: [&str; 7] =
+    ["csi_conform", "csi_conform_engine", "csi_conform_report", "csi_reference", "csi_client", "csi_spec", "csi_proto"];
+
 /// Logs go to stderr through `scrubber`. `-v`s raise csi-conform's own level; the transport
 /// crates (tonic, h2, hyper, tower) stay at `debug` at most, as their trace output is frame
 /// by frame: `RUST_LOG` overrides everything, and even then every line is scrubbed.
 fn init_logging(verbose: u8, quiet: bool, scrubber: &Scrubber) {
     use tracing_subscriber::EnvFilter;
+    // A log line's target is its module path, so every crate of the workspace is named.
+    let ours = |level: &str| OUR_CRATES.iter().map(|c| format!(",{c}={level}")).collect::<String>();
     let default = match (quiet, verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
-        (false, 1) => "warn,csi_conform=info",
-        (false, 2) => "info,csi_conform=debug",
-        (false, _) => "debug,csi_conform=trace",
+        (true, _) => "error".to_owned(),
+        (false, 0) => "warn".to_owned(),
+        (false, 1) => format!("warn{}", ours("info")),
+        (false, 2) => format!("info{}", ours("debug")),
+        (false, _) => format!("debug{}", ours("trace")),
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Scrubbed first, then written past the progress bar (which lifts itself for the line).

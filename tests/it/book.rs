@@ -374,7 +374,7 @@ fn cell(text: &str) -> String {
 /// The response rules' table (`csi_conform::rules::RULES`).
 fn rules_page() -> String {
     let spec = csi_conform::spec::builtin();
-    let mut out = banner("Response rules", "`csi_conform::rules::RULES` (src/rules/table.rs)");
+    let mut out = banner("Response rules", "`csi_conform::rules::RULES` (crates/csi-spec/src/rules/table.rs)");
     out.push_str(
         "Every answer a run gets (scenario steps, named checks, property cases, the fingerprint,\n\
          teardown, `cleanup`) is checked against these rules, whatever the scenario expects of the\n\
@@ -446,10 +446,8 @@ fn the_cli_page_shows_every_subcommand() {
 }
 
 
-/// Pages that are records of their day and may name files as they were then: runs of other
-/// projects' code (real-plugins.md names cfgd-csi's `src/app.rs`), the commands of past
-/// mutation runs, and a design written against a named commit.
-const RECORDS: &[&str] = &["docs/real-plugins.md", "docs/mutants.md", "docs/orchestrators.md"];
+/// Pages that name files of other projects (real-plugins.md: cfgd-csi's `src/app.rs`).
+const RECORDS: &[&str] = &["docs/real-plugins.md"];
 
 /// The repository paths a text names (`src/...`, `crates/...`, `tests/...`, `scripts/...`,
 /// `suites/...`, `docs/...`, `proto/...`), each cut before a placeholder (`<name>`, `{a,b}`).

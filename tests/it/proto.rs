@@ -1,4 +1,4 @@
-//! Wire compatibility of `proto/csi.proto` with the public CSI v1.12 and v1.13 definitions:
+//! Wire compatibility of `crates/csi-proto/proto/csi.proto` with the public CSI v1.12 and v1.13 definitions:
 //! exact encoded bytes for representative messages, and the whole descriptor (every field
 //! number and type, every enum value, every RPC, and the `csi_secret` / `alpha_*` markers)
 //! checked against tables written down from the upstream v1.12.0 definition plus the v1.13.0

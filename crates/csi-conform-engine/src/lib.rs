@@ -1,0 +1,19 @@
+//! csi-conform-engine: runs scenario suites against a plugin: suites and their checks, run
+//! settings, orchestrator profiles, csi-sanity parity, the journal of what a run created, and
+//! cleanup from it.
+
+pub mod cleanup;
+pub mod config;
+pub mod journal;
+#[cfg(test)]
+mod layout;
+pub mod orchestrator;
+pub mod parity;
+pub mod suite;
+
+use csi_client::{client, fingerprint, mounts, scrub, secrets};
+use csi_conform_report::report;
+use csi_proto::{proto, units, version, yaml};
+#[cfg(test)]
+use csi_reference::reference;
+use csi_spec::{capability, rules, spec};

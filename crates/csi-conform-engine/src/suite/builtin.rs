@@ -1,0 +1,90 @@
+//! The suites built into the binary: the YAML files of `suites/`, embedded with
+//! `include_str!`, and loading suites with the built-in checks and properties ([`Registry`]).
+//! To add one, put the file in `suites/` and add a line to [`BUILTIN`].
+
+use std::path::Path;
+
+use super::{checks::Registry, error::LoadErrors, load, model::Suite};
+
+/// Loads a suite from text, with the built-in checks and properties; `origin` names it in
+/// errors and reports.
+pub fn load_str(origin: &str, text: &str) -> Result<Suite, LoadErrors> {
+    load::load_str_in(&Registry, origin, text)
+}
+
+/// Reads and loads a suite file, with the built-in checks and properties.
+pub fn load_file(path: &Path) -> Result<Suite, LoadErrors> {
+    load::load_file_in(&Registry, path)
+}
+
+/// Every built-in suite: its file name and text.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("identity.yaml", include_str!("../../../../suites/identity.yaml")),
+    ("controller.yaml", include_str!("../../../../suites/controller.yaml")),
+    ("snapshots.yaml", include_str!("../../../../suites/snapshots.yaml")),
+    ("expansion.yaml", include_str!("../../../../suites/expansion.yaml")),
+    ("modify.yaml", include_str!("../../../../suites/modify.yaml")),
+    ("node.yaml", include_str!("../../../../suites/node.yaml")),
+    ("group-controller.yaml", include_str!("../../../../suites/group-controller.yaml")),
+    ("extras.yaml", include_str!("../../../../suites/extras.yaml")),
+    ("lifecycle.yaml", include_str!("../../../../suites/lifecycle.yaml")),
+    ("existing.yaml", include_str!("../../../../suites/existing.yaml")),
+    ("data.yaml", include_str!("../../../../suites/data.yaml")),
+    ("capabilities.yaml", include_str!("../../../../suites/capabilities.yaml")),
+    ("properties.yaml", include_str!("../../../../suites/properties.yaml")),
+    ("requirements.yaml", include_str!("../../../../suites/requirements.yaml")),
+    ("health.yaml", include_str!("../../../../suites/health.yaml")),
+];
+
+/// The built-in suite of scenarios that run only as orchestrator instances (`--orchestrator`):
+/// its file name and text. Not in [`BUILTIN`]: a run without `--orchestrator` never loads it.
+pub const ORCHESTRATOR_SUITE: (&str, &str) = ("orchestrators.yaml", include_str!("../../../../suites/orchestrators.yaml"));
+
+/// The built-in orchestrator-only suite, loaded (see [`ORCHESTRATOR_SUITE`]).
+pub fn orchestrator_suites() -> Vec<Suite> {
+    let (file, text) = ORCHESTRATOR_SUITE;
+    match load_str(&format!("builtin:{file}"), text) {
+        Ok(suite) => vec![suite],
+        Err(e) => {
+            tracing::error!("built-in suite {file} does not load:\n{e}");
+            Vec::new()
+        }
+    }
+}
+
+/// Loads every built-in suite. They are checked by a unit test, so this cannot fail in a
+/// released binary; a broken one is left out with an error log rather than a panic.
+pub fn builtin() -> Vec<Suite> {
+    BUILTIN
+        .iter()
+        .filter_map(|(file, text)| match load_str(&format!("builtin:{file}"), text) {
+            Ok(suite) => Some(suite),
+            Err(e) => {
+                tracing::error!("built-in suite {file} does not load:\n{e}");
+                None
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_suite_loads_and_ids_are_unique() {
+        for (file, text) in BUILTIN {
+            if let Err(e) = load_str(&format!("builtin:{file}"), text) {
+                panic!("built-in suite {file} does not load:\n{e}");
+            }
+        }
+        let (file, text) = ORCHESTRATOR_SUITE;
+        if let Err(e) = load_str(&format!("builtin:{file}"), text) {
+            panic!("built-in suite {file} does not load:\n{e}");
+        }
+        let mut suites = builtin();
+        assert_eq!(suites.len(), BUILTIN.len());
+        suites.extend(orchestrator_suites());
+        load::check_unique(&suites).unwrap();
+    }
+}
