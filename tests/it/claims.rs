@@ -139,3 +139,62 @@ async fn a_confirmation_of_another_capability_is_a_mismatch_whatever_the_node_do
     assert_eq!((id, f.kind.as_str(), f.severity), (VALIDATE, "mismatched-confirmation", Severity::Fail));
     assert_eq!(breaks(&report, id, f), ["ValidateVolumeCapabilities.confirmed.capabilities"]);
 }
+
+const ROOM: &str = "extras.get-capacity.room-holds";
+
+/// A run of `extras.get-capacity.room-holds` against a reference plugin with an 8 MiB pool
+/// and `quirks`, asking for volumes of 16 MiB.
+async fn room_run(quirks: &[Quirk]) -> RunReport {
+    let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), capacity: 8 << 20, ..Config::default() }).await;
+    let engine = engine_plugin(&plugin).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = RunConfig {
+        seed: 7,
+        volume_size: 16 << 20,
+        work_dir: work.path().join("work"),
+        focus: vec![Regex::new(&format!("^{}$", regex::escape(ROOM))).unwrap()],
+        ..RunConfig::default()
+    };
+    suite::run(&engine, &suite::builtin(), &config).await
+}
+
+/// GetCapacity claims room the plugin then refuses (`capacity-overstated`): the claim is the
+/// finding, once, under GetCapacity's own rule, citing the two GetCapacity answers around the
+/// refused CreateVolume. An honest plugin that says it has no room for the size is not tried.
+#[tokio::test]
+async fn room_get_capacity_claims_and_create_volume_refuses_fails_get_capacity() {
+    let report = room_run(&[Quirk::CapacityOverstated]).await;
+    let found = problems(&report);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (id, f) = found[0];
+    assert_eq!((id, f.severity, f.kind.as_str(), f.rpc.as_deref()), (ROOM, Severity::Fail, "capacity-claim", Some("GetCapacity")));
+    assert_eq!(breaks(&report, id, f), ["GetCapacity.arguments"]);
+    let evidence: Vec<&str> = f.evidence.iter().map(|e| e.rpc.as_str()).collect();
+    assert_eq!(evidence, ["GetCapacity", "CreateVolume", "GetCapacity"], "{f:#?}");
+    assert!(f.evidence[1].claim.starts_with("answered RESOURCE_EXHAUSTED"), "{f:#?}");
+
+    let honest = room_run(&[]).await;
+    assert_eq!(outcome(&honest, ROOM), Severity::Skip);
+    let why = honest.suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == ROOM).and_then(|s| s.skip_reason.clone());
+    assert!(why.as_deref().is_some_and(|w| w.contains("GetCapacity claims no room")), "{why:?}");
+}
+
+/// A plugin that advertises PUBLISH_UNPUBLISH_VOLUME but answers UNIMPLEMENTED for it, and
+/// confirms block access for a mount volume: the check that tries the confirmation chose to
+/// publish from the claim; it goes on as the behaviour says (no publish) and its node's
+/// refusal still disproves the confirmation. The advertised-but-unimplemented claim is the
+/// `capabilities` scenario's finding, once.
+#[tokio::test]
+async fn a_claimed_capability_the_plugin_does_not_implement_does_not_hide_a_false_confirmation() {
+    let focus = format!("^({}|capabilities\\.publish-unpublish-volume)$", regex::escape(VALIDATE));
+    let report = run(&[Quirk::ConfirmEverything, Quirk::AdvertisePublishUnimplemented], Some(&focus)).await;
+    let found: BTreeSet<(&str, &str, Severity)> =
+        problems(&report).into_iter().map(|(id, f)| (id, f.kind.as_str(), f.severity)).collect();
+    assert_eq!(
+        found,
+        BTreeSet::from([
+            (VALIDATE, "confirms-unsupported", Severity::Fail),
+            ("capabilities.publish-unpublish-volume", "advertised-not-implemented", Severity::Fail),
+        ])
+    );
+}

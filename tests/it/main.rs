@@ -27,6 +27,7 @@ mod leaks;
 mod loaders;
 mod misbehaving;
 mod mount_namespace;
+mod mount_witnesses;
 mod mounts;
 mod orchestrators;
 mod proto;

@@ -29,7 +29,7 @@ use crate::{
 };
 
 /// `csi-conform reference-plugin --private-mounts` in a process of its own.
-struct PrivatePlugin {
+pub(crate) struct PrivatePlugin {
     dir: TempDir,
     socket: PathBuf,
     pid: i32,
@@ -41,7 +41,7 @@ impl PrivatePlugin {
     /// does not let it have a mount namespace of its own: no CAP_SYS_ADMIN, or the kernel
     /// refusing unshare(CLONE_NEWNS) with EPERM. Any other exit before its socket appears is
     /// the plugin's failure, and fails the test.
-    async fn start(test: &str, args: &[&str]) -> Option<PrivatePlugin> {
+    pub(crate) async fn start(test: &str, args: &[&str]) -> Option<PrivatePlugin> {
         if !crate::support::can_mount(test, "a mount namespace of its own is made with it") {
             return None;
         }
@@ -80,7 +80,7 @@ impl PrivatePlugin {
     }
 
     /// The harness's view of it: one endpoint for the controller and node 0.
-    async fn engine(&self) -> suite::Plugin {
+    pub(crate) async fn engine(&self) -> suite::Plugin {
         let options = ClientOptions { connect_timeout: Duration::from_secs(20), ..ClientOptions::default() };
         let conn = Connection::connect(self.endpoint(), options).await.expect("connect");
         let fingerprint = Fingerprint::collect(Some(&conn), std::slice::from_ref(&conn)).await.expect("fingerprint");
@@ -88,12 +88,12 @@ impl PrivatePlugin {
     }
 
     /// Mounts under `dir` in the plugin's own mount namespace.
-    fn mounts_under(&self, dir: &Path) -> Vec<mounts::MountInfo> {
+    pub(crate) fn mounts_under(&self, dir: &Path) -> Vec<mounts::MountInfo> {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         mounts::mounts_of(self.pid).unwrap().into_iter().filter(|m| m.mount_point.starts_with(&dir)).collect()
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGTERM);
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
             let _ = self.child.kill().await;
@@ -101,7 +101,7 @@ impl PrivatePlugin {
     }
 }
 
-fn config(work: &TempDir, focus: &str) -> RunConfig {
+pub(crate) fn config(work: &TempDir, focus: &str) -> RunConfig {
     RunConfig {
         idempotency_count: 2,
         seed: 13,
@@ -113,7 +113,7 @@ fn config(work: &TempDir, focus: &str) -> RunConfig {
 }
 
 /// Every finding of a run, as `scenario kind: message`.
-fn findings(report: &RunReport) -> Vec<String> {
+pub(crate) fn findings(report: &RunReport) -> Vec<String> {
     report
         .suites
         .iter()

@@ -134,6 +134,7 @@ async fn kept_volumes_filling_the_pool_give_the_same_outcomes_at_any_jobs() {
         let report = suite::run(&engine, &suite::builtin(), &config).await;
         let by_id: std::collections::BTreeMap<String, Severity> =
             report.suites.iter().flat_map(|s| &s.scenarios).map(|s| (s.id.clone(), s.outcome)).collect();
+        room_held_once(&report, jobs);
         outcomes.push((jobs, by_id));
     }
     let (_, first) = &outcomes[0];
@@ -150,10 +151,51 @@ async fn kept_volumes_filling_the_pool_give_the_same_outcomes_at_any_jobs() {
     }
 }
 
+/// The room held by kept volumes is one finding for the run, with the kept volumes as
+/// evidence, under the first scenario (by id) refused for room; every other scenario so
+/// refused cites it, once, and nothing else in it blames that refusal.
+fn room_held_once(report: &RunReport, jobs: usize) {
+    let blocked: Vec<(&str, &Finding)> = report
+        .suites
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .flat_map(|s| s.findings.iter().filter(|f| f.kind == "room-held-by-kept").map(move |f| (s.id.as_str(), f)))
+        .collect();
+    assert!(blocked.len() > 1, "--jobs {jobs}: the case blocks scenarios for room: {blocked:#?}");
+    let full: Vec<_> = blocked.iter().filter(|(_, f)| f.evidence.iter().all(|e| e.rpc != "room-held-by-kept")).collect();
+    assert_eq!(full.len(), 1, "--jobs {jobs}: one finding with the kept volumes: {full:#?}");
+    let (home, one) = *full[0];
+    assert_eq!(Some(home), blocked.iter().map(|(id, _)| *id).min(), "--jobs {jobs}: under the first scenario by id");
+    assert!(one.evidence.iter().any(|e| e.rpc == "ControllerGetVolume" || e.rpc == "ListVolumes"), "{one:#?}");
+    for (id, f) in blocked.iter().filter(|(id, _)| *id != home) {
+        assert_eq!(f.requirements, one.requirements, "{id}");
+        assert!(f.evidence.iter().any(|e| e.rpc == "room-held-by-kept" && e.object == home), "{id} cites it: {f:#?}");
+        assert_eq!(blocked.iter().filter(|(other, _)| other == id).count(), 1, "{id}: once");
+    }
+    // The refused call is the room's, never the step's subject (no `unexpected-code`, no
+    // `empty-differs-from-unset` for a RESOURCE_EXHAUSTED CreateVolume).
+    for scenario in report.suites.iter().flat_map(|s| &s.scenarios) {
+        let Some(room) = scenario.findings.iter().find(|f| f.kind == "room-held-by-kept") else { continue };
+        let also: Vec<_> = scenario
+            .findings
+            .iter()
+            .filter(|f| f.kind != room.kind && f.severity >= Severity::Warn && f.step == room.step && f.rpc == room.rpc)
+            .collect();
+        assert!(also.is_empty(), "--jobs {jobs} {}: {also:#?}", scenario.id);
+    }
+}
+
 /// Scenarios whose deletes and listings the lagging ListVolumes witnesses.
 const LISTINGS: &str = r"^(controller\.delete-volume|controller\.list-volumes\..*|controller\.create-volume)$";
 
+/// Scenarios whose snapshot deletes and listings the lagging ListSnapshots witnesses.
+const SNAPSHOT_LISTINGS: &str = r"^snapshots\.(list-snapshots.*|delete-snapshot|get-snapshot|create-snapshot\..*)$";
+
 async fn run_lagging(quirks: &[Quirk], delete_grace: std::time::Duration) -> (RunReport, u64) {
+    run_lagging_on(quirks, delete_grace, LISTINGS, "ListVolumes").await
+}
+
+async fn run_lagging_on(quirks: &[Quirk], delete_grace: std::time::Duration, focus: &str, listing: &str) -> (RunReport, u64) {
     let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }).await;
     let engine = engine_plugin(&plugin).await;
     let work = tempfile::tempdir().unwrap();
@@ -162,11 +204,11 @@ async fn run_lagging(quirks: &[Quirk], delete_grace: std::time::Duration) -> (Ru
         jobs: 4,
         delete_grace,
         work_dir: work.path().join("work"),
-        focus: vec![Regex::new(LISTINGS).unwrap()],
+        focus: vec![Regex::new(focus).unwrap()],
         ..RunConfig::default()
     };
     let report = suite::run(&engine, &suite::builtin(), &config).await;
-    let listings = engine.controller.as_ref().unwrap().stats().snapshot().get("ListVolumes").map_or(0, |s| s.calls);
+    let listings = engine.controller.as_ref().unwrap().stats().snapshot().get(listing).map_or(0, |s| s.calls);
     (report, listings)
 }
 
@@ -202,5 +244,40 @@ async fn a_listing_that_lags_beyond_the_grace_is_the_listings_finding_alone() {
     let (scenario, f) = failed[0];
     assert_eq!(scenario.id, "controller.list-volumes.create-delete", "{:#?}", detail());
     assert_eq!(f.severity, Severity::Fail, "{:#?}", detail());
-    assert!(f.requirements.iter().all(|r| r.starts_with("ListVolumes.")), "{:#?}", detail());
+    let blamed = f.blames(scenario);
+    assert!(!blamed.is_empty() && blamed.iter().all(|r| r.id.starts_with("ListVolumes.")), "{blamed:?}: {:#?}", detail());
+}
+
+/// `listing-lags` on snapshots: ListSnapshots lists a deleted snapshot 300 ms longer and a
+/// new one 300 ms late; GetSnapshot tells the truth. Within `--delete-grace` nothing is found
+/// (the delete believes GetSnapshot; the listing scenario lists again until it caught up, in
+/// more ListSnapshots calls than the compliant plugin needed); beyond a grace shorter than the
+/// lag the listing is the one witness blamed, under ListSnapshots in its own scenario, and no
+/// snapshot delete is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_listing_that_lags_is_blamed_alone_and_only_beyond_the_grace() {
+    let grace = std::time::Duration::from_secs(2);
+    let (compliant, plain) = run_lagging_on(&[], grace, SNAPSHOT_LISTINGS, "ListSnapshots").await;
+    assert!(all(&compliant).is_empty(), "{:#?}", all(&compliant));
+    let (report, lagging) = run_lagging_on(&[Quirk::ListingLags], grace, SNAPSHOT_LISTINGS, "ListSnapshots").await;
+    let found = all(&report);
+    let detail = |found: &[(&ScenarioResult, &Finding)]| {
+        found.iter().map(|(s, f)| format!("{} {} {} {:?}: {}", s.id, f.severity, f.kind, f.requirements, f.message)).collect::<Vec<_>>()
+    };
+    assert!(found.is_empty(), "{:#?}", detail(&found));
+    assert!(lagging > plain, "ListSnapshots calls without and with the lag: {plain}, {lagging}");
+
+    let short = std::time::Duration::from_millis(100);
+    let (report, _) = run_lagging_on(&[Quirk::ListingLags], short, SNAPSHOT_LISTINGS, "ListSnapshots").await;
+    let found = all(&report);
+    // Every verdict is the listing's, in the scenarios that list (create-delete, and the
+    // unpaged listing of pagination), naming only ListSnapshots rules: no delete is blamed.
+    let failed: Vec<_> = found.iter().copied().filter(|(_, f)| f.severity >= Severity::Inconclusive).collect();
+    assert!(failed.iter().any(|(s, _)| s.id == "snapshots.list-snapshots.create-delete"), "{:#?}", detail(&found));
+    for (scenario, f) in &failed {
+        assert!(scenario.id.starts_with("snapshots.list-snapshots."), "{:#?}", detail(&found));
+        assert_eq!(f.severity, Severity::Fail, "{:#?}", detail(&found));
+        let blamed = f.blames(scenario);
+        assert!(!blamed.is_empty() && blamed.iter().all(|r| r.id.starts_with("ListSnapshots.")), "{blamed:?}: {:#?}", detail(&found));
+    }
 }

@@ -46,6 +46,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("load.rs", 5, "loading"),
     ("load/", 5, "loading"),
     ("ctx.rs", 6, "context"),
+    ("mounted.rs", 6, "context"),
     ("checks/", 7, "checks"),
     ("builtin.rs", 7, "checks"),
     ("property.rs", 8, "engine"),

@@ -207,6 +207,9 @@ pub struct ScenarioCtx {
     /// An answer the scenario cannot go on from (a creation without a usable id, a delete
     /// the plugin did not carry out): the scenario stops after the step that got it.
     pub(crate) halted: bool,
+    /// The step and call refused for room held by what the plugin kept: what else that call's
+    /// refusal would be blamed for in the step is that one finding's (see `room_held_by_kept`).
+    room_blocked: Option<(Option<usize>, String)>,
     /// The ids of what a delete answered OK for and the plugin still showed after the grace
     /// period (see [`super::deleted`]).
     pub(crate) kept: Vec<String>,
@@ -263,6 +266,7 @@ impl ScenarioCtx {
             rpcs: 0,
             rules: RuleLog::new(),
             halted: false,
+            room_blocked: None,
             kept: Vec::new(),
             orchestrator: None,
             behaviour: None,
@@ -295,6 +299,7 @@ impl ScenarioCtx {
             rpcs: 0,
             rules: RuleLog::new(),
             halted: false,
+            room_blocked: None,
             kept: Vec::new(),
             orchestrator: self.orchestrator,
             behaviour: self.behaviour,
@@ -408,7 +413,18 @@ impl ScenarioCtx {
     }
 
     /// Records a finding at the current step.
-    pub fn push(&mut self, mut finding: Finding) {
+    pub fn push(&mut self, finding: Finding) {
+        let finding = self.prepare(finding);
+        if finding.severity >= Severity::Warn
+            && self.room_blocked.as_ref().is_some_and(|(step, rpc)| *step == finding.step && finding.rpc.as_ref() == Some(rpc))
+        {
+            return;
+        }
+        self.findings.push(finding);
+    }
+
+    /// A finding as the current step files it (step, requirements, step name, behaviour).
+    fn prepare(&self, mut finding: Finding) -> Finding {
         finding.step = finding.step.or(self.step);
         if finding.requirements.is_empty() && finding.step == self.step {
             finding.requirements = self.step_spec.clone();
@@ -432,7 +448,7 @@ impl ScenarioCtx {
                 finding.message = format!("{} (will not work under {}: {why})", finding.message, o.title());
             }
         }
-        self.findings.push(finding);
+        finding
     }
 
     /// Records a broken response rule as a finding of the step that made the call: a MUST
@@ -566,9 +582,11 @@ impl ScenarioCtx {
     /// A creation refused for room (RESOURCE_EXHAUSTED, or a message saying no space, after
     /// the contention retries) while the plugin keeps objects it answered deleted: the room is
     /// held by what it kept, so the refusal is that broken delete's doing, not this step's
-    /// subject. Filed as the delete's rule, citing what the plugin kept, and the scenario
-    /// stops: the verdict is the same whether this scenario ran before the room ran out (its
-    /// own delete is then kept) or after, so at any `--jobs`.
+    /// subject. Filed once for the run, as the delete's rule citing what the plugin kept,
+    /// under the first scenario (by id) so refused; every other scenario so refused cites
+    /// that one finding (see [`super::witness::Witnesses::blocked`]). The scenario stops: its
+    /// verdict is the same whether it ran before the room ran out (its own delete is then
+    /// kept) or after, so at any `--jobs`.
     fn room_held_by_kept(&mut self, e: &RpcError, request: &DynamicMessage) {
         let refused = e.origin == ErrorOrigin::Plugin
             && (e.code == Code::ResourceExhausted || super::budget::is_no_space(&e.rpc, e.code, &e.message));
@@ -589,10 +607,18 @@ impl ScenarioCtx {
         );
         let mut f = rpc_error_finding(e, request, Severity::Fail, "room-held-by-kept", message, None);
         f.requirements = vec![format!("{delete}.deletes")];
+        let mut short = f.clone();
+        short.message = format!(
+            "{} answered {}: no room, held by what the plugin kept after {delete} answered OK; what the step checks \
+             cannot be tried, and the scenario stops",
+            e.rpc,
+            e.code_name()
+        );
         f.evidence = same.into_iter().take(3).collect();
-        if !self.findings.iter().any(|g| g.kind == f.kind) {
-            self.push(f);
-        }
+        let witnesses = &self.shared.verifier.witnesses;
+        let refusal = witnesses.observe(&e.rpc, self.scenario_id(), format!("answered {} for room", e.code_name()));
+        witnesses.blocked(self.scenario_id(), self.prepare(f), self.prepare(short), refusal);
+        self.room_blocked = Some((self.step, e.rpc.clone()));
         self.halted = true;
     }
 

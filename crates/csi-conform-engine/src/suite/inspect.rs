@@ -483,7 +483,7 @@ fn check_local(path: &Path, state: &str) -> Result<(), String> {
 }
 
 /// Judges a mount state word from a path's kind and the topmost mount there.
-fn judge_mount(kind: PathKind, mount: Option<&mounts::MountInfo>, state: &str) -> Result<(), String> {
+pub(crate) fn judge_mount(kind: PathKind, mount: Option<&mounts::MountInfo>, state: &str) -> Result<(), String> {
     let what = describe(kind);
     match (state, mount) {
         ("mount-point", Some(_)) | ("not-mount-point", None) => Ok(()),

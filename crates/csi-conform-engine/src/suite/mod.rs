@@ -37,6 +37,7 @@ mod golden;
 mod inspect;
 mod instances;
 mod marker;
+mod mounted;
 mod ctx;
 mod load;
 mod model;

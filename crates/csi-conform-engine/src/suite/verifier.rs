@@ -441,7 +441,8 @@ impl Verifier {
         for get in self.witnesses.untried() {
             self.witnesses.credible(get, &self.plugin, &self.config).await;
         }
-        let filings = self.witnesses.filings();
+        let mut filings = self.witnesses.filings();
+        filings.extend(self.witnesses.room_filings());
         let mut state = self.state();
         for (scenario, f) in filings {
             state.amendments.entry(scenario).or_default().findings.push(f);

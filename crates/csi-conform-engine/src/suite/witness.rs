@@ -53,6 +53,9 @@ struct State {
     /// The last sighting of each object the plugin kept after a delete answered OK, by the
     /// delete (`DeleteVolume`): what may hold the room a later creation is refused for.
     kept: BTreeMap<String, Vec<Evidence>>,
+    /// The scenarios whose creation was refused for room held by what the plugin kept: the
+    /// full finding, the short one that cites it, and the refusal.
+    blocked: BTreeMap<String, (Finding, Finding, Evidence)>,
 }
 
 /// The requirement a look-up breaks when it answers OK for an object that does not exist.
@@ -171,6 +174,43 @@ impl Witnesses {
     pub(crate) fn kept_objects(&self) -> Vec<(String, Evidence)> {
         let state = self.state();
         state.kept.iter().flat_map(|(rpc, seen)| seen.iter().map(|e| (rpc.clone(), e.clone()))).collect()
+    }
+
+    /// Notes that `scenario`'s creation was refused for room held by what the plugin kept:
+    /// `full` is the finding with the kept objects as evidence, `short` the one that cites it,
+    /// `refusal` the refused call. The first refusal of each scenario counts.
+    pub(crate) fn blocked(&self, scenario: &str, full: Finding, short: Finding, refusal: Evidence) {
+        self.state().blocked.entry(scenario.to_owned()).or_insert((full, short, refusal));
+    }
+
+    /// The room-held-by-kept findings, for the run's end: the full one once, under the first
+    /// scenario (by id) refused for room, and for every other scenario so refused its short
+    /// finding citing that one (its refusal and the citation as evidence): the same scenario
+    /// at any `--jobs`.
+    pub(crate) fn room_filings(&self) -> Vec<(String, Finding)> {
+        let state = self.state();
+        let Some((first, (full, _, first_refusal))) = state.blocked.iter().next() else {
+            return Vec::new();
+        };
+        let cite = Evidence {
+            rpc: full.kind.clone(),
+            object: first.clone(),
+            claim: format!(
+                "the run's one {} finding (under {}, with what the plugin kept as evidence)",
+                full.kind,
+                full.requirements.join(", ")
+            ),
+            at: first_refusal.at,
+        };
+        let mut full = full.clone();
+        full.evidence.insert(0, first_refusal.clone());
+        let mut out = vec![(first.clone(), full)];
+        for (scenario, (_, short, refusal)) in state.blocked.iter().skip(1) {
+            let mut f = short.clone();
+            f.evidence = vec![refusal.clone(), cite.clone()];
+            out.push((scenario.clone(), f));
+        }
+        out
     }
 
     /// The findings of the witnesses caught, each for the first scenario (by id) whose

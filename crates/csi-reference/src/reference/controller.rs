@@ -860,12 +860,7 @@ impl Controller for Service {
         &self,
         request: Request<v1::ControllerUnpublishVolumeRequest>,
     ) -> Result<Response<v1::ControllerUnpublishVolumeResponse>, Status> {
-        self.call(
-            "ControllerUnpublishVolume",
-            request,
-            Plugin::controller_unpublish_volume,
-        )
-        .await
+        self.call("ControllerUnpublishVolume", request, Plugin::controller_unpublish_volume).await
     }
 
     async fn validate_volume_capabilities(
@@ -896,8 +891,9 @@ impl Controller for Service {
         &self,
         request: Request<v1::GetCapacityRequest>,
     ) -> Result<Response<v1::GetCapacityResponse>, Status> {
-        self.call("GetCapacity", request, Plugin::get_capacity)
-            .await
+        let mut answer = self.call("GetCapacity", request, Plugin::get_capacity).await?;
+        self.0.lie_about_capacity(answer.get_mut());
+        Ok(answer)
     }
 
     async fn controller_get_capabilities(

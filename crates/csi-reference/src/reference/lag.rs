@@ -1,7 +1,7 @@
-//! The `listing-lags` quirk: ListVolumes lists from a view that lags the plugin's state by
-//! [`LAG`], as listings of eventually consistent backends do: a volume deleted less than
-//! `LAG` ago is still listed, one created less than `LAG` ago is not yet. Every other RPC
-//! (ControllerGetVolume included) tells the truth.
+//! The `listing-lags` quirk: ListVolumes and ListSnapshots list from a view that lags the
+//! plugin's state by [`LAG`], as listings of eventually consistent backends do: a volume or
+//! snapshot deleted less than `LAG` ago is still listed, one created less than `LAG` ago is
+//! not yet. Every other RPC (ControllerGetVolume and GetSnapshot included) tells the truth.
 
 use std::{
     collections::HashMap,
@@ -22,6 +22,10 @@ pub(crate) struct Lagging {
     created: HashMap<String, Instant>,
     /// Volumes deleted, by id: when, and the entry the listing still shows.
     deleted: HashMap<String, (Instant, v1::list_volumes_response::Entry)>,
+    /// Snapshots created, by id: when.
+    snapshots_created: HashMap<String, Instant>,
+    /// Snapshots deleted, by id: when, and the entry the listing still shows.
+    snapshots_deleted: HashMap<String, (Instant, v1::list_snapshots_response::Entry)>,
 }
 
 impl Plugin {
@@ -52,6 +56,38 @@ impl Plugin {
             lag.created.remove(&volume);
             lag.deleted.insert(volume, (Instant::now(), entry));
         }
+    }
+
+    /// A CreateSnapshot answered OK with `snapshot`.
+    pub(crate) fn lag_snapshot_created(&self, snapshot: Option<&v1::Snapshot>) {
+        if let (Some(mut lag), Some(snapshot)) = (self.lagging(), snapshot) {
+            lag.snapshots_created.entry(snapshot.snapshot_id.clone()).or_insert_with(Instant::now);
+        }
+    }
+
+    /// A DeleteSnapshot removed the snapshot whose entry `before` was.
+    pub(crate) fn lag_snapshot_deleted(&self, before: v1::list_snapshots_response::Entry) {
+        let Some(snapshot) = before.snapshot.as_ref().map(|s| s.snapshot_id.clone()) else { return };
+        if let Some(mut lag) = self.lagging() {
+            lag.snapshots_created.remove(&snapshot);
+            lag.snapshots_deleted.insert(snapshot, (Instant::now(), before));
+        }
+    }
+
+    /// A whole unfiltered ListSnapshots (one page, from the start) as the lagging view shows it.
+    pub(crate) fn lag_snapshot_listing(&self, answer: &mut v1::ListSnapshotsResponse, whole: bool) {
+        let Some(mut lag) = self.lagging() else { return };
+        let now = Instant::now();
+        lag.snapshots_created.retain(|_, at| now.duration_since(*at) < LAG);
+        lag.snapshots_deleted.retain(|_, (at, _)| now.duration_since(*at) < LAG);
+        if !whole {
+            return;
+        }
+        let id = |e: &v1::list_snapshots_response::Entry| e.snapshot.as_ref().map(|s| s.snapshot_id.clone()).unwrap_or_default();
+        answer.entries.retain(|e| !lag.snapshots_created.contains_key(&id(e)));
+        let listed: Vec<String> = answer.entries.iter().map(id).collect();
+        let ghosts = lag.snapshots_deleted.iter().filter(|(s, _)| !listed.contains(s)).map(|(_, (_, e))| e.clone());
+        answer.entries.extend(ghosts);
     }
 
     /// A whole listing (one page, from the start) as the lagging view shows it.

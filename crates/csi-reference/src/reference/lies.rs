@@ -86,6 +86,14 @@ impl Plugin {
 
     /// `repeat-next-token`: a page asked for with `starting_token` answers with that same
     /// token as its next_token (when there is a next page), so paging would never end.
+    /// `capacity-overstated`: 1 TiB more room (and largest volume) than there is.
+    pub(crate) fn lie_about_capacity(&self, response: &mut crate::proto::v1::GetCapacityResponse) {
+        if self.quirk(Quirk::CapacityOverstated) {
+            response.available_capacity = response.available_capacity.saturating_add(1 << 40);
+            response.maximum_volume_size = response.maximum_volume_size.map(|m| m.saturating_add(1 << 40));
+        }
+    }
+
     pub(crate) fn lie_about_next_token(&self, starting_token: &str, next_token: &mut String) {
         if self.quirk(Quirk::RepeatNextToken) && !starting_token.is_empty() && !next_token.is_empty() {
             *next_token = starting_token.to_owned();

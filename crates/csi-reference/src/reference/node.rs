@@ -430,6 +430,10 @@ impl Plugin {
                 let _ = remove_path(&target);
                 return Err(e);
             }
+            // Quirk `hides-target-mount`: the parent's own bind (no submounts) hides the mount.
+            if mounted && self.quirk(super::Quirk::HidesTargetMount) && let Some(parent) = target.parent() {
+                mounts::bind_mount(parent, parent, false).map_err(|e| internal("bind target_path's parent", e))?;
+            }
             node.publications.insert(
                 key,
                 NodePublication {
@@ -492,6 +496,10 @@ impl Plugin {
                 return Ok(v1::NodeUnpublishVolumeResponse {});
             };
             if record.mounted {
+                // Quirk `hides-target-mount`: the publication's bind of the parent goes first.
+                if self.quirk(super::Quirk::HidesTargetMount) && let Some(parent) = target.parent() {
+                    let _ = nix::mount::umount2(parent, nix::mount::MntFlags::MNT_DETACH);
+                }
                 mounts::unmount(&target).map_err(|e| internal("unmount target_path", e))?;
             }
             remove_path(&target)?;

@@ -155,9 +155,14 @@ pub enum Quirk {
     /// A call on a volume another call is in flight on is refused with ABORTED (a lock per
     /// volume, held a while by each call).
     AbortsWhenBusy,
-    /// ListVolumes lags the plugin's state: a deleted volume is listed a while longer, a
-    /// created one not yet.
+    /// ListVolumes and ListSnapshots lag the plugin's state: a deleted volume or snapshot is
+    /// listed a while longer, a created one not yet.
     ListingLags,
+    /// NodePublishVolume binds the target's parent over itself after mounting: the mount
+    /// table lists the target's mount, the path no longer leads to it.
+    HidesTargetMount,
+    /// GetCapacity reports 1 TiB more available_capacity (and maximum_volume_size) than there is.
+    CapacityOverstated,
 }
 
 /// ControllerGetVolume's answer for a volume that does not exist under
@@ -286,6 +291,8 @@ impl Quirk {
         Quirk::EchoSecrets,
         Quirk::AbortsWhenBusy,
         Quirk::ListingLags,
+        Quirk::HidesTargetMount,
+        Quirk::CapacityOverstated,
     ];
 
     /// The name `--quirk` takes.
@@ -345,6 +352,8 @@ impl Quirk {
             Quirk::EchoSecrets => "echo-secrets",
             Quirk::AbortsWhenBusy => "aborts-when-busy",
             Quirk::ListingLags => "listing-lags",
+            Quirk::HidesTargetMount => "hides-target-mount",
+            Quirk::CapacityOverstated => "capacity-overstated",
         }
     }
 
@@ -492,8 +501,12 @@ impl Quirk {
                 "a call on a volume that another call is in flight on answers ABORTED \"An operation with the given Volume ID ... already exists\" (the kubernetes-csi drivers' per-volume lock; each call holds it 20 ms): lawful (#concurrency), the CO asks again once its other call is done (a control)"
             }
             Quirk::ListingLags => {
-                "ListVolumes lists from a view 300 ms behind: a deleted volume is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume tells the truth: within the delete grace a control, beyond it the listing's own finding"
+                "ListVolumes and ListSnapshots list from a view 300 ms behind: a deleted volume or snapshot is still listed, a new one not yet (eventually consistent backend listings); ControllerGetVolume and GetSnapshot tell the truth: within the delete grace a control, beyond it the listing's own finding"
             }
+            Quirk::HidesTargetMount => {
+                "NodePublishVolume mounts the volume at target_path, then bind-mounts target_path's parent over itself, hiding that mount (plugins that re-bind a directory onto itself to change its propagation): the mount table lists the target's mount, the path does not lead to it; two witnesses that disagree"
+            }
+            Quirk::CapacityOverstated => "GetCapacity reports 1 TiB more available_capacity and maximum_volume_size than the pool has (plugins that report the backend's raw size, not its free room): CreateVolume then refuses room GetCapacity claimed",
             Quirk::EchoSecrets => {
                 "error messages and the volume_context / publish_context answered repeat the secrets and mount flags received, raw, JSON-quoted, base64, base64url, URL-encoded and hex (plugins that wrap or log their whole request; proves the harness scrubs all it shows)"
             }

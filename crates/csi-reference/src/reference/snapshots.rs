@@ -104,7 +104,7 @@ impl Plugin {
                 "accessibility_requirements need SNAPSHOT_ACCESSIBILITY_CONSTRAINTS, which is not advertised",
             ));
         }
-        self.store.transact(|state| {
+        let answer = self.store.transact(|state| {
             if let Some(existing) = state
                 .snapshots
                 .values()
@@ -142,7 +142,9 @@ impl Plugin {
             Ok(v1::CreateSnapshotResponse {
                 snapshot: Some(self.snapshot_proto(&record)),
             })
-        })
+        })?;
+        self.lag_snapshot_created(answer.snapshot.as_ref());
+        Ok(answer)
     }
 
     pub(crate) fn delete_snapshot(
@@ -168,7 +170,9 @@ impl Plugin {
                 .snapshot(&req.snapshot_id)
                 .remove()
                 .map_err(|e| Status::internal(format!("could not remove the snapshot data: {e}")))?;
-            state.snapshots.remove(&req.snapshot_id);
+            if let Some(gone) = state.snapshots.remove(&req.snapshot_id) {
+                self.lag_snapshot_deleted(v1::list_snapshots_response::Entry { snapshot: Some(self.snapshot_proto(&gone)) });
+            }
             Ok(v1::DeleteSnapshotResponse {})
         })
     }
@@ -203,10 +207,13 @@ impl Plugin {
                 snapshot: Some(self.snapshot_proto(s)),
             })
             .collect();
-        Ok(v1::ListSnapshotsResponse {
-            entries,
-            next_token,
-        })
+        let mut answer = v1::ListSnapshotsResponse { entries, next_token };
+        let whole = req.starting_token.is_empty()
+            && req.max_entries == 0
+            && req.snapshot_id.is_empty()
+            && req.source_volume_id.is_empty();
+        self.lag_snapshot_listing(&mut answer, whole);
+        Ok(answer)
     }
 
     pub(crate) fn get_snapshot(

@@ -98,15 +98,17 @@ pub(super) async fn try_capability(
             )
         };
         match step(ctx, request(capability), request(control)).await {
-            Ok(answer) => {
+            Ok(Some(answer)) => {
                 if let Ok(r) = answer.transcode_to::<v1::ControllerPublishVolumeResponse>() {
                     publish_context = r.publish_context;
                 }
             }
+            // Advertised, not implemented: the behaviour says the volume needs no publishing.
+            Ok(None) => {}
             Err(served) => return served,
         }
     }
-    let stages = ctx
+    let mut stages = ctx
         .fingerprint()
         .nodes
         .first()
@@ -125,8 +127,11 @@ pub(super) async fn try_capability(
                 cap,
             )
         };
-        if let Err(served) = step(ctx, request(capability), request(control)).await {
-            return served;
+        match step(ctx, request(capability), request(control)).await {
+            Ok(Some(_)) => {}
+            // Advertised, not implemented: published without staging, as the behaviour says.
+            Ok(None) => stages = false,
+            Err(served) => return served,
         }
     }
     let request = |cap: &DynamicMessage| {
@@ -145,7 +150,8 @@ pub(super) async fn try_capability(
     };
     let (asked, controlled) = (request(capability), request(control));
     match step(ctx, asked, controlled).await {
-        Ok(_) => Served::Yes,
+        Ok(Some(_)) => Served::Yes,
+        Ok(None) => Served::Unknown("NodePublishVolume answered UNIMPLEMENTED".into()),
         Err(served) => served,
     }
 }
@@ -157,12 +163,17 @@ fn with_capability(mut request: DynamicMessage, capability: &DynamicMessage) -> 
 }
 
 /// One step: `asked` is sent; a refusal naming a capability is weighed by sending `control`.
-async fn step(ctx: &mut ScenarioCtx, asked: DynamicMessage, control: DynamicMessage) -> Result<DynamicMessage, Served> {
+/// `Ok(None)`: the plugin's own UNIMPLEMENTED, for an RPC whose capability it advertises (the
+/// `capabilities` suite files that claim, once): the caller goes on as the behaviour says.
+async fn step(ctx: &mut ScenarioCtx, asked: DynamicMessage, control: DynamicMessage) -> Result<Option<DynamicMessage>, Served> {
     let rpc = asked.descriptor().name().trim_end_matches("Request").to_owned();
     let refusal = match ctx.call(&rpc, asked, None).await {
-        Ok(answer) => return Ok(answer),
+        Ok(answer) => return Ok(Some(answer)),
         Err(e) => e,
     };
+    if refusal.origin == crate::client::ErrorOrigin::Plugin && ctx.advertised_but_unimplemented(&rpc, refusal.code).is_some() {
+        return Ok(None);
+    }
     if let Some(why) = not_about_a_capability(&refusal) {
         return Err(Served::Unknown(why));
     }

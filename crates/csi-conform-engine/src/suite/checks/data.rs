@@ -232,9 +232,12 @@ pub(super) fn unreachable_files(ctx: &ScenarioCtx, index: usize) -> Option<Strin
 }
 
 /// Whether the published `target` is mounted, or is a device node, on the node: asked of
-/// its inspector, which reads the node's own mount table (in the plugin's mount namespace).
+/// its inspector, which reads the node's own mount table (in the plugin's mount namespace),
+/// and not denied by the path itself (a mount the path does not lead to takes no data).
 fn target_mounted(inspector: &Inspector, target: &Path) -> bool {
-    inspector.is_device(target) || matches!(inspector.mount_entry(target), Ok(Some(Some(_))))
+    inspector.is_device(target)
+        || (matches!(inspector.mount_entry(target), Ok(Some(Some(_))))
+            && crate::suite::mounted::path_says(inspector, target) != Some(false))
 }
 
 fn is_device(path: &Path) -> bool {

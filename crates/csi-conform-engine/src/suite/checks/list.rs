@@ -46,11 +46,13 @@ pub(super) static LIST_ALL_VOLUMES: CheckDef = CheckDef {
 pub(super) static LIST_ALL_SNAPSHOTS: CheckDef = CheckDef {
     spec: CheckSpec {
         name: "list-all-snapshots",
-        description: "pages through ListSnapshots (optionally filtered by snapshot_id / source_volume_id) to the end; saves ids, count, entries",
+        description: "pages through ListSnapshots (optionally filtered by snapshot_id / source_volume_id) to the end; saves ids, count, entries; with listed / unlisted, lists again until it shows / omits that id (at most --delete-grace)",
         args: &[
             ArgSpec { name: "snapshot_id", kind: ArgKind::Str, required: false },
             ArgSpec { name: "source_volume_id", kind: ArgKind::Str, required: false },
             ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false },
+            ArgSpec { name: "listed", kind: ArgKind::Str, required: false },
+            ArgSpec { name: "unlisted", kind: ArgKind::Str, required: false },
         ],
         outputs: || list_outputs("ListSnapshotsResponse.Entry"),
         rpcs: &["ListSnapshots"],

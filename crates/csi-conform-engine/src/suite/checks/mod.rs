@@ -18,6 +18,7 @@ use crate::suite::{
 };
 
 mod attach_limit;
+mod capacity;
 mod claims;
 mod health;
 pub(crate) mod confirm;
@@ -44,7 +45,7 @@ pub struct CheckDef {
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 14] = [
+static REGISTRY: [&CheckDef; 15] = [
     &list::LIST_ALL_VOLUMES,
     &list::LIST_ALL_SNAPSHOTS,
     &pagination::CHECK,
@@ -57,6 +58,7 @@ static REGISTRY: [&CheckDef; 14] = [
     &name_conflict::CHECK,
     &vvc_reconcile::CHECK,
     &claims::CHECK,
+    &capacity::CHECK,
     &health::HEALTH_ENTRIES,
     &health::HEALTH_MIGRATION,
 ];

@@ -13,6 +13,7 @@ use crate::{
         catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
         inspect::{self, PATH_STATES},
+        mounted::{self, Seen},
     },
 };
 
@@ -55,8 +56,12 @@ async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     {
         return CheckOutcome::Skip(format!("path-state cannot tell whether {path} is {state}: {why}"));
     }
-    let found = match inspector.check(Path::new(&path), &state).await {
-        Ok(found) => found,
+    let found = match judge(ctx, &inspector, Path::new(&path), &state).await {
+        Ok(Ok(found)) => found,
+        Ok(Err(disagreement)) => {
+            ctx.push(disagreement);
+            return CheckOutcome::Stop;
+        }
         Err(e) => {
             let kind = if matches!(e, inspect::CheckError::Command(_)) { "check-path-cmd" } else { "mount-table" };
             ctx.push(Finding::new(Severity::Error, kind, e.to_string()));
@@ -85,6 +90,26 @@ async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
             CheckOutcome::Stop
         }
     }
+}
+
+/// Checks a `path-state` word against the node's view: a mount state by both witnesses
+/// (the mount table and the path itself, see [`mounted`]), whose disagreement is the
+/// inconclusive finding returned instead.
+async fn judge(
+    ctx: &ScenarioCtx,
+    inspector: &inspect::Inspector,
+    path: &Path,
+    state: &str,
+) -> Result<Result<Result<(), String>, Finding>, inspect::CheckError> {
+    if !inspect::needs_mounts(state) {
+        return inspector.check(path, state).await.map(Ok);
+    }
+    let kind = inspector.kind(path).await?.unwrap_or(inspect::PathKind::NotFound);
+    Ok(match mounted::mounts_at(ctx, inspector, path)? {
+        Some(Seen::Disagree(f)) => Err(*f),
+        Some(Seen::Agreed(stacked)) => Ok(inspect::judge_mount(kind, stacked.last(), state)),
+        None => Ok(inspect::judge_mount(kind, None, state)),
+    })
 }
 
 /// What the node shows of a mount's group.

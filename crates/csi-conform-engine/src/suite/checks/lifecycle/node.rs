@@ -6,9 +6,33 @@
 use std::path::Path;
 
 use super::*;
-use crate::orchestrator::{Layout, ids};
+use crate::{
+    mounts::MountInfo,
+    orchestrator::{Layout, ids},
+    suite::mounted::{self, Seen},
+};
 
 impl Lifecycle<'_> {
+    /// The mounts at exactly `path` on `node`, as the mount table and the path itself both
+    /// show them (see [`mounted`]); `None` when the mount checks are skipped.
+    pub(super) fn mounted_at(&mut self, node: &NodeUse, path: &Path) -> Result<Option<Vec<MountInfo>>, CheckOutcome> {
+        let seen = mounted::mounts_at(self.ctx, &node.inspector, path);
+        self.witnessed(seen)
+    }
+
+    /// What the two witnesses agreed on; their disagreement (inconclusive) or an unreadable
+    /// mount table (an error) stops the scenario.
+    fn witnessed(&mut self, seen: Result<Option<Seen>, MountTableError>) -> Result<Option<Vec<MountInfo>>, CheckOutcome> {
+        match self.mount_table(seen)? {
+            None => Ok(None),
+            Some(Seen::Agreed(mounts)) => Ok(Some(mounts)),
+            Some(Seen::Disagree(f)) => {
+                self.ctx.push(*f);
+                Err(CheckOutcome::Stop)
+            }
+        }
+    }
+
     pub(super) async fn stage(&mut self, node: &NodeUse) -> Result<(), CheckOutcome> {
         if !node.stage {
             self.exercise(ids::STAGE_WITHOUT_CAPABILITY);
@@ -169,7 +193,7 @@ impl Lifecycle<'_> {
                     node.target.display()
                 );
                 self.expect_refusal(&what, &sent, answer, code)?;
-                if self.mount_table(node.inspector.mount_entry(&target))?.flatten().is_some() {
+                if self.mounted_at(node, &target)?.is_some_and(|m| !m.is_empty()) {
                     return Err(self.fail(
                         "path-state",
                         format!("NodePublishVolume was refused, yet {} is a mount point", target.display()),
@@ -213,7 +237,7 @@ impl Lifecycle<'_> {
             target_path: target.display().to_string(),
         };
         self.call("NodeUnpublishVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
-        if self.mount_table(node.inspector.mount_entry(target))?.flatten().is_some() {
+        if self.mounted_at(node, target)?.is_some_and(|m| !m.is_empty()) {
             return Err(self.fail(
                 "path-state",
                 format!("after NodeUnpublishVolume, {} is still a mount point", target.display()),
@@ -246,7 +270,8 @@ impl Lifecycle<'_> {
             staging_target_path: node.staging.display().to_string(),
         };
         self.call("NodeUnstageVolume", proto::to_dynamic(&request), Some(node.index), self.plan.times).await?;
-        let left = self.mount_table(node.inspector.mounts_under(&node.staging))?.unwrap_or_default();
+        let seen = mounted::mounts_under(self.ctx, &node.inspector, &node.staging);
+        let left = self.witnessed(seen)?.unwrap_or_default();
         if let Some(m) = left.first() {
             return Err(self.fail(
                 "path-state",
@@ -298,7 +323,7 @@ impl Lifecycle<'_> {
     pub(super) async fn check_published(&mut self, node: &NodeUse, target: &Path) -> Result<(), CheckOutcome> {
         let want = if self.plan.block { PathKind::File } else { PathKind::Directory };
         self.expect_kind(node, target, want, "NodePublishVolume").await?;
-        let Some(stacked) = self.mount_table(node.inspector.mounts_at(target))? else {
+        let Some(stacked) = self.mounted_at(node, target)? else {
             return Ok(());
         };
         let shown = target.display().to_string();

@@ -101,7 +101,7 @@ impl Lifecycle<'_> {
         let gone = if self.plan.block {
             matches!(first.inspector.kind(&first.target).await, Ok(Some(PathKind::NotFound)))
         } else {
-            matches!(self.mount_table(first.inspector.mount_entry(&first.target))?, Some(None))
+            self.mounted_at(first, &first.target)?.is_some_and(|m| m.is_empty())
         };
         if gone {
             let message = format!(
