@@ -84,7 +84,8 @@ pub struct Translated {
 }
 
 /// The migration table: each csi-sanity flag (as `-name`) and what csi-conform makes of it,
-/// in the order of csi-sanity's documentation. README.md's table is checked against it.
+/// in the order of csi-sanity's documentation. The book's table (docs/csi-sanity.md) is
+/// checked against it.
 pub fn migration_table() -> Vec<(String, String)> {
     FLAGS
         .iter()

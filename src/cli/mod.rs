@@ -49,7 +49,7 @@ use run::*;
 /// writes JUnit, JSON and HTML reports. Without a subcommand, flags mean `run`
 /// (`csi-conform --endpoint /tmp/csi.sock`), and csi-sanity's own command line works too:
 /// `csi-conform --csi.endpoint=/tmp/csi.sock --ginkgo.focus=Node` runs `run` with the same
-/// meaning (see README.md, "Migrating from csi-sanity").
+/// meaning (see the book, docs/csi-sanity.md: "Replacing csi-sanity").
 #[derive(Debug, Parser)]
 #[command(name = "csi-conform", version, about, long_about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {

@@ -5,6 +5,8 @@ mod agents;
 mod bench;
 mod bounds;
 mod bad_input;
+mod book;
+mod book_examples;
 mod budgets;
 mod canary;
 mod ci;

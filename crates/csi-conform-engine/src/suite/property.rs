@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn the_default_case_count_tries_every_access_mode_with_both_access_types() {
-        // What the default --property-cases buys (README "Speed"): over 1,000 run seeds, the
+        // What the default --property-cases buys (docs/benchmarks.md): over 1,000 run seeds, the
         // seeds whose cases leave some access mode x access type pair untried. Measured: 1 at
         // 64 cases (the default), 112 at 32; a default that misses more than 1 seed in 250
         // fails here.
