@@ -53,6 +53,9 @@ fn draw(svg: &mut String, title: &str, x_desc: &str, y_desc: &str, series: &[Ser
     root.fill(&WHITE)?;
     let (plot, legend) = root.split_horizontally(640);
     let (xs, ys) = bounds(series);
+    // No more x labels than whole numbers in the range: labels are printed as whole numbers
+    // (concurrency levels, seconds), so a 1..2 axis must not read "1 1 1 1 1 2 2 2".
+    let x_labels = ((xs.end - xs.start).floor() as usize + 1).clamp(2, 10);
     let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -63,6 +66,7 @@ fn draw(svg: &mut String, title: &str, x_desc: &str, y_desc: &str, series: &[Ser
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
+        .x_labels(x_labels)
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| format!("{y:.1}"))
         .light_line_style(WHITE.mix(0.0))
