@@ -10,65 +10,52 @@
 //! and add one line to `REGISTRY` (and its `mod` line here). The loader checks its arguments,
 //! `list --checks` shows it, and the scheduler budgets it from its spec's `demand` and `cost`.
 
-use std::{future::Future, pin::Pin};
+use crate::suite::catalog::{Catalog, CheckSpec, PropertySpec};
 
-use crate::suite::{
-    catalog::{Catalog, CheckArgs, CheckSpec, PropertySpec},
-    ctx::{CheckOutcome, ScenarioCtx},
-};
-
-mod attach_limit;
-mod claims;
-mod health;
+mod api;
 pub(crate) mod confirm;
-pub(crate) mod data;
-pub(crate) mod lifecycle;
-mod list;
-mod marker;
-mod name_conflict;
-mod pagination;
-mod path_state;
 pub(crate) mod properties;
 mod support;
-mod vvc_reconcile;
 
-/// The future a check body returns.
-pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = CheckOutcome> + Send + 'a>>;
+pub use api::{ArgReader, Args, Check, CheckDef, CheckFuture};
 
-/// A named check: its spec and its body.
-pub struct CheckDef {
-    /// What it is, as data.
-    pub spec: CheckSpec,
-    /// The body.
-    pub run: for<'a> fn(&'a mut ScenarioCtx, CheckArgs) -> CheckFuture<'a>,
+/// Declares each check module and registers the checks it exports (its `CHECKS`), in the
+/// order `list --checks` shows them: `name` or `pub(crate) name`.
+macro_rules! checks {
+    ($($vis:vis $module:ident),* $(,)?) => {
+        $($vis mod $module;)*
+        /// Every named check, module by module.
+        static REGISTRY: &[&[CheckDef]] = &[$($module::CHECKS),*];
+    };
+}
+
+checks! {
+    list,
+    pagination,
+    attach_limit,
+    path_state,
+    pub(crate) lifecycle,
+    pub(crate) data,
+    marker,
+    name_conflict,
+    vvc_reconcile,
+    claims,
+    health,
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 14] = [
-    &list::LIST_ALL_VOLUMES,
-    &list::LIST_ALL_SNAPSHOTS,
-    &pagination::CHECK,
-    &attach_limit::CHECK,
-    &path_state::CHECK,
-    &lifecycle::CHECK,
-    &lifecycle::EXISTING,
-    &data::CHECK,
-    &marker::CHECK,
-    &name_conflict::CHECK,
-    &vvc_reconcile::CHECK,
-    &claims::CHECK,
-    &health::HEALTH_ENTRIES,
-    &health::HEALTH_MIGRATION,
-];
+fn registry() -> impl Iterator<Item = &'static CheckDef> {
+    REGISTRY.iter().flat_map(|m| m.iter())
+}
 
 /// A check by name.
 pub fn find(name: &str) -> Option<&'static CheckDef> {
-    REGISTRY.iter().copied().find(|c| c.spec.name == name)
+    registry().find(|c| c.spec.name == name)
 }
 
 /// `(name, one-line description)` of every check, for `csi-conform list --checks`.
 pub fn checks() -> impl Iterator<Item = (&'static str, &'static str)> {
-    REGISTRY.iter().map(|c| (c.spec.name, c.spec.description))
+    registry().map(|c| (c.spec.name, c.spec.description))
 }
 
 /// The built-in checks and properties, as the loader sees them.
@@ -84,7 +71,7 @@ impl Catalog for Registry {
     }
 
     fn check_names(&self) -> Vec<&'static str> {
-        REGISTRY.iter().map(|c| c.spec.name).collect()
+        registry().map(|c| c.spec.name).collect()
     }
 
     fn property_names(&self) -> Vec<&'static str> {
@@ -105,7 +92,7 @@ mod tests {
         sorted.dedup();
         assert_eq!(names.len(), sorted.len());
         assert!(checks().all(|(_, d)| !d.is_empty() && !d.contains('\n')));
-        for c in REGISTRY.iter().map(|c| &c.spec) {
+        for c in registry().map(|c| &c.spec) {
             for rpc in c.rpcs {
                 assert!(proto::method(rpc).is_some(), "{rpc}");
             }
