@@ -283,3 +283,49 @@ fn run_of<C: Check>(ctx: &mut ScenarioCtx, values: CheckArgs) -> CheckFuture<'_>
         Err(e) => Box::pin(async move { bad_arg(ctx, format!("check {}: {e}", C::NAME)) }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Sample {
+        volumes: i64,
+        path: String,
+        repeat: bool,
+    }
+
+    impl Args for Sample {
+        fn read(a: &mut ArgReader<'_>) -> Self {
+            Sample { volumes: a.int("volumes", 5), path: a.str("path"), repeat: a.bool("repeat", true) }
+        }
+    }
+
+    fn step(text: &str) -> Vec<(String, crate::yaml::Node)> {
+        let node = crate::yaml::parse(text).unwrap().unwrap();
+        node.as_map().unwrap().iter().map(|(k, v)| (k.scalar_text().unwrap().to_owned(), v.clone())).collect()
+    }
+
+    /// One reader declares the arguments (in order, with kinds and whether required), gives
+    /// their defaults, fills them at run time, and reads literal ones for demand and cost.
+    #[test]
+    fn one_reader_declares_defaults_parses_and_reads_literals() {
+        let specs: Vec<_> = declared::<Sample>().into_iter().map(|s| (s.name, s.kind, s.required)).collect();
+        assert_eq!(specs, [("volumes", ArgKind::Int, false), ("path", ArgKind::Str, true), ("repeat", ArgKind::Bool, false)]);
+        let d = defaults::<Sample>();
+        assert_eq!((d.volumes, d.path.as_str(), d.repeat), (5, "", true));
+
+        let values = CheckArgs::from([("volumes".into(), Val::Int(7)), ("path".into(), Val::Str("/p".into()))]);
+        let s = parse::<Sample>(&values).unwrap();
+        assert_eq!((s.volumes, s.path.as_str(), s.repeat), (7, "/p", true));
+        let wrong = CheckArgs::from([("path".into(), Val::Str("/p".into())), ("repeat".into(), Val::Int(1))]);
+        assert_eq!(parse::<Sample>(&wrong).err().unwrap(), "argument repeat must be true or false, not an integer");
+        assert_eq!(parse::<Sample>(&CheckArgs::new()).err().unwrap(), "needs argument `path`");
+
+        let args = step("{volumes: 9, path: \"${p}\"}");
+        let run = CheckUse { args: &args, nodes: 1, max_volumes_per_node: 0, times: 1 };
+        assert_eq!(literal::<Sample>(&run).volumes, 9);
+        let args = step("{volumes: \"${n}\"}");
+        let run = CheckUse { args: &args, nodes: 1, max_volumes_per_node: 0, times: 1 };
+        assert_eq!(literal::<Sample>(&run).volumes, 5, "a variable takes the default");
+    }
+}
