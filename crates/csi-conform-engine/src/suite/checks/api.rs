@@ -114,6 +114,12 @@ impl<'a> ArgReader<'a> {
         self.take(name, ArgKind::Str, false).and_then(Val::to_text)
     }
 
+    /// A required whole number from 0 to [`INT_ARG_MAX`](super::super::catalog::INT_ARG_MAX).
+    pub fn req_int(&mut self, name: &'static str) -> i64 {
+        let value = self.take(name, ArgKind::Int, true);
+        self.whole(name, value).unwrap_or_default()
+    }
+
     /// An optional whole number from 0 to [`INT_ARG_MAX`](super::super::catalog::INT_ARG_MAX).
     pub fn opt_int(&mut self, name: &'static str) -> Option<i64> {
         let value = self.take(name, ArgKind::Int, false);
@@ -292,11 +298,12 @@ mod tests {
         volumes: i64,
         path: String,
         repeat: bool,
+        size: i64,
     }
 
     impl Args for Sample {
         fn read(a: &mut ArgReader<'_>) -> Self {
-            Sample { volumes: a.int("volumes", 5), path: a.str("path"), repeat: a.bool("repeat", true) }
+            Sample { volumes: a.int("volumes", 5), path: a.str("path"), repeat: a.bool("repeat", true), size: a.req_int("size") }
         }
     }
 
@@ -310,14 +317,25 @@ mod tests {
     #[test]
     fn one_reader_declares_defaults_parses_and_reads_literals() {
         let specs: Vec<_> = declared::<Sample>().into_iter().map(|s| (s.name, s.kind, s.required)).collect();
-        assert_eq!(specs, [("volumes", ArgKind::Int, false), ("path", ArgKind::Str, true), ("repeat", ArgKind::Bool, false)]);
+        assert_eq!(
+            specs,
+            [("volumes", ArgKind::Int, false), ("path", ArgKind::Str, true), ("repeat", ArgKind::Bool, false), ("size", ArgKind::Int, true)]
+        );
         let d = defaults::<Sample>();
         assert_eq!((d.volumes, d.path.as_str(), d.repeat), (5, "", true));
 
-        let values = CheckArgs::from([("volumes".into(), Val::Int(7)), ("path".into(), Val::Str("/p".into()))]);
+        let values = CheckArgs::from([
+            ("volumes".into(), Val::Int(7)),
+            ("path".into(), Val::Str("/p".into())),
+            ("size".into(), Val::Str("4096".into())),
+        ]);
         let s = parse::<Sample>(&values).unwrap();
-        assert_eq!((s.volumes, s.path.as_str(), s.repeat), (7, "/p", true));
-        let wrong = CheckArgs::from([("path".into(), Val::Str("/p".into())), ("repeat".into(), Val::Int(1))]);
+        assert_eq!((s.volumes, s.path.as_str(), s.repeat, s.size), (7, "/p", true, 4096));
+        let wrong = CheckArgs::from([
+            ("path".into(), Val::Str("/p".into())),
+            ("repeat".into(), Val::Int(1)),
+            ("size".into(), Val::Int(1)),
+        ]);
         assert_eq!(parse::<Sample>(&wrong).err().unwrap(), "argument repeat must be true or false, not an integer");
         assert_eq!(parse::<Sample>(&CheckArgs::new()).err().unwrap(), "needs argument `path`");
 
