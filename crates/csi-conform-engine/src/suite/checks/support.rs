@@ -3,6 +3,8 @@
 
 use prost_reflect::DynamicMessage;
 
+use super::{ArgReader, Args};
+
 use crate::{
     proto::{self, v1},
     suite::{
@@ -26,6 +28,17 @@ pub(super) async fn call_ok(
     match ctx.call(rpc, request.clone(), node).await {
         Ok(r) => Ok(r),
         Err(e) => Err(ctx.call_failed(&e, &request, "OK")),
+    }
+}
+
+/// The arguments of a check whose only one is an optional `capability` (its volumes'; the
+/// run's `${capability}` when not given): `type Args = OwnCapability;`, then
+/// `capability_arg(ctx, &args.0)`.
+pub(super) struct OwnCapability(pub(super) Val);
+
+impl Args for OwnCapability {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        OwnCapability(a.capability("capability", false))
     }
 }
 
