@@ -10,7 +10,7 @@ pub mod compat;
 pub use csi_conform_agent as agent;
 pub use csi_conform_bench as bench;
 pub use csi_client::{client, fingerprint, mounts, scrub, secrets};
-pub use csi_conform_engine::{cleanup, config, journal, orchestrator, parity, suite};
+pub use csi_conform_engine::{cleanup, config, journal, orchestrator, parity, session, suite};
 pub use csi_conform_report::report;
 pub use csi_proto::{proto, units, version, yaml};
 pub use csi_reference::reference;

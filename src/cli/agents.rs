@@ -205,6 +205,19 @@ impl Agents {
     }
 }
 
+impl crate::session::Connector for Agents {
+    fn connect<'a>(
+        &'a self,
+        targets: &'a crate::client::Targets,
+        options: &'a ClientOptions,
+        spec_version: Option<crate::version::SpecVersion>,
+    ) -> crate::session::Connecting<'a> {
+        Box::pin(async move {
+            self.connect_nodes(targets.controller.as_ref(), options, spec_version).await.map_err(|e| e.message)
+        })
+    }
+}
+
 fn status_err(s: tonic::Status) -> io::Error {
     io::Error::other(format!("node agent: {}", s.message()))
 }

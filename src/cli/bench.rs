@@ -215,7 +215,7 @@ async fn bench_on(
             args.journal.display()
         )));
     }
-    let signals = Signals::catch()?;
+    let signals = crate::session::Signals::catch().map_err(CliError::usage)?;
     let options = args.connect.client_options();
     let connections = targets.connect_noting(&options, |wait| eprintln!("{wait}")).await.map_err(CliError::usage)?;
     if !leftovers.is_empty() {
@@ -230,7 +230,7 @@ async fn bench_on(
     };
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let run_id = format!("{:x}-{}", started.as_millis(), std::process::id());
-    let journal = Arc::new(Journal::open(&args.journal, &run_id).map_err(CliError::usage)?);
+    let journal = std::sync::Arc::new(crate::journal::Journal::open(&args.journal, &run_id).map_err(CliError::usage)?);
     let work_dir = match &args.work_dir {
         Some(dir) => std::path::absolute(dir).map_err(|e| CliError::usage(format!("--work-dir {}: {e}", dir.display())))?,
         None => std::env::temp_dir().join("csi-conform"),
@@ -241,7 +241,7 @@ async fn bench_on(
     let target = crate::bench::Target { controller, node, journal: journal.clone(), dir: dir.clone(), run_id: run_id.clone() };
     let interrupted = tokio::select! {
         result = crate::bench::run(target, config) => Ok(result),
-        (reason, code) = first_signal(signals) => Err((reason, code)),
+        (reason, code) = crate::session::first_signal(signals) => Err((reason, code)),
     };
     // Whatever a failed undo or a signal left: undone now, within --cleanup-timeout.
     let prefix = format!("{run_id}:");

@@ -6,19 +6,13 @@ use super::*;
 pub(super) const NO_ENDPOINT: &str =
     "no plugin endpoint: give --endpoint (or --controller-endpoint / --node-endpoint, or CSI_ENDPOINT)";
 
-/// Connects every role and fingerprints the plugin.
-/// `spec_version` is `--spec-version`: the version to judge by, inferred when `None`.
+/// Connects every role and fingerprints the plugin (as a run's session does).
 pub(super) async fn connect_and_fingerprint(
     targets: &Targets,
     options: &ClientOptions,
     spec_version: Option<crate::version::SpecVersion>,
 ) -> Result<(Connections, Fingerprint), CliError> {
-    let connections = targets.connect_noting(options, |wait| eprintln!("{wait}")).await.map_err(CliError::usage)?;
-    let mut fingerprint = Fingerprint::collect(connections.controller.as_ref(), &connections.nodes)
-        .await
-        .map_err(CliError::usage)?;
-    fingerprint.state_spec_version(spec_version);
-    Ok((connections, fingerprint))
+    crate::session::connect_and_fingerprint(targets, options, spec_version).await.map_err(CliError::usage)
 }
 
 /// `fingerprint`: what the plugin says of itself, every string scrubbed and then capped as the

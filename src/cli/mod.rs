@@ -9,7 +9,6 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
     process::ExitCode,
-    sync::Arc,
     time::Duration,
 };
 
@@ -17,14 +16,15 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum, 
 
 use crate::{
     client::{ClientOptions, Connections, Endpoint, Targets},
-    fingerprint::{Capability, Fingerprint, PluginService},
-    journal::{self, Journal, JournalObserver},
+    fingerprint::Fingerprint,
+    journal,
     report::{
         self, ExpectedFailures, RunReport,
-        progress::{self, ConsoleProgress, Mode},
+        progress,
     },
     scrub::Scrubber,
     secrets::Secrets,
+    session::{Connector, Ended, Reports, Session},
     suite::{self, AccessType, PathSettings, Suite},
 };
 

@@ -1,5 +1,6 @@
-//! The `run` command: translating its arguments and settings into a [`suite::RunConfig`], the local
-//! reference plugin for endpoint-less runs, signals, the replay command, and writing the reports.
+//! The `run` command: translating its arguments and settings into a [`suite::RunConfig`] and a
+//! [`Session`] (which owns the run), the local reference plugin for endpoint-less runs, and the
+//! replay command; the session's end becomes the exit code.
 
 use super::*;
 
@@ -230,40 +231,9 @@ pub(super) async fn start_reference(
     Ok((local, targets))
 }
 
-/// SIGINT and SIGTERM, caught from the moment this is made (so that no signal arriving while
-/// the run starts up kills it with resources half-made).
-pub(super) struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    pub(super) fn catch() -> Result<Self, CliError> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let catch = |kind| signal(kind).map_err(|e| CliError::usage(format!("cannot catch signals: {e}")));
-        Ok(Signals { int: catch(SignalKind::interrupt())?, term: catch(SignalKind::terminate())? })
-    }
-}
-
-/// Resolves when the first SIGINT or SIGTERM arrives, with the reason and the exit code it
-/// calls for (130 or 143). A second signal ends the process at once, leaving the journal
-/// for `csi-conform cleanup`.
-pub(super) async fn first_signal(signals: Signals) -> (String, u8) {
-    let Signals { mut int, mut term } = signals;
-    let first = tokio::select! {
-        _ = int.recv() => ("interrupted by SIGINT".to_owned(), 130u8),
-        _ = term.recv() => ("interrupted by SIGTERM".to_owned(), 143u8),
-    };
-    eprintln!("{}: stopping; tearing down what was created (signal again to stop at once)", first.0);
-    tokio::spawn(async move {
-        let code = tokio::select! {
-            _ = int.recv() => 130,
-            _ = term.recv() => 143,
-        };
-        eprintln!("stopped at once; what is left is in the journal: run `csi-conform cleanup`");
-        std::process::exit(code);
-    });
-    first
+/// What the journal at `path` still lists on any of `endpoints` (as a session checks).
+pub(super) fn leftovers_on(path: &Path, endpoints: &[String]) -> Result<Vec<(String, journal::Outstanding)>, CliError> {
+    crate::session::leftovers_on(path, endpoints).map_err(CliError::usage)
 }
 
 pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Scrubber) -> Result<u8, CliError> {
@@ -314,201 +284,41 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
         targets = started;
         local = Some(reference);
     }
-
-    if config.check_path_cmd.is_none() && agents.is_none() {
-        for (i, node) in targets.nodes.iter().enumerate().filter(|(_, e)| !e.is_local()) {
-            tracing::warn!(
-                "node endpoint {i} ({node}) is not on this host: its staging and target paths and mounts \
-                 cannot be checked (give --check-path-cmd to check the paths)"
-            );
-        }
-    }
-
-    let endpoints: Vec<String> = targets.distinct().iter().map(ToString::to_string).collect();
-    let leftovers = leftovers_on(&args.journal, &endpoints)?;
-    if !leftovers.is_empty() && !args.cleanup_first {
-        return Err(CliError::usage(format!(
-            "{} lists {} resource(s) an earlier run may have left on this plugin; run `csi-conform cleanup --journal {}` or pass --cleanup-first",
-            args.journal.display(),
-            leftovers.len(),
-            args.journal.display()
-        )));
-    }
-
-    let signals = Signals::catch()?;
-    let (connections, fingerprint) = match &agents {
-        Some(agents) => agents.connect_nodes(targets.controller.as_ref(), &options, args.spec.spec_version).await?,
-        None => connect_and_fingerprint(&targets, &options, args.spec.spec_version).await?,
+    let session = Session {
+        config,
+        suites,
+        expected,
+        targets,
+        spec_version: args.spec.spec_version,
+        client: options,
+        journal: args.journal.clone(),
+        cleanup_first: args.cleanup_first,
+        quiet,
+        strict: args.strict,
+        reports: Reports {
+            junit: args.junit.clone(),
+            json: args.json.clone(),
+            html: args.html.clone(),
+            junit_warnings: args.junit_warnings.clone(),
+            job_summary: args.job_summary.clone(),
+            no_annotations: args.no_annotations,
+        },
+        rerun,
     };
-    if !leftovers.is_empty() {
-        let cleaned = crate::cleanup::undo(&args.journal, &leftovers, &connections, &config.secrets).await;
-        eprint!("{}", scrubber.scrub(&cleaned.to_string()));
-        if !cleaned.is_complete() {
-            return Err(CliError::usage(format!(
-                "--cleanup-first could not undo everything {} lists; not starting",
-                args.journal.display()
-            )));
-        }
-    }
-
-    // Unique per process, so that replays with the same --seed never share journal ids.
-    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let run_id = format!("{:016x}-{}-{}", config.seed, std::process::id(), started.as_millis());
-    let journal = Journal::open(&args.journal, &run_id).map_err(CliError::usage)?;
-    let observer = Arc::new(JournalObserver::new(
-        journal,
-        targets.controller.as_ref().map(ToString::to_string),
-        targets.nodes.iter().map(ToString::to_string).collect(),
-    ));
-    config.observer = Some(observer.clone());
-
-    let color = progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    let console = ConsoleProgress::new(Mode::detect(quiet), color, args.strict, expected.clone());
-    config.progress = Some(console.clone());
-
-    // An endpoint that advertises CONTROLLER_SERVICE without serving it (a node instance of a
-    // split deployment, see `Fingerprint::collect`) is no controller for this run.
-    let serves_controller = fingerprint.controller.is_some()
-        || !fingerprint.supports(Capability::Plugin(PluginService::ControllerService));
-    let plugin = suite::Plugin {
-        controller: connections.controller.filter(|_| serves_controller),
-        nodes: connections.nodes,
-        fingerprint,
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<(String, u8)>();
-    let signals = tokio::spawn(async move {
-        let _ = stop_tx.send(first_signal(signals).await);
-    });
-    let interrupted = Arc::new(std::sync::Mutex::new(None::<u8>));
-    let seen = interrupted.clone();
-    let stop = async move {
-        match stop_rx.await {
-            Ok((reason, code)) => {
-                *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(code);
-                reason
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    let mut report: RunReport = suite::run_until(&plugin, &suites, &config, stop).await;
-    signals.abort();
-    console.finish();
-    // Calls whose answer never came, and teardown that failed for want of a connection:
-    // asked again (idempotently) and undone before the run ends, within --cleanup-timeout
-    // (after a signal, the run's teardown has had that bound already).
-    let signalled = interrupted.lock().unwrap_or_else(|p| p.into_inner()).is_some();
-    if !signalled {
-        let connections = crate::client::Connections { controller: plugin.controller.clone(), nodes: plugin.nodes.clone() };
-        let settled =
-            crate::cleanup::settle_run(&args.journal, &run_id, &connections, &config.secrets, config.cleanup_timeout, config.reconnect)
-                .await;
-        if let Some(settled) = settled {
-            eprintln!("in doubt at the end of the run (undone from the journal, within --cleanup-timeout):");
-            eprint!("{}", scrubber.scrub(&settled.to_string()));
-            // The summary and the JSON report name the bound it was asked again within.
-            report.settled = Some(report::Settled {
-                undone: settled.undone,
-                left: settled.failed,
-                reconnect_attempts: config.reconnect.attempts,
-                cleanup_timeout: config.cleanup_timeout,
-            });
-        }
-    }
-    // The run has written its last record: keep only what is outstanding.
-    if let Err(e) = observer.journal().compact() {
-        eprintln!("warning: {}", scrubber.scrub(&e.to_string()));
-    }
-
-    if let Some(expected) = &expected {
-        for id in expected.apply(&mut report) {
-            tracing::warn!("--expect-failures lists {id}, which this run did not include");
-        }
-    }
-    // Every string of the report scrubbed (in every encoding) and then capped, before any of
-    // it is written or printed: what a plugin sent back is repeated in every report.
-    let report = match scrubber.clean(&report) {
-        Some(cleaned) => cleaned,
-        None => {
-            // A held value spells one of the report's own words: what the scenarios
-            // recorded was scrubbed as it was recorded; the rest is written as it is.
-            tracing::warn!("the report could not be scrubbed as a whole; its findings were scrubbed as they were made");
-            report
-        }
-    };
-    write_all_reports(&report, &args)?;
-    let github = report::annotations::enabled(std::env::var("GITHUB_ACTIONS").ok().as_deref(), args.no_annotations);
-    if github {
-        // Workflow commands first: the log hides them, and the summary stays the last thing.
-        for line in report::annotations::annotations(&report) {
-            println!("{line}");
-        }
-    }
-    if !quiet {
-        println!();
-    }
-    print!("{}", report::summary_with_command(&report, color, &rerun));
-    let mut files = report_files(&args);
-    let job_summary = args.job_summary.clone().or_else(|| {
-        github.then(|| std::env::var_os("GITHUB_STEP_SUMMARY")).flatten().filter(|p| !p.is_empty()).map(PathBuf::from)
-    });
-    if let Some(path) = &job_summary {
-        let markdown = report::markdown::job_summary(&report, Some(&rerun), &files);
-        match append(path, &markdown) {
-            Ok(()) => files.push(("job summary", path.as_path())),
-            Err(e) => eprintln!("warning: cannot write the job summary to {}: {e}", path.display()),
-        }
-    }
-    print!("{}", report::console::report_files_line(&files));
-    let left = leftovers_on(&args.journal, &endpoints)?.len();
-    if left > 0 {
-        eprintln!(
-            "warning: {} lists {left} resource(s) or unanswered call(s) left on the plugin (not undone within --cleanup-timeout {} and {} --reconnect-attempts); undo them with `csi-conform cleanup --journal {}`",
-            args.journal.display(),
-            crate::client::human_duration(config.cleanup_timeout),
-            config.reconnect.attempts,
-            args.journal.display()
-        );
-    }
+    // The agents play the nodes: the session connects to them over their links.
+    let ended = session.run_connecting(scrubber, agents.as_ref().map(|a| a as &dyn Connector)).await;
     if let Some(local) = local {
         local.shutdown().await;
     }
     if let Some(agents) = agents {
         agents.release().await;
     }
-    let signal_code = *interrupted.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(match signal_code {
-        Some(code) => code,
-        None if report.failed() => EXIT_FINDINGS,
-        None => EXIT_OK,
+    let ended = ended.map_err(CliError::usage)?;
+    Ok(match ended {
+        Ended::Interrupted(code) => code,
+        Ended::Failed => EXIT_FINDINGS,
+        Ended::Passed => EXIT_OK,
     })
-}
-
-/// What the journal at `path` still lists on any of `endpoints`.
-pub(super) fn leftovers_on(path: &Path, endpoints: &[String]) -> Result<Vec<(String, journal::Outstanding)>, CliError> {
-    let all = journal::outstanding(path).map_err(CliError::usage)?;
-    Ok(all.into_iter().filter(|(_, r)| endpoints.iter().any(|e| e == r.endpoint())).collect())
-}
-
-pub(super) fn write_all_reports(report: &RunReport, args: &RunArgs) -> Result<(), CliError> {
-    let warnings_as = args.junit_warnings.parse().map_err(CliError::usage)?;
-    report::write_atomically(&args.junit, &report::junit::to_junit_xml_with(report, warnings_as)).map_err(CliError::usage)?;
-    report::write_reports(report, None, Some(&args.json)).map_err(CliError::usage)?;
-    report::write_atomically(&args.html, &report::html::to_html(report)).map_err(CliError::usage)
-}
-
-/// The report files a run writes, `(what, path)`, for the line that ends its output.
-fn report_files(args: &RunArgs) -> Vec<(&'static str, &Path)> {
-    vec![("JUnit", args.junit.as_path()), ("JSON", args.json.as_path()), ("HTML", args.html.as_path())]
-}
-
-/// Appends `text` to the file at `path` (made if missing), as `$GITHUB_STEP_SUMMARY` wants.
-fn append(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-    file.write_all(text.as_bytes())
 }
 
 #[cfg(test)]

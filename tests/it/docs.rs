@@ -40,3 +40,34 @@ fn the_book_shows_the_current_spec_coverage() {
         assert!(readme.contains(line), "docs/checks.md should show `{line}` (csi-conform list --spec)");
     }
 }
+
+/// CONTRIBUTING.md's walkthrough is true: every code block that names a file (```` ```rust
+/// path ````) is in that file verbatim, a block marked `whole` is that whole file, and the
+/// check such a file declares is registered (`csi-conform list --checks` shows it).
+#[test]
+fn contributing_quotes_the_code_as_it_is() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text = read("CONTRIBUTING.md");
+    let (mut quoted, mut whole) = (0, 0);
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(info) = line.strip_prefix("```") else { continue };
+        let block: String = lines.by_ref().take_while(|l| *l != "```").map(|l| format!("{l}\n")).collect();
+        let words: Vec<&str> = info.split_whitespace().collect();
+        let Some(path) = words.get(1) else { continue };
+        let file = read(path);
+        quoted += 1;
+        if words.get(2) != Some(&"whole") {
+            assert!(file.contains(&block), "CONTRIBUTING.md quotes {path}, which no longer has:\n{block}");
+            continue;
+        }
+        assert!(block == file, "CONTRIBUTING.md shows the whole of {path}, which is now otherwise");
+        whole += 1;
+        for name in file.lines().filter_map(|l| l.trim().strip_prefix("const NAME: &'static str = \"")) {
+            let name = name.trim_end_matches("\";");
+            assert!(csi_conform::suite::checks().any(|(n, _)| n == name), "{path} declares {name}, which is not registered");
+        }
+    }
+    assert!(quoted >= 10 && whole == 1, "CONTRIBUTING.md quotes {quoted} blocks, {whole} whole");
+}

@@ -13,7 +13,8 @@ const MAX_LINES: usize = 1_000;
 
 /// The engine's modules (a file or folder of `src/`), lowest first: a module imports only
 /// from a lower row, never from its own row or above.
-const ENGINE: &[&[&str]] = &[&["orchestrator"], &["suite"], &["config", "parity", "journal"], &["cleanup"]];
+const ENGINE: &[&[&str]] =
+    &[&["orchestrator"], &["suite"], &["config", "parity", "journal"], &["cleanup"], &["session"]];
 
 /// Each file of `src/suite/` (a path relative to it; a folder ending in `/` covers what is
 /// in it) and its layer, lowest first. A file imports only from its own layer or below.

@@ -1,6 +1,6 @@
 //! csi-conform-engine: runs scenario suites against a plugin: suites and their checks, run
-//! settings, orchestrator profiles, csi-sanity parity, the journal of what a run created, and
-//! cleanup from it.
+//! settings, orchestrator profiles, csi-sanity parity, the journal of what a run created,
+//! cleanup from it, and the session that owns a run from connect to exit.
 
 pub mod cleanup;
 pub mod config;
@@ -9,6 +9,7 @@ pub mod journal;
 mod layout;
 pub mod orchestrator;
 pub mod parity;
+pub mod session;
 pub mod suite;
 
 use csi_client::{client, fingerprint, marker, mounts, peer, scrub, secrets};

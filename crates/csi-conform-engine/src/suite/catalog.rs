@@ -68,32 +68,6 @@ pub struct CheckUse<'a> {
     pub times: u64,
 }
 
-impl CheckUse<'_> {
-    /// A literal whole-number argument.
-    pub fn int(&self, name: &str) -> Option<i64> {
-        self.args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
-            Some(Plain::Int(i)) => i64::try_from(i).ok(),
-            _ => None,
-        })
-    }
-
-    /// A literal boolean argument.
-    pub fn bool(&self, name: &str) -> Option<bool> {
-        self.args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
-            Some(Plain::Bool(b)) => Some(b),
-            _ => None,
-        })
-    }
-
-    /// A literal string argument.
-    pub fn str(&self, name: &str) -> Option<&str> {
-        self.args.iter().find(|(n, _)| n == name).and_then(|(_, node)| match node.plain() {
-            Some(Plain::Str(s)) => Some(s),
-            _ => None,
-        })
-    }
-}
-
 /// What one use of a check holds on the plugin at most, at once, beside what its scenario's
 /// own calls hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -114,8 +88,8 @@ pub struct CheckSpec {
     pub name: &'static str,
     /// One line for `csi-conform list --checks`.
     pub description: &'static str,
-    /// Its arguments.
-    pub args: &'static [ArgSpec],
+    /// Its arguments, in order (declared by its typed arguments' reader).
+    pub args: fn() -> Vec<ArgSpec>,
     /// The values it produces, with their types.
     pub outputs: fn() -> Vec<(&'static str, Ty)>,
     /// The RPCs it may call.
@@ -130,18 +104,6 @@ pub struct CheckSpec {
     /// (`<id>@<orchestrator>`, `--orchestrator`): the engine makes one instance per chosen
     /// orchestrator of every scenario that uses such a check.
     pub orchestrated: bool,
-}
-
-impl CheckSpec {
-    /// The demand of a check that creates and publishes nothing of its own.
-    pub fn no_demand(_: &CheckUse<'_>) -> CheckDemand {
-        CheckDemand::default()
-    }
-
-    /// The cost of a check that sends a few RPCs.
-    pub fn few_rpcs(_: &CheckUse<'_>) -> u64 {
-        3
-    }
 }
 
 impl fmt::Debug for CheckSpec {

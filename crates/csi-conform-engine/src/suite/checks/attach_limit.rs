@@ -4,45 +4,49 @@
 use std::collections::BTreeMap;
 
 use super::{
-    CheckDef,
-    support::{capability_arg, create_volume},
+    Check, CheckDef, CheckFuture,
+    support::{OwnCapability, capability_arg, create_volume},
 };
 use crate::{
     proto::{self, v1},
     report::Severity,
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg, call_finding},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "attach-limit",
-        description: "publishes max_volumes_per_node of its own volumes to node 0, then one more, which must fail",
-        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
-        outputs: Vec::new,
-        rpcs: &["CreateVolume", "ControllerPublishVolume"],
-        holds: &[],
-        demand,
-        cost: |u| 2 * u.max_volumes_per_node.clamp(0, ATTACH_LIMIT_MAX) as u64 + 4,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(attach_limit(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<AttachLimit>()];
+
+struct AttachLimit;
+
+impl Check for AttachLimit {
+    type Args = OwnCapability;
+    const NAME: &'static str = "attach-limit";
+    const DESCRIPTION: &'static str = "publishes max_volumes_per_node of its own volumes to node 0, then one more, which must fail";
+    const RPCS: &'static [&'static str] = &["CreateVolume", "ControllerPublishVolume"];
+
+    /// Node 0's `max_volumes_per_node` + 1 volumes, alone (its publications fill the node on
+    /// purpose, so they are not budgeted).
+    fn demand(_: &OwnCapability, u: &CheckUse<'_>) -> CheckDemand {
+        let max = u.max_volumes_per_node;
+        let volumes = if (1..=ATTACH_LIMIT_MAX).contains(&max) { max as u32 + 1 } else { 0 };
+        CheckDemand { volumes, alone: true, ..CheckDemand::default() }
+    }
+
+    fn cost(_: &OwnCapability, u: &CheckUse<'_>) -> u64 {
+        2 * u.max_volumes_per_node.clamp(0, ATTACH_LIMIT_MAX) as u64 + 4
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckFuture<'_> {
+        Box::pin(attach_limit(ctx, args))
+    }
+}
 
 /// The most volumes the attach-limit check creates.
 const ATTACH_LIMIT_MAX: i64 = 256;
 
-/// Node 0's `max_volumes_per_node` + 1 volumes, alone (its publications fill the node on
-/// purpose, so they are not budgeted).
-fn demand(u: &CheckUse<'_>) -> CheckDemand {
-    let max = u.max_volumes_per_node;
-    let volumes = if (1..=ATTACH_LIMIT_MAX).contains(&max) { max as u32 + 1 } else { 0 };
-    CheckDemand { volumes, alone: true, ..CheckDemand::default() }
-}
-
-async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+async fn attach_limit(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
     let Some(node) = ctx.fingerprint().nodes.first().cloned() else {
         return CheckOutcome::Skip("the run has no node endpoint to learn the attach limit from".into());
     };
@@ -57,7 +61,7 @@ async fn attach_limit(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
             "node 0 reports max_volumes_per_node {max}; csi-conform tests limits up to {ATTACH_LIMIT_MAX}"
         ));
     }
-    let capability = match capability_arg(ctx, &args) {
+    let capability = match capability_arg(ctx, &args.0) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };

@@ -9,17 +9,14 @@ use std::collections::BTreeMap;
 use prost_reflect::DynamicMessage;
 use tonic::Code;
 
-use super::{
-    CheckDef,
-    support::{create_request, int_arg},
-};
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture, support::create_request};
 use crate::{
     client::{ErrorOrigin, RpcError},
     proto::{self, v1},
     report::{Evidence, Severity},
     suite::{
         budget,
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg, call_finding},
         request::message_from_val,
         vars::Val,
@@ -29,23 +26,38 @@ use crate::{
 /// The requirement a capacity the plugin cannot provision from breaks.
 const REQUIREMENT: &str = "GetCapacity.arguments";
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "capacity-holds",
-        description: "asks GetCapacity with `capability` and the run's parameters, then creates a volume of `size` bytes when the answer says it fits; a refusal for room (RESOURCE_EXHAUSTED or a no-space message; OUT_OF_RANGE within the reported minimum and maximum volume sizes) that a second GetCapacity does not explain fails GetCapacity's claim, once; a claim of no room, or another refusal, skips (hold the volumes and snapshots `exclusive`ly)",
-        args: &[
-            ArgSpec { name: "capability", kind: ArgKind::Capability, required: true },
-            ArgSpec { name: "size", kind: ArgKind::Int, required: true },
-        ],
-        outputs: Vec::new,
-        rpcs: &["GetCapacity", "CreateVolume"],
-        holds: &[],
-        demand: |_| CheckDemand { volumes: 1, ..CheckDemand::default() },
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(capacity_holds(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<CapacityHolds>()];
+
+struct CapacityHolds;
+
+/// `capacity-holds`'s arguments.
+struct Room {
+    /// The capability GetCapacity is asked with and the volume created with.
+    capability: Val,
+    /// The volume's size in bytes (must be positive).
+    size: i64,
+}
+
+impl Args for Room {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        Room { capability: a.capability("capability", true), size: a.req_int("size") }
+    }
+}
+
+impl Check for CapacityHolds {
+    type Args = Room;
+    const NAME: &'static str = "capacity-holds";
+    const DESCRIPTION: &'static str = "asks GetCapacity with `capability` and the run's parameters, then creates a volume of `size` bytes when the answer says it fits; a refusal for room (RESOURCE_EXHAUSTED or a no-space message; OUT_OF_RANGE within the reported minimum and maximum volume sizes) that a second GetCapacity does not explain fails GetCapacity's claim, once; a claim of no room, or another refusal, skips (hold the volumes and snapshots `exclusive`ly)";
+    const RPCS: &'static [&'static str] = &["GetCapacity", "CreateVolume"];
+
+    fn demand(_: &Room, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 1, ..CheckDemand::default() }
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: Room) -> CheckFuture<'_> {
+        Box::pin(capacity_holds(ctx, args))
+    }
+}
 
 /// What one GetCapacity answer claims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,16 +124,15 @@ async fn ask(ctx: &mut ScenarioCtx, request: &DynamicMessage) -> Result<(Claim, 
 /// calculating the available capacity of the storage" ([GetCapacity]).
 ///
 /// [GetCapacity]: https://github.com/container-storage-interface/spec/blob/master/spec.md#getcapacity
-async fn capacity_holds(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+async fn capacity_holds(ctx: &mut ScenarioCtx, args: Room) -> CheckOutcome {
     let desc = proto::message("VolumeCapability").expect("VolumeCapability is in the pool");
-    let capability = match message_from_val(&desc, &args.get("capability").cloned().unwrap_or(Val::Null)) {
+    let capability = match message_from_val(&desc, &args.capability) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, format!("argument capability: {e}")),
     };
-    let size = match int_arg(&args, "size") {
-        Ok(Some(size)) if size > 0 => size,
-        Ok(_) => return bad_arg(ctx, "capacity-holds needs a positive `size`".into()),
-        Err(e) => return bad_arg(ctx, e),
+    let size = match args.size {
+        size if size > 0 => size,
+        _ => return bad_arg(ctx, "capacity-holds needs a positive `size`".into()),
     };
     let mut question = proto::to_dynamic(&v1::GetCapacityRequest {
         parameters: ctx.config().parameters.clone().into_iter().collect(),

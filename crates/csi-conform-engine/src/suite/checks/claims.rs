@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use prost_reflect::{DynamicMessage, ReflectMessage, Value};
 use tonic::Code;
 
-use super::{CheckDef, confirm, support::text_arg};
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture, confirm};
 use crate::{
     capability::Verdict,
     client::RpcError,
@@ -23,7 +23,7 @@ use crate::{
     proto::{self, v1},
     report::{Finding, Severity},
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg, call_finding},
         request::message_from_val,
         vars::Val,
@@ -217,32 +217,49 @@ pub(super) fn refusal_text(e: &RpcError) -> String {
     }
 }
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "confirmation-holds",
-        description: "asks ValidateVolumeCapabilities about `capability` for a volume made for `control`; a confirmation is tried on node 0 (publish, stage, publish): a capability the node refuses (INVALID_ARGUMENT / FAILED_PRECONDITION, while `control` is accepted) fails the confirmation, once; served passes; untried skips",
-        args: &[
-            confirm::VALIDATE_ARGS[0],
-            ArgSpec { name: "capability", kind: ArgKind::Capability, required: true },
-            ArgSpec { name: "control", kind: ArgKind::Capability, required: true },
-            confirm::VALIDATE_ARGS[1],
-            confirm::VALIDATE_ARGS[2],
-        ],
-        outputs: Vec::new,
-        rpcs: &[
-            "ValidateVolumeCapabilities",
-            "ControllerPublishVolume",
-            "NodeStageVolume",
-            "NodePublishVolume",
-        ],
-        holds: &[],
-        // The scenario's volume, published on node 0 once.
-        demand: |_| CheckDemand { publish: vec![1], ..CheckDemand::default() },
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(confirmation_holds(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<ConfirmationHolds>()];
+
+struct ConfirmationHolds;
+
+/// Its arguments, as given.
+struct Claim {
+    volume_id: String,
+    /// The capability asked about.
+    capability: Val,
+    /// The capability the volume was made for.
+    control: Val,
+    volume_context: Val,
+    parameters: Val,
+}
+
+impl Args for Claim {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        Claim {
+            volume_id: a.str("volume_id"),
+            capability: a.capability("capability", true),
+            control: a.capability("control", true),
+            volume_context: a.map("volume_context"),
+            parameters: a.map("parameters"),
+        }
+    }
+}
+
+impl Check for ConfirmationHolds {
+    type Args = Claim;
+    const NAME: &'static str = "confirmation-holds";
+    const DESCRIPTION: &'static str = "asks ValidateVolumeCapabilities about `capability` for a volume made for `control`; a confirmation is tried on node 0 (publish, stage, publish): a capability the node refuses (INVALID_ARGUMENT / FAILED_PRECONDITION, while `control` is accepted) fails the confirmation, once; served passes; untried skips";
+    const RPCS: &'static [&'static str] =
+        &["ValidateVolumeCapabilities", "ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume"];
+
+    /// The scenario's volume, published on node 0 once.
+    fn demand(_: &Claim, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { publish: vec![1], ..CheckDemand::default() }
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: Claim) -> CheckFuture<'_> {
+        Box::pin(confirmation_holds(ctx, args))
+    }
+}
 
 /// `confirmation-holds`. The spec: ValidateVolumeCapabilities "SHALL return `confirmed` only
 /// if all the volume capabilities specified in the request are supported"
@@ -250,16 +267,21 @@ pub(super) static CHECK: CheckDef = CheckDef {
 /// may serve more than it was made for); the node's behaviour decides.
 ///
 /// [ValidateVolumeCapabilities]: https://github.com/container-storage-interface/spec/blob/master/spec.md#validatevolumecapabilities
-async fn confirmation_holds(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = |arg: &str| {
+async fn confirmation_holds(ctx: &mut ScenarioCtx, args: Claim) -> CheckOutcome {
+    let capability = |arg: &str, value: &Val| {
         let desc = proto::message("VolumeCapability").expect("VolumeCapability is in the pool");
-        message_from_val(&desc, &args.get(arg).cloned().unwrap_or(Val::Null)).map_err(|e| format!("argument {arg}: {e}"))
+        message_from_val(&desc, value).map_err(|e| format!("argument {arg}: {e}"))
     };
-    let (asked, control) = match (capability("capability"), capability("control")) {
+    let (asked, control) = match (capability("capability", &args.capability), capability("control", &args.control)) {
         (Ok(a), Ok(c)) => (a, c),
         (Err(e), _) | (_, Err(e)) => return bad_arg(ctx, e),
     };
-    let request = match confirm::request(&args, Val::List(vec![Val::from_message(&asked)])) {
+    let given = BTreeMap::from([
+        ("volume_id".to_owned(), Val::Str(args.volume_id.clone())),
+        ("volume_context".to_owned(), args.volume_context.clone()),
+        ("parameters".to_owned(), args.parameters),
+    ]);
+    let request = match confirm::request(&given, Val::List(vec![Val::from_message(&asked)])) {
         Ok(r) => r,
         Err(e) => return bad_arg(ctx, e),
     };
@@ -281,8 +303,7 @@ async fn confirmation_holds(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutc
             return CheckOutcome::Done(BTreeMap::new());
         }
     }
-    let volume_id = text_arg(&args, "volume_id").unwrap_or_default();
-    let context = args.get("volume_context").cloned().unwrap_or(Val::Null);
+    let (volume_id, context) = (args.volume_id, args.volume_context);
     let probe = Probe::new(ctx, volume_id, &context);
     let what = capability_words(&asked);
     match try_capability(ctx, &probe, &asked, &control).await {

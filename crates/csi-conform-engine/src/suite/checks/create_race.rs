@@ -5,44 +5,52 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    CheckDef,
+    Check, CheckDef, CheckFuture,
     stress_support::{delete, found, listed_volumes, note, volume_id_in},
-    support::{capability_arg, create_request},
+    support::{OwnCapability, capability_arg, create_request},
 };
 use crate::{
     client::RpcError,
     report::Severity,
     suite::{
         answer::rpc_error_finding,
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg, call_finding},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "create-race",
-        description: "sends the same CreateVolume (one name) --stress-calls times at once: every OK names one volume (ABORTED is lawful), a lone retry names it too, and ListVolumes shows no other new volume",
-        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
-        outputs: Vec::new,
-        rpcs: &["CreateVolume", "ListVolumes", "ControllerGetVolume", "DeleteVolume"],
-        holds: &[],
-        // One volume, if the plugin keeps its word; the scenario holds `volumes` exclusively
-        // so that a new listed volume can only be this check's.
-        demand: |_| CheckDemand { volumes: 1, ..CheckDemand::default() },
-        cost: |_| 8,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(create_race(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<CreateRace>()];
+
+struct CreateRace;
+
+impl Check for CreateRace {
+    type Args = OwnCapability;
+    const NAME: &'static str = "create-race";
+    const DESCRIPTION: &'static str = "sends the same CreateVolume (one name) --stress-calls times at once: every OK names one volume (ABORTED is lawful), a lone retry names it too, and ListVolumes shows no other new volume";
+    const RPCS: &'static [&'static str] = &["CreateVolume", "ListVolumes", "ControllerGetVolume", "DeleteVolume"];
+
+    /// One volume, if the plugin keeps its word; the scenario holds `volumes` exclusively
+    /// so that a new listed volume can only be this check's.
+    fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 1, ..CheckDemand::default() }
+    }
+
+    fn cost(_: &OwnCapability, _: &CheckUse<'_>) -> u64 {
+        8
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckFuture<'_> {
+        Box::pin(create_race(ctx, args))
+    }
+}
 
 /// Requirement: creating an existing, compatible volume again answers OK with that volume.
 const IDEMPOTENT: &str = "CreateVolume.idempotent";
 /// Requirement: calls racing on one volume are handled gracefully (ABORTED allowed).
 const GRACEFUL: &str = "General.concurrency.graceful";
 
-async fn create_race(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = match capability_arg(ctx, &args) {
+async fn create_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args.0) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };

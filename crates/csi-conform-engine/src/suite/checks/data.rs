@@ -18,16 +18,15 @@ use std::{
 use prost_reflect::DynamicMessage;
 use tonic::Code;
 
-use super::CheckDef;
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture};
 use crate::client::Pacer;
 use crate::marker::{Marker, Placement};
 use crate::suite::{
-    catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
+    catalog::{CheckDemand, CheckUse},
     ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     inspect::Inspector,
     patience,
     settings::AccessType,
-    vars::Val,
 };
 use crate::{
     fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService, VolumeExpansion},
@@ -35,49 +34,64 @@ use crate::{
     report::{Finding, Severity},
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "data",
-        description: "writes seeded markers into its own published volumes and verifies them by digest after republishing, moving between nodes, sharing, a read-only publish, a snapshot restore, a clone or an expansion",
-        args: ARGS,
-        outputs: Vec::new,
-        rpcs: RPCS,
-        holds: &[],
-        demand,
-        // Create, publish, write, and the way back, once or twice.
-        cost: |_| 16,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(run(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<DataCheck>()];
 
-/// The volumes its scenario creates (two for a snapshot or clone, four for a group snapshot),
-/// published as [`publications`] says (one on each node to move or share).
-fn demand(u: &CheckUse<'_>) -> CheckDemand {
-    let scenario = u.str("scenario").unwrap_or_default();
-    let volumes = match scenario {
-        // Two sources, and each member's restore.
-        "group-snapshot" => 4,
-        "snapshot" | "clone" => 2,
-        _ => 1,
-    };
-    let mut publish = vec![publications(scenario) as u32];
-    if matches!(scenario, "move" | "shared") && u.nodes > 1 {
-        publish.push(1);
+struct DataCheck;
+
+/// Its arguments.
+pub(crate) struct DataArgs {
+    /// What the data must survive (one of [`SCENARIOS`]).
+    scenario: String,
+    /// `mount` or `block` (default: `--access-type`).
+    access: Option<String>,
+    /// `online` or `offline`, for `expand` (default `online`).
+    expansion: Option<String>,
+}
+
+impl Args for DataArgs {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        DataArgs {
+            scenario: a.choice("scenario", SCENARIOS),
+            access: a.opt_choice("access", &["mount", "block"]),
+            expansion: a.opt_choice("expansion", &["online", "offline"]),
+        }
     }
-    CheckDemand { volumes, publish, expands: scenario == "expand", alone: false }
+}
+
+impl Check for DataCheck {
+    type Args = DataArgs;
+    const NAME: &'static str = "data";
+    const DESCRIPTION: &'static str = "writes seeded markers into its own published volumes and verifies them by digest after republishing, moving between nodes, sharing, a read-only publish, a snapshot restore, a clone or an expansion";
+    const RPCS: &'static [&'static str] = RPCS;
+
+    fn demand(args: &DataArgs, u: &CheckUse<'_>) -> CheckDemand {
+        let scenario = args.scenario.as_str();
+        let volumes = match scenario {
+            // Two sources, and each member's restore.
+            "group-snapshot" => 4,
+            "snapshot" | "clone" => 2,
+            _ => 1,
+        };
+        let mut publish = vec![publications(scenario) as u32];
+        if matches!(scenario, "move" | "shared") && u.nodes > 1 {
+            publish.push(1);
+        }
+        CheckDemand { volumes, publish, expands: scenario == "expand", alone: false }
+    }
+
+    /// Create, publish, write, and the way back, once or twice.
+    fn cost(_: &DataArgs, _: &CheckUse<'_>) -> u64 {
+        16
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: DataArgs) -> CheckFuture<'_> {
+        Box::pin(run(ctx, args))
+    }
 }
 
 /// The scenarios of the `data` check.
 pub(crate) const SCENARIOS: &[&str] =
     &["republish", "move", "shared", "read-only", "snapshot", "group-snapshot", "clone", "expand"];
-
-/// The arguments of `data`.
-pub(crate) const ARGS: &[ArgSpec] = &[
-    ArgSpec { name: "scenario", kind: ArgKind::Choice(SCENARIOS), required: true },
-    ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
-    ArgSpec { name: "expansion", kind: ArgKind::Choice(&["online", "offline"]), required: false },
-];
 
 /// The RPCs `data` may call.
 pub(crate) const RPCS: &[&str] = &[
@@ -148,17 +162,13 @@ struct Data<'a> {
 }
 
 /// Runs the `data` check.
-pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let word = |name: &str| match args.get(name) {
-        Some(Val::Null) | None => None,
-        Some(v) => v.to_text(),
-    };
-    let scenario = word("scenario").unwrap_or_default();
-    let block = match word("access") {
+pub(crate) async fn run(ctx: &mut ScenarioCtx, args: DataArgs) -> CheckOutcome {
+    let DataArgs { scenario, access, expansion } = args;
+    let block = match access {
         Some(a) => a == "block",
         None => ctx.config().access_type == AccessType::Block,
     };
-    let online = word("expansion").as_deref() != Some("offline");
+    let online = expansion.as_deref() != Some("offline");
     let nodes = if matches!(scenario.as_str(), "move" | "shared") { 2 } else { 1 };
     if ctx.node_connections().len() < nodes {
         return CheckOutcome::Skip(format!(

@@ -13,14 +13,13 @@ use std::collections::BTreeMap;
 use prost_reflect::DynamicMessage;
 
 use super::{
-    CheckDef,
+    Args, ArgReader, Check, CheckDef, CheckFuture,
     list::{Lister, page_to_end},
 };
 use crate::{
     proto,
     report::{Finding, Severity},
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
         vars::{FieldPath, Ty, Val},
     },
@@ -30,45 +29,60 @@ use crate::{
 const HEALTH_RPCS: [&str; 4] =
     ["ControllerGetVolumeHealth", "ControllerListVolumeHealth", "NodeGetVolumeHealth", "NodeGetStorageHealth"];
 
-pub(super) static HEALTH_ENTRIES: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "health-entries",
-        description: "CSI v1.13: calls one health RPC (paging ControllerListVolumeHealth to the end) and checks every entry: REQUIRED fields, CamelCase reasons, no duplicates; saves count, volumes",
-        args: &HEALTH_ARGS,
-        outputs: health_outputs,
-        rpcs: &HEALTH_RPCS,
-        holds: &[],
-        demand: CheckSpec::no_demand,
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(health_entries(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<HealthEntries>(), CheckDef::of::<HealthMigration>()];
 
-pub(super) static HEALTH_MIGRATION: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "health-migration",
-        description: "CSI v1.13 migration: a note per side (controller, node) saying which orchestrators get the health signal (VOLUME_CONDITION for v1.12, GET_VOLUME_HEALTH for v1.13); never a failure",
-        args: &[],
-        outputs: Vec::new,
-        rpcs: &[],
-        holds: &[],
-        demand: CheckSpec::no_demand,
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(health_migration(ctx, args)),
-};
+struct HealthEntries;
 
-/// Its arguments.
-const HEALTH_ARGS: [ArgSpec; 6] = [
-    ArgSpec { name: "rpc", kind: ArgKind::Choice(&HEALTH_RPCS), required: true },
-    ArgSpec { name: "volume_id", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "volume_publish_path", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "staging_target_path", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false },
-    ArgSpec { name: "node", kind: ArgKind::Int, required: false },
-];
+/// `health-entries`'s arguments: the RPC and its request's fields (as the RPC takes them).
+struct HealthCall {
+    rpc: String,
+    volume_id: Option<String>,
+    volume_publish_path: Option<String>,
+    staging_target_path: Option<String>,
+    max_entries: i64,
+    node: Option<i64>,
+}
+
+impl Args for HealthCall {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        HealthCall {
+            rpc: a.choice("rpc", &HEALTH_RPCS),
+            volume_id: a.opt_str("volume_id"),
+            volume_publish_path: a.opt_str("volume_publish_path"),
+            staging_target_path: a.opt_str("staging_target_path"),
+            max_entries: a.int("max_entries", 0),
+            node: a.opt_int("node"),
+        }
+    }
+}
+
+impl Check for HealthEntries {
+    type Args = HealthCall;
+    const NAME: &'static str = "health-entries";
+    const DESCRIPTION: &'static str = "CSI v1.13: calls one health RPC (paging ControllerListVolumeHealth to the end) and checks every entry: REQUIRED fields, CamelCase reasons, no duplicates; saves count, volumes";
+    const RPCS: &'static [&'static str] = &HEALTH_RPCS;
+
+    fn outputs() -> Vec<(&'static str, Ty)> {
+        health_outputs()
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: HealthCall) -> CheckFuture<'_> {
+        Box::pin(health_entries(ctx, args))
+    }
+}
+
+struct HealthMigration;
+
+impl Check for HealthMigration {
+    type Args = ();
+    const NAME: &'static str = "health-migration";
+    const DESCRIPTION: &'static str = "CSI v1.13 migration: a note per side (controller, node) saying which orchestrators get the health signal (VOLUME_CONDITION for v1.12, GET_VOLUME_HEALTH for v1.13); never a failure";
+    const RPCS: &'static [&'static str] = &[];
+
+    fn run(ctx: &mut ScenarioCtx, (): ()) -> CheckFuture<'_> {
+        Box::pin(health_migration(ctx))
+    }
+}
 
 /// What it saves: `count` adverse entries (volume statuses or storage entries) and `volumes`
 /// (the volume ids ControllerListVolumeHealth listed).
@@ -81,7 +95,6 @@ const LIST_HEALTH: Lister = Lister {
     request: "ControllerListVolumeHealthRequest",
     id: "volume_id",
     noun: "volume",
-    filters: &[],
     changed_by: &["CreateVolume", "DeleteVolume"],
 };
 
@@ -160,19 +173,15 @@ fn judge_volume(ctx: &mut ScenarioCtx, rpc: &str, health: &Val, volume_id: Optio
     judge(ctx, rpc, "health_statuses", &list(health, "health_statuses"), &["status", "reason"])
 }
 
-async fn health_entries(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let rpc = args.get("rpc").and_then(Val::to_text).unwrap_or_default();
-    let arg = |name: &str| args.get(name).and_then(Val::to_text).filter(|s| !s.is_empty());
-    let node = match args.get("node") {
-        Some(Val::Int(n)) => usize::try_from(*n).ok(),
-        _ => None,
-    };
+async fn health_entries(ctx: &mut ScenarioCtx, args: HealthCall) -> CheckOutcome {
+    let rpc = args.rpc;
+    let given =
+        [("volume_id", args.volume_id), ("volume_publish_path", args.volume_publish_path), ("staging_target_path", args.staging_target_path)];
+    let arg = |name: &str| given.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.clone()).filter(|s| !s.is_empty());
+    let node = args.node.and_then(|n| usize::try_from(n).ok());
     let mut volumes = Vec::new();
     let count = if rpc == "ControllerListVolumeHealth" {
-        let max = match args.get("max_entries") {
-            Some(Val::Int(n)) => i64::try_from(*n).unwrap_or(0),
-            _ => 0,
-        };
+        let max = args.max_entries;
         let base = DynamicMessage::new(proto::message(LIST_HEALTH.request).expect("in the pool"));
         let mut seen = Vec::new();
         if let Err(outcome) = page_to_end(ctx, &LIST_HEALTH, &base, max, String::new(), &mut seen, false).await {
@@ -228,7 +237,7 @@ async fn health_entries(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
 /// controller and node, saying which orchestrators get the plugin's health signal: v1.12 COs
 /// read `volume_condition` (VOLUME_CONDITION), v1.13 COs call the health RPCs
 /// (GET_VOLUME_HEALTH); v1.13 removed the former, so a plugin with only one serves only one.
-async fn health_migration(ctx: &mut ScenarioCtx, _args: CheckArgs) -> CheckOutcome {
+async fn health_migration(ctx: &mut ScenarioCtx) -> CheckOutcome {
     use crate::fingerprint::{Capability, ControllerCapability as C, NodeCapability as N};
     let fp = ctx.fingerprint();
     let sides = [

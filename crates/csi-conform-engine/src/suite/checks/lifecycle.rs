@@ -29,7 +29,7 @@ use tonic::Code;
 use super::CheckDef;
 use crate::suite::{
     assert,
-    catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
+    catalog::{CheckDemand, CheckUse},
     ctx::{CheckOutcome, Response, ScenarioCtx, call_finding},
     existing::ExistingVolume,
     inspect::{Inspector, MountTableError, PathKind, WriteProbe},
@@ -54,57 +54,9 @@ mod node;
 mod orchestrated;
 mod usage;
 
-use args::{bool_arg, list_arg, map_arg, str_arg};
+use args::{ExistingCheck, LifecycleArgs, LifecycleCheck};
 
-pub(in crate::suite) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "lifecycle",
-        description: "drives a volume through its whole lifecycle as an orchestrator does (create, validate, publish, stage, publish on one or two nodes, stats, and back), verifying the node's mounts (in its mount namespace) after each node step",
-        args: ARGS,
-        outputs: Vec::new,
-        rpcs: RPCS,
-        holds: &[],
-        demand,
-        cost: |u| 4 + repeats(u) * (2 + 6 * u.int("nodes").unwrap_or(1).max(1) as u64),
-        orchestrated: true,
-    },
-    run: |ctx, args| Box::pin(run(ctx, args)),
-};
-
-pub(in crate::suite) static EXISTING: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "existing-volume",
-        description: "drives each existing volume (--existing-volume) through the node lifecycle as a CO does (controller publish, stage, publish, stats, and back) with its volume_context, verifying the host's mounts; never creates, changes or deletes a volume",
-        args: EXISTING_ARGS,
-        outputs: Vec::new,
-        rpcs: EXISTING_RPCS,
-        // The volumes are the operator's, published one at a time on node 0.
-        holds: &[Pool::ExistingVolumes],
-        demand: |_| CheckDemand { publish: vec![1], ..CheckDemand::default() },
-        cost: |u| 4 + u.times * 8,
-        // A node-only plugin has no volume of its own to drive: its existing volumes are
-        // what an orchestrator stages and publishes (Nomad's `volume register`, a static PV).
-        orchestrated: true,
-    },
-    run: |ctx, args| Box::pin(run_existing(ctx, args)),
-};
-
-/// How often `lifecycle` sends each state-changing call: `--idempotency-count`, capped by a
-/// literal `repeat_at_most`.
-fn repeats(u: &CheckUse<'_>) -> u64 {
-    u.int("repeat_at_most").map_or(u.times, |most| u.times.min(most.max(1) as u64))
-}
-
-/// One volume, published on each of its `nodes` (default 1); or `volumes` of them, all on
-/// node 0 at once.
-fn demand(u: &CheckUse<'_>) -> CheckDemand {
-    let on = u.int("nodes").unwrap_or(1).clamp(1, u.nodes as i64) as usize;
-    let volumes = u.int("volumes").unwrap_or(1).clamp(1, orchestrated::MAX_VOLUMES as i64) as u32;
-    if volumes > 1 {
-        return CheckDemand { volumes, publish: vec![volumes], ..CheckDemand::default() };
-    }
-    CheckDemand { volumes: 1, publish: vec![1; on], expands: u.bool("expand") == Some(true), ..CheckDemand::default() }
-}
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<LifecycleCheck>(), CheckDef::of::<ExistingCheck>()];
 
 /// Access modes by their spec names (the `mode` argument).
 const MODES: &[&str] = &[
@@ -115,34 +67,6 @@ const MODES: &[&str] = &[
     "MULTI_NODE_MULTI_WRITER",
     "SINGLE_NODE_SINGLE_WRITER",
     "SINGLE_NODE_MULTI_WRITER",
-];
-
-const MODE_ARG: ArgSpec = ArgSpec { name: "mode", kind: ArgKind::Choice(MODES), required: false };
-const READONLY_ARG: ArgSpec = ArgSpec { name: "readonly", kind: ArgKind::Bool, required: false };
-const REPEAT_ARG: ArgSpec = ArgSpec { name: "repeat", kind: ArgKind::Bool, required: false };
-
-/// The arguments of `lifecycle`.
-pub(crate) const ARGS: &[ArgSpec] = &[
-    ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
-    MODE_ARG,
-    READONLY_ARG,
-    ArgSpec { name: "fs_type", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "mount_flags", kind: ArgKind::StrList, required: false },
-    ArgSpec { name: "volume_fs_type", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "volume_mount_flags", kind: ArgKind::StrList, required: false },
-    ArgSpec { name: "volume_context", kind: ArgKind::Map, required: false },
-    ArgSpec { name: "secrets", kind: ArgKind::Choice(&["auto", "none", "required"]), required: false },
-    REPEAT_ARG,
-    ArgSpec { name: "repeat_at_most", kind: ArgKind::Int, required: false },
-    ArgSpec { name: "nodes", kind: ArgKind::Int, required: false },
-    ArgSpec { name: "second_node", kind: ArgKind::Choice(&["works", "refused"]), required: false },
-    ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works", "refused"]), required: false },
-    ArgSpec { name: "refused_code", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "restart", kind: ArgKind::Bool, required: false },
-    ArgSpec { name: "long_paths", kind: ArgKind::Bool, required: false },
-    ArgSpec { name: "volumes", kind: ArgKind::IntIn(1, orchestrated::MAX_VOLUMES as i128), required: false },
-    ArgSpec { name: "expand", kind: ArgKind::Bool, required: false },
-    ArgSpec { name: "second_usage", kind: ArgKind::Bool, required: false },
 ];
 
 /// With `long_paths`, node 0's staging and target paths live in a directory with a name this
@@ -252,27 +176,26 @@ struct Plan {
 }
 
 impl Plan {
-    fn from_args(ctx: &ScenarioCtx, args: &CheckArgs) -> Result<Plan, String> {
-        let block = match str_arg(args, "access") {
+    fn from_args(ctx: &ScenarioCtx, args: &LifecycleArgs) -> Result<Plan, String> {
+        let block = match args.access.as_deref() {
             Some(a) => a == "block",
             None => ctx.config().access_type == AccessType::Block,
         };
-        let mode_name = str_arg(args, "mode").unwrap_or_else(|| MODES[0].to_owned());
-        let mode = v1::volume_capability::access_mode::Mode::from_str_name(&mode_name)
+        let mode_name = &args.mode;
+        let mode = v1::volume_capability::access_mode::Mode::from_str_name(mode_name)
             .map(|m| AccessMode::from_i32(m as i32))
             .ok_or_else(|| format!("argument mode: unknown access mode {mode_name:?}"))?;
         let volume_mount =
-            MountOptions { fs_type: str_arg(args, "volume_fs_type"), mount_flags: list_arg(args, "volume_mount_flags")? };
-        let request_mount = MountOptions { fs_type: str_arg(args, "fs_type"), mount_flags: list_arg(args, "mount_flags")? };
+            MountOptions { fs_type: args.volume_fs_type.clone(), mount_flags: args.volume_mount_flags.clone() };
+        let request_mount = MountOptions { fs_type: args.fs_type.clone(), mount_flags: args.mount_flags.clone() };
         if block && (volume_mount != MountOptions::default() || request_mount != MountOptions::default()) {
             return Err("fs_type and mount flags apply to mount access only, not to access: block".into());
         }
-        let nodes = match args.get("nodes") {
-            None | Some(Val::Null) => 1,
-            Some(Val::Int(n)) if (1..=2).contains(n) => *n as usize,
-            Some(other) => return Err(format!("argument nodes must be 1 or 2, not {}", other.to_text().unwrap_or_default())),
+        let nodes = match args.nodes {
+            n @ 1..=2 => n as usize,
+            other => return Err(format!("argument nodes must be 1 or 2, not {other}")),
         };
-        let refused_code = match str_arg(args, "refused_code") {
+        let refused_code = match args.refused_code.clone() {
             None => Code::FailedPrecondition,
             Some(name) => crate::client::parse_code(&name)
                 .filter(|c| *c != Code::Ok)
@@ -283,13 +206,13 @@ impl Plan {
             Some("refused") => Second::Refused(refused_code),
             _ => Second::None,
         };
-        let second_node = second(str_arg(args, "second_node"));
+        let second_node = second(args.second_node.clone());
         if nodes < 2 && second_node != Second::None {
             return Err("second_node needs nodes: 2".into());
         }
-        let secrets_word = str_arg(args, "secrets").unwrap_or_else(|| "auto".to_owned());
-        let repeat = args.get("repeat").is_none_or(|v| !matches!(v, Val::Bool(false)));
-        let at_most = match super::support::int_arg(args, "repeat_at_most")? {
+        let secrets_word = args.secrets.as_str();
+        let repeat = args.repeat;
+        let at_most = match args.repeat_at_most {
             None => u32::MAX,
             Some(n) if n >= 1 => u32::try_from(n).unwrap_or(u32::MAX),
             Some(n) => return Err(format!("argument repeat_at_most must be at least 1, not {n}")),
@@ -298,24 +221,24 @@ impl Plan {
             block,
             mode,
             // Swarm never sets `readonly` (Docker's bind mount makes a task's use read-only).
-            readonly: bool_arg(args, "readonly")? && ctx.pattern().is_none_or(|p| p.sets_readonly),
+            readonly: args.readonly && ctx.pattern().is_none_or(|p| p.sets_readonly),
             volume_mount,
             request_mount,
-            configured_context: map_arg(args, "volume_context")?,
+            configured_context: args.volume_context.clone(),
             secrets: if secrets_word == "none" { SecretsMode::None } else { SecretsMode::Auto },
             secrets_required: secrets_word == "required",
             times: if repeat { ctx.config().idempotency_count.clamp(1, at_most) } else { 1 },
             nodes,
             second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
-            second_target: second(str_arg(args, "second_target")),
-            restart: bool_arg(args, "restart")?,
-            long_paths: bool_arg(args, "long_paths")?,
+            second_target: second(args.second_target.clone()),
+            restart: args.restart,
+            long_paths: args.long_paths,
             existing: false,
             writes: true,
-            unstage_without_path: bool_arg(args, "unstage_without_path")?,
-            volumes: orchestrated::volumes_arg(ctx, args)?,
-            expand: bool_arg(args, "expand")?,
-            second_usage: usage::second_usage_arg(ctx, args, mode)?,
+            unstage_without_path: args.unstage_without_path,
+            volumes: orchestrated::volumes_arg(ctx, args.volumes)?,
+            expand: args.expand,
+            second_usage: usage::second_usage_arg(ctx, args.second_usage, mode)?,
         })
     }
 
@@ -418,7 +341,7 @@ struct Lifecycle<'a> {
 const CARRY_NODE_CAPABILITY: [&str; 3] = ["ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume"];
 
 /// Runs the `lifecycle` check.
-pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+pub(crate) async fn run(ctx: &mut ScenarioCtx, args: LifecycleArgs) -> CheckOutcome {
     let plan = match Plan::from_args(ctx, &args) {
         Ok(p) => p,
         Err(e) => {
@@ -438,15 +361,6 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome 
         Err(outcome) => outcome,
     }
 }
-
-/// The arguments of `existing-volume`.
-pub(crate) const EXISTING_ARGS: &[ArgSpec] = &[
-    MODE_ARG,
-    READONLY_ARG,
-    ArgSpec { name: "second_target", kind: ArgKind::Choice(&["none", "works"]), required: false },
-    REPEAT_ARG,
-    ArgSpec { name: "unstage_without_path", kind: ArgKind::Bool, required: false },
-];
 
 /// The RPCs `existing-volume` may call: none that creates, changes or deletes a volume.
 pub(crate) const EXISTING_RPCS: &[&str] = RPCS.split_at(6).1;
@@ -495,7 +409,7 @@ fn allows_several_targets(mode: AccessMode) -> bool {
 /// volume_context and each publish_context passed on as a CO does. Only the attachments are
 /// tracked (and journaled), never the volume; it is not written to without
 /// `--existing-volume-writable`.
-pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
+pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: LifecycleArgs) -> CheckOutcome {
     let volumes = ctx.config().existing_volumes.clone();
     if volumes.is_empty() {
         return CheckOutcome::Skip(NO_EXISTING_VOLUME.into());

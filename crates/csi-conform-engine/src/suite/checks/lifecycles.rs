@@ -9,51 +9,59 @@ use std::collections::{BTreeMap, BTreeSet};
 use prost_reflect::DynamicMessage;
 
 use super::{
-    CheckDef,
+    Check, CheckDef, CheckFuture,
     stress_support::{
         Volume, controller_has, controller_publish, controller_unpublish, create, delete, extra_leases, found,
         listed_volumes, node_has, node_id, note, publish_request, stage_request, typed_capability, unpublish, unstage,
         worker,
     },
-    support::{call_ok, capability_arg},
+    support::{OwnCapability, call_ok, capability_arg},
 };
 use crate::{
     fingerprint::{ControllerCapability, NodeCapability},
     proto::v1,
     report::{Finding, Severity},
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
         marker::{self, Marker},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "lifecycles",
-        description: "--stress-workers workers at once take --stress-volumes volumes of their own through whole lifecycles (create, publish, stage, publish, a data marker written and read back, and back); afterwards ListVolumes holds no volume no answer named",
-        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
-        outputs: Vec::new,
-        rpcs: &[
-            "CreateVolume",
-            "ControllerPublishVolume",
-            "NodeStageVolume",
-            "NodePublishVolume",
-            "NodeUnpublishVolume",
-            "NodeUnstageVolume",
-            "ControllerUnpublishVolume",
-            "DeleteVolume",
-            "ListVolumes",
-            "ControllerGetVolume",
-        ],
-        holds: &[],
-        // One worker's volume; the other workers take further leases when it runs.
-        demand: |_| CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() },
-        cost: |_| 40,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(lifecycles(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<Lifecycles>()];
+
+struct Lifecycles;
+
+impl Check for Lifecycles {
+    type Args = OwnCapability;
+    const NAME: &'static str = "lifecycles";
+    const DESCRIPTION: &'static str = "--stress-workers workers at once take --stress-volumes volumes of their own through whole lifecycles (create, publish, stage, publish, a data marker written and read back, and back); afterwards ListVolumes holds no volume no answer named";
+    const RPCS: &'static [&'static str] = &[
+        "CreateVolume",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+        "NodeUnpublishVolume",
+        "NodeUnstageVolume",
+        "ControllerUnpublishVolume",
+        "DeleteVolume",
+        "ListVolumes",
+        "ControllerGetVolume",
+    ];
+
+    /// One worker's volume; the other workers take further leases when it runs.
+    fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() }
+    }
+
+    fn cost(_: &OwnCapability, _: &CheckUse<'_>) -> u64 {
+        40
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckFuture<'_> {
+        Box::pin(lifecycles(ctx, args))
+    }
+}
 
 /// Requirement: calls racing are handled gracefully.
 const GRACEFUL: &str = "General.concurrency.graceful";
@@ -75,8 +83,8 @@ struct Plan {
     controller: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
-async fn lifecycles(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = match capability_arg(ctx, &args) {
+async fn lifecycles(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args.0) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };

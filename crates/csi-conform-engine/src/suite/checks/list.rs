@@ -8,61 +8,95 @@ use std::time::Instant;
 use prost_reflect::DynamicMessage;
 use tonic::Code;
 
-use super::{
-    CheckDef,
-    support::{int_arg, path_of, text_arg},
-};
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture, support::path_of};
 use crate::{
     client::{Pacer, RpcError},
     proto,
     report::{Finding, Severity},
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
-        ctx::{CheckOutcome, ScenarioCtx, bad_arg},
+        ctx::{CheckOutcome, ScenarioCtx},
         patience,
         vars::{Ty, Val},
     },
 };
 
-pub(super) static LIST_ALL_VOLUMES: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "list-all-volumes",
-        description: "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries; with listed / unlisted, lists again until it shows / omits that id (at most --delete-grace)",
-        args: &[
-            ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false },
-            ArgSpec { name: "listed", kind: ArgKind::Str, required: false },
-            ArgSpec { name: "unlisted", kind: ArgKind::Str, required: false },
-        ],
-        outputs: || list_outputs("ListVolumesResponse.Entry"),
-        rpcs: &["ListVolumes"],
-        holds: &[],
-        demand: CheckSpec::no_demand,
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(list_all(ctx, args, LIST_VOLUMES)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<ListAllVolumes>(), CheckDef::of::<ListAllSnapshots>()];
 
-pub(super) static LIST_ALL_SNAPSHOTS: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "list-all-snapshots",
-        description: "pages through ListSnapshots (optionally filtered by snapshot_id / source_volume_id) to the end; saves ids, count, entries; with listed / unlisted, lists again until it shows / omits that id (at most --delete-grace)",
-        args: &[
-            ArgSpec { name: "snapshot_id", kind: ArgKind::Str, required: false },
-            ArgSpec { name: "source_volume_id", kind: ArgKind::Str, required: false },
-            ArgSpec { name: "max_entries", kind: ArgKind::Int, required: false },
-            ArgSpec { name: "listed", kind: ArgKind::Str, required: false },
-            ArgSpec { name: "unlisted", kind: ArgKind::Str, required: false },
-        ],
-        outputs: || list_outputs("ListSnapshotsResponse.Entry"),
-        rpcs: &["ListSnapshots"],
-        holds: &[],
-        demand: CheckSpec::no_demand,
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(list_all(ctx, args, LIST_SNAPSHOTS)),
-};
+struct ListAllVolumes;
+
+/// `list-all-volumes`'s arguments.
+struct VolumeListing {
+    /// The page size (0: the plugin's).
+    max_entries: i64,
+    /// List until this id shows.
+    listed: Option<String>,
+    /// List until this id no longer shows.
+    unlisted: Option<String>,
+}
+
+impl Args for VolumeListing {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        VolumeListing { max_entries: a.int("max_entries", 0), listed: a.opt_str("listed"), unlisted: a.opt_str("unlisted") }
+    }
+}
+
+impl Check for ListAllVolumes {
+    type Args = VolumeListing;
+    const NAME: &'static str = "list-all-volumes";
+    const DESCRIPTION: &'static str = "pages through ListVolumes to the end, failing on a repeated token or a duplicate entry; saves ids, count, entries; with listed / unlisted, lists again until it shows / omits that id (at most --delete-grace)";
+    const RPCS: &'static [&'static str] = &["ListVolumes"];
+
+    fn outputs() -> Vec<(&'static str, Ty)> {
+        list_outputs("ListVolumesResponse.Entry")
+    }
+
+    fn run(ctx: &mut ScenarioCtx, a: VolumeListing) -> CheckFuture<'_> {
+        Box::pin(list_all(ctx, LIST_VOLUMES, a.max_entries, (a.listed, a.unlisted), Vec::new()))
+    }
+}
+
+struct ListAllSnapshots;
+
+/// `list-all-snapshots`'s arguments.
+struct SnapshotListing {
+    /// Filters copied into the request.
+    snapshot_id: Option<String>,
+    source_volume_id: Option<String>,
+    /// The page size (0: the plugin's).
+    max_entries: i64,
+    /// List until this id shows.
+    listed: Option<String>,
+    /// List until this id no longer shows.
+    unlisted: Option<String>,
+}
+
+impl Args for SnapshotListing {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        SnapshotListing {
+            snapshot_id: a.opt_str("snapshot_id"),
+            source_volume_id: a.opt_str("source_volume_id"),
+            max_entries: a.int("max_entries", 0),
+            listed: a.opt_str("listed"),
+            unlisted: a.opt_str("unlisted"),
+        }
+    }
+}
+
+impl Check for ListAllSnapshots {
+    type Args = SnapshotListing;
+    const NAME: &'static str = "list-all-snapshots";
+    const DESCRIPTION: &'static str = "pages through ListSnapshots (optionally filtered by snapshot_id / source_volume_id) to the end; saves ids, count, entries; with listed / unlisted, lists again until it shows / omits that id (at most --delete-grace)";
+    const RPCS: &'static [&'static str] = &["ListSnapshots"];
+
+    fn outputs() -> Vec<(&'static str, Ty)> {
+        list_outputs("ListSnapshotsResponse.Entry")
+    }
+
+    fn run(ctx: &mut ScenarioCtx, a: SnapshotListing) -> CheckFuture<'_> {
+        let filters = vec![("snapshot_id", a.snapshot_id), ("source_volume_id", a.source_volume_id)];
+        Box::pin(list_all(ctx, LIST_SNAPSHOTS, a.max_entries, (a.listed, a.unlisted), filters))
+    }
+}
 
 fn list_outputs(entry: &str) -> Vec<(&'static str, Ty)> {
     let entry = proto::message(entry).map_or(Ty::Any, Ty::Message);
@@ -77,8 +111,6 @@ pub(super) struct Lister {
     pub(super) id: &'static str,
     /// What an entry is, for messages.
     pub(super) noun: &'static str,
-    /// Filters copied from the check's arguments into the request.
-    pub(super) filters: &'static [&'static str],
     /// The RPCs that change what it lists: one of them sent or answered between a page and
     /// the next may invalidate the cursor (the spec's "Invalid starting_token", ABORTED).
     pub(super) changed_by: &'static [&'static str],
@@ -89,7 +121,6 @@ pub(super) const LIST_VOLUMES: Lister = Lister {
     request: "ListVolumesRequest",
     id: "volume.volume_id",
     noun: "volume",
-    filters: &[],
     changed_by: &["CreateVolume", "DeleteVolume"],
 };
 const LIST_SNAPSHOTS: Lister = Lister {
@@ -97,7 +128,6 @@ const LIST_SNAPSHOTS: Lister = Lister {
     request: "ListSnapshotsRequest",
     id: "snapshot.snapshot_id",
     noun: "snapshot",
-    filters: &["snapshot_id", "source_volume_id"],
     changed_by: &["CreateSnapshot", "DeleteSnapshot", "CreateVolumeGroupSnapshot", "DeleteVolumeGroupSnapshot"],
 };
 
@@ -296,23 +326,25 @@ async fn page_on(
     Err(CheckOutcome::Stop)
 }
 
-pub(super) fn list_base(lister: &Lister, args: &CheckArgs) -> DynamicMessage {
+/// A request of `lister` with these filters (the ones given) set.
+pub(super) fn list_base(lister: &Lister, filters: &[(&str, Option<String>)]) -> DynamicMessage {
     let mut base = DynamicMessage::new(proto::message(lister.request).expect("List requests are in the pool"));
-    for filter in lister.filters {
-        if let Some(v) = text_arg(args, filter) {
-            base.set_field_by_name(filter, prost_reflect::Value::String(v));
+    for (filter, value) in filters {
+        if let Some(v) = value {
+            base.set_field_by_name(filter, prost_reflect::Value::String(v.clone()));
         }
     }
     base
 }
 
-async fn list_all(ctx: &mut ScenarioCtx, args: CheckArgs, lister: Lister) -> CheckOutcome {
-    let max = match int_arg(&args, "max_entries") {
-        Ok(m) => m.unwrap_or(0),
-        Err(e) => return bad_arg(ctx, e),
-    };
-    let (listed, unlisted) = (text_arg(&args, "listed"), text_arg(&args, "unlisted"));
-    let base = list_base(&lister, &args);
+async fn list_all(
+    ctx: &mut ScenarioCtx,
+    lister: Lister,
+    max: i64,
+    (listed, unlisted): (Option<String>, Option<String>),
+    filters: Vec<(&str, Option<String>)>,
+) -> CheckOutcome {
+    let base = list_base(&lister, &filters);
     let started = Instant::now();
     let mut pacer = Pacer::new(ctx.latency(lister.rpc, None), patience::SETTLE_LONGEST_PAUSE);
     let mut seen = Vec::new();

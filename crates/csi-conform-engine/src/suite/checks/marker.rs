@@ -4,41 +4,65 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use super::{CheckDef, data::unreachable_files};
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture, data::unreachable_files};
 use crate::marker::{self, Marker, Placement};
 use crate::suite::{
-    catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
     ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     resources::Resource,
     settings::AccessType,
     vars::{Ty, Val},
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "marker",
-        description: "writes, verifies (by digest) or removes a seeded data marker in a published volume the scenario created; saves digest, tail",
-        args: MARKER_ARGS,
-        outputs: marker_outputs,
-        rpcs: &[],
-        holds: &[],
-        demand: CheckSpec::no_demand,
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(marker_step(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<MarkerCheck>()];
+
+struct MarkerCheck;
 
 /// The arguments of `marker`.
-const MARKER_ARGS: &[ArgSpec] = &[
-    ArgSpec { name: "action", kind: ArgKind::Choice(&["write", "verify", "remove"]), required: true },
-    ArgSpec { name: "volume_id", kind: ArgKind::Str, required: true },
-    ArgSpec { name: "path", kind: ArgKind::Str, required: true },
-    ArgSpec { name: "node", kind: ArgKind::Int, required: false },
-    ArgSpec { name: "access", kind: ArgKind::Choice(&["mount", "block"]), required: false },
-    ArgSpec { name: "label", kind: ArgKind::Str, required: false },
-    ArgSpec { name: "tail", kind: ArgKind::Int, required: false },
-];
+struct MarkerArgs {
+    /// `write`, `verify` or `remove`.
+    action: String,
+    /// A volume this scenario created.
+    volume_id: String,
+    /// Where it is published.
+    path: String,
+    /// The node endpoint's index.
+    node: i64,
+    /// `mount` or `block` (default: `--access-type`).
+    access: Option<String>,
+    /// The marker's label.
+    label: String,
+    /// A block marker's second offset, as `write` saved it.
+    tail: Option<i64>,
+}
+
+impl Args for MarkerArgs {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        MarkerArgs {
+            action: a.choice("action", &["write", "verify", "remove"]),
+            volume_id: a.str("volume_id"),
+            path: a.str("path"),
+            node: a.int("node", 0),
+            access: a.opt_choice("access", &["mount", "block"]),
+            label: a.opt_str("label").unwrap_or_else(|| "A".to_owned()),
+            tail: a.opt_int("tail"),
+        }
+    }
+}
+
+impl Check for MarkerCheck {
+    type Args = MarkerArgs;
+    const NAME: &'static str = "marker";
+    const DESCRIPTION: &'static str = "writes, verifies (by digest) or removes a seeded data marker in a published volume the scenario created; saves digest, tail";
+    const RPCS: &'static [&'static str] = &[];
+
+    fn outputs() -> Vec<(&'static str, Ty)> {
+        marker_outputs()
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: MarkerArgs) -> CheckFuture<'_> {
+        Box::pin(marker_step(ctx, args))
+    }
+}
 
 /// What `marker` saves: the marker's digest and, for a block volume, the offset of its
 /// second copy (pass it as `tail` to verify or remove it after the volume has grown).
@@ -49,20 +73,12 @@ fn marker_outputs() -> Vec<(&'static str, Ty)> {
 /// Runs the `marker` check: one marker written into, verified in or removed from the
 /// volume `volume_id` published at `path` on node `node`. Only volumes this scenario created
 /// are ever written to.
-async fn marker_step(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let text = |name: &str| match args.get(name) {
-        Some(Val::Null) | None => None,
-        Some(v) => v.to_text(),
+async fn marker_step(ctx: &mut ScenarioCtx, args: MarkerArgs) -> CheckOutcome {
+    let MarkerArgs { action, volume_id, path, node, access, label, tail } = args;
+    let (Ok(node), Ok(tail)) = (usize::try_from(node), tail.map(u64::try_from).transpose()) else {
+        return bad_arg(ctx, "check marker: node and tail must be whole numbers from 0".into());
     };
-    let (Some(action), Some(volume_id), Some(path)) = (text("action"), text("volume_id"), text("path")) else {
-        return bad_arg(ctx, "check marker needs action, volume_id and path".into());
-    };
-    let number = |name: &str| text(name).map(|t| t.parse::<u64>().map_err(|_| format!("argument {name} must be a whole number, not {t:?}")));
-    let (node, tail) = match (number("node").transpose(), number("tail").transpose()) {
-        (Ok(node), Ok(tail)) => (node.unwrap_or(0) as usize, tail),
-        (Err(e), _) | (_, Err(e)) => return bad_arg(ctx, format!("check marker: {e}")),
-    };
-    let block = match text("access") {
+    let block = match access {
         Some(a) => a == "block",
         None => ctx.config().access_type == AccessType::Block,
     };
@@ -85,7 +101,6 @@ async fn marker_step(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
     let Some(files) = ctx.inspector(node).filter(|i| i.reaches_files()) else {
         return CheckOutcome::Skip(unreachable_files(ctx, node).unwrap_or_default());
     };
-    let label = text("label").unwrap_or_else(|| "A".to_owned());
     let marker = Marker::new(ctx.config().seed, ctx.name(), &label);
     let placement = match (block, tail) {
         (false, _) => Some(Placement::File),

@@ -1,90 +1,73 @@
 //! Named checks: what YAML cannot say, written in Rust and called by name from a `check`
-//! step, and the named properties of `property` steps. Each check is one file (a folder for
-//! the big ones: `lifecycle`, `data`) holding one [`CheckDef`]: its [`CheckSpec`] (name,
-//! docs, arguments, outputs, RPCs, pools, demand and cost, all data) and its async body,
-//! which works through the scenario's context so everything it creates is tracked and torn
-//! down. `REGISTRY` lists them; it is the [`Catalog`] the loader reads (through
-//! [`Registry`]) and the table the engine runs from.
+//! step, and the named properties of `property` steps. Each check is a type implementing
+//! [`Check`] (see `api.rs`): typed arguments read once by an [`ArgReader`] (which declares
+//! them to the loader too), its declaration (name, description, RPCs, outputs, pools,
+//! demand and cost) and an async body that works through the scenario's context, so
+//! everything it creates is tracked and torn down. The registry is the [`Catalog`] the loader
+//! reads (through [`Registry`]) and the table the engine runs from.
 //!
-//! Adding a named check: write `checks/<name>.rs` with a `pub(super) static CHECK: CheckDef`
-//! and add one line to `REGISTRY` (and its `mod` line here). The loader checks its arguments,
-//! `list --checks` shows it, and the scheduler budgets it from its spec's `demand` and `cost`.
+//! Adding a named check is one file and one line (CONTRIBUTING.md walks through it): write
+//! `checks/<name>.rs` exporting `pub(super) const CHECKS: &[CheckDef]`, and add `<name>` to
+//! the `checks!` list below. The macro declares the module and registers what it exports, so
+//! there is no `mod` line to add and no array length to bump. A module exports a slice, not
+//! one check, because related checks share a file (`list`: volumes and snapshots; `health`;
+//! `lifecycle` and `existing-volume`); the list's order is the order `list --checks` shows.
 
-use std::{future::Future, pin::Pin};
+use crate::suite::catalog::{Catalog, CheckSpec, PropertySpec};
 
-use crate::suite::{
-    catalog::{Catalog, CheckArgs, CheckSpec, PropertySpec},
-    ctx::{CheckOutcome, ScenarioCtx},
-};
-
-mod attach_limit;
-mod capacity;
-mod claims;
-mod create_race;
-mod health;
+mod api;
 pub(crate) mod confirm;
-pub(crate) mod data;
-pub(crate) mod lifecycle;
-mod lifecycles;
-mod list;
-mod marker;
-mod name_conflict;
-mod node_race;
 mod node_restart;
-mod pagination;
-mod path_state;
-mod publish_race;
-mod restart_create;
-mod restart_published;
 pub(crate) mod properties;
 mod stress_support;
 mod support;
-mod vvc_reconcile;
 
-/// The future a check body returns.
-pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = CheckOutcome> + Send + 'a>>;
+pub use api::{ArgReader, Args, Check, CheckDef, CheckFuture};
 
-/// A named check: its spec and its body.
-pub struct CheckDef {
-    /// What it is, as data.
-    pub spec: CheckSpec,
-    /// The body.
-    pub run: for<'a> fn(&'a mut ScenarioCtx, CheckArgs) -> CheckFuture<'a>,
+/// Declares each check module and registers the checks it exports (its `CHECKS`), in the
+/// order `list --checks` shows them: `name` or `pub(crate) name`.
+macro_rules! checks {
+    ($($vis:vis $module:ident),* $(,)?) => {
+        $($vis mod $module;)*
+        /// Every named check, module by module.
+        static REGISTRY: &[&[CheckDef]] = &[$($module::CHECKS),*];
+    };
+}
+
+checks! {
+    list,
+    pagination,
+    attach_limit,
+    path_state,
+    pub(crate) lifecycle,
+    pub(crate) data,
+    marker,
+    name_conflict,
+    vvc_reconcile,
+    claims,
+    capacity,
+    health,
+    create_race,
+    publish_race,
+    node_race,
+    lifecycles,
+    restart_published,
+    restart_create,
 }
 
 /// Every named check, in the order `list --checks` shows them.
-static REGISTRY: [&CheckDef; 21] = [
-    &list::LIST_ALL_VOLUMES,
-    &list::LIST_ALL_SNAPSHOTS,
-    &pagination::CHECK,
-    &attach_limit::CHECK,
-    &path_state::CHECK,
-    &lifecycle::CHECK,
-    &lifecycle::EXISTING,
-    &data::CHECK,
-    &marker::CHECK,
-    &name_conflict::CHECK,
-    &vvc_reconcile::CHECK,
-    &claims::CHECK,
-    &capacity::CHECK,
-    &health::HEALTH_ENTRIES,
-    &health::HEALTH_MIGRATION,
-    &create_race::CHECK,
-    &publish_race::CHECK,
-    &node_race::CHECK,
-    &lifecycles::CHECK,
-    &restart_published::CHECK,
-    &restart_create::CHECK,
-];
+fn registry() -> impl Iterator<Item = &'static CheckDef> {
+    REGISTRY.iter().flat_map(|m| m.iter())
+}
 
 /// A check by name.
 pub fn find(name: &str) -> Option<&'static CheckDef> {
-    REGISTRY.iter().copied().find(|c| c.spec.name == name)
+    registry().find(|c| c.spec.name == name)
 }
 
 /// `(name, one-line description)` of every check, for `csi-conform list --checks`.
 pub fn checks() -> impl Iterator<Item = (&'static str, &'static str)> {
-    REGISTRY.iter().map(|c| (c.spec.name, c.spec.description))
+    registry().map(|c| (c.spec.name, c.spec.description))
 }
 
 /// The built-in checks and properties, as the loader sees them.
@@ -100,7 +83,7 @@ impl Catalog for Registry {
     }
 
     fn check_names(&self) -> Vec<&'static str> {
-        REGISTRY.iter().map(|c| c.spec.name).collect()
+        registry().map(|c| c.spec.name).collect()
     }
 
     fn property_names(&self) -> Vec<&'static str> {
@@ -121,11 +104,51 @@ mod tests {
         sorted.dedup();
         assert_eq!(names.len(), sorted.len());
         assert!(checks().all(|(_, d)| !d.is_empty() && !d.contains('\n')));
-        for c in REGISTRY.iter().map(|c| &c.spec) {
+        for c in registry().map(|c| &c.spec) {
             for rpc in c.rpcs {
                 assert!(proto::method(rpc).is_some(), "{rpc}");
             }
             let _ = (c.outputs)();
+        }
+    }
+
+    /// The table of checks in suites/README.md, row by row: (name, its args cell).
+    fn documented() -> Vec<(String, String)> {
+        let readme = include_str!("../../../../../suites/README.md");
+        let section = readme.split("### `check`").nth(1).expect("suites/README.md has a `check` section");
+        let section = section.split("\n### ").next().unwrap_or_default();
+        section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once("` |")?;
+                Some((name.to_owned(), rest.split(" | ").next().unwrap_or_default().to_owned()))
+            })
+            .collect()
+    }
+
+    /// suites/README.md documents every registered check, each argument it takes, and no
+    /// check that does not exist (also in its examples).
+    #[test]
+    fn the_readme_table_of_checks_is_the_registry() {
+        let rows = documented();
+        let registered: Vec<&str> = checks().map(|(n, _)| n).collect();
+        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+        for name in &registered {
+            assert!(names.contains(name), "suites/README.md's table of checks lacks `{name}`");
+        }
+        for name in &names {
+            assert!(registered.contains(name), "suites/README.md's table names `{name}`, which is no check");
+        }
+        for (name, args) in &rows {
+            for arg in (find(name).expect("registered").spec.args)() {
+                assert!(args.contains(&format!("`{}`", arg.name)), "suites/README.md: `{name}` takes `{}`", arg.name);
+            }
+        }
+        let readme = include_str!("../../../../../suites/README.md");
+        for called in readme.lines().filter_map(|l| l.trim_start().strip_prefix("- check: ")) {
+            let name = called.split_whitespace().next().unwrap_or_default();
+            assert!(find(name).is_some(), "suites/README.md calls `{name}`, which is no check");
         }
     }
 }

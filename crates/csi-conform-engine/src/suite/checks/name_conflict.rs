@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use prost_reflect::DynamicMessage;
 
 use super::{
-    CheckDef,
+    Args, ArgReader, Check, CheckDef, CheckFuture,
     claims::{self, Probe, Served},
     confirm,
     support::{create_request, path_of},
@@ -17,38 +17,51 @@ use crate::{
     proto,
     report::Severity,
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckArgs, CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg, call_finding},
         request::message_from_val,
         vars::Val,
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "name-conflict",
-        description: "creates a volume for `first`, then one of the same name for `second`: ALREADY_EXISTS passes; an OK is judged by trying `second` on node 0: served passes (the volume serves both), refused (while `first` is accepted) fails; where it cannot be tried, by ValidateVolumeCapabilities: `second` confirmed passes, `first` only fails, neither warns",
-        args: &[
-            ArgSpec { name: "first", kind: ArgKind::Capability, required: true },
-            ArgSpec { name: "second", kind: ArgKind::Capability, required: true },
-        ],
-        outputs: Vec::new,
-        rpcs: &[
-            "CreateVolume",
-            "ValidateVolumeCapabilities",
-            "ControllerPublishVolume",
-            "NodeStageVolume",
-            "NodePublishVolume",
-        ],
-        holds: &[],
-        // Its volume, and a second one if the plugin answers OK with another; the one
-        // returned is published on node 0 to see whether it serves `second`.
-        demand: |_| CheckDemand { volumes: 2, publish: vec![1], ..CheckDemand::default() },
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(name_conflict(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<NameConflict>()];
+
+struct NameConflict;
+
+/// Its arguments: the two capabilities, as given.
+struct Pair {
+    first: Val,
+    second: Val,
+}
+
+impl Args for Pair {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        Pair { first: a.capability("first", true), second: a.capability("second", true) }
+    }
+}
+
+impl Check for NameConflict {
+    type Args = Pair;
+    const NAME: &'static str = "name-conflict";
+    const DESCRIPTION: &'static str = "creates a volume for `first`, then one of the same name for `second`: ALREADY_EXISTS passes; an OK is judged by trying `second` on node 0: served passes (the volume serves both), refused (while `first` is accepted) fails; where it cannot be tried, by ValidateVolumeCapabilities: `second` confirmed passes, `first` only fails, neither warns";
+    const RPCS: &'static [&'static str] = &[
+        "CreateVolume",
+        "ValidateVolumeCapabilities",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+    ];
+
+    /// Its volume, and a second one if the plugin answers OK with another; the one returned
+    /// is published on node 0 to see whether it serves `second`.
+    fn demand(_: &Pair, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 2, publish: vec![1], ..CheckDemand::default() }
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: Pair) -> CheckFuture<'_> {
+        Box::pin(name_conflict(ctx, args))
+    }
+}
 
 /// `name-conflict`. The spec answers ALREADY_EXISTS to a CreateVolume whose name exists
 /// with a volume incompatible with the request ([CreateVolume errors]); a plugin whose
@@ -62,13 +75,12 @@ pub(super) static CHECK: CheckDef = CheckDef {
 /// volumes under a fresh name is the wrong code, a failure.
 ///
 /// [CreateVolume errors]: https://github.com/container-storage-interface/spec/blob/master/spec.md#createvolume-errors
-async fn name_conflict(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = |arg: &str| {
+async fn name_conflict(ctx: &mut ScenarioCtx, args: Pair) -> CheckOutcome {
+    let capability = |arg: &str, value: &Val| {
         let desc = proto::message("VolumeCapability").expect("VolumeCapability is in the pool");
-        let value = args.get(arg).cloned().unwrap_or(Val::Null);
-        message_from_val(&desc, &value).map_err(|e| format!("argument {arg}: {e}"))
+        message_from_val(&desc, value).map_err(|e| format!("argument {arg}: {e}"))
     };
-    let (first, second) = match (capability("first"), capability("second")) {
+    let (first, second) = match (capability("first", &args.first), capability("second", &args.second)) {
         (Ok(first), Ok(second)) => (first, second),
         (Err(e), _) | (_, Err(e)) => return bad_arg(ctx, e),
     };

@@ -9,12 +9,12 @@ use std::{collections::BTreeMap, path::Path};
 use prost_reflect::DynamicMessage;
 
 use super::{
-    CheckDef,
+    Check, CheckDef, CheckFuture,
     stress_support::{
         Volume, controller_has, controller_publish, controller_unpublish, create, delete, left_mounted, mounts_at, node_has,
         node_id, note, publish_request, stage_request, typed_capability, unpublish, unstage,
     },
-    support::capability_arg,
+    support::{OwnCapability, capability_arg},
 };
 use crate::{
     client::RpcError,
@@ -22,34 +22,42 @@ use crate::{
     report::{Finding, Severity},
     suite::{
         answer::rpc_error_finding,
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "node-race",
-        description: "sends the same NodeStageVolume, then the same NodePublishVolume, --stress-calls times at once on node 0: OK or ABORTED each, one mount at each path, and nothing left mounted after unpublish and unstage",
-        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
-        outputs: Vec::new,
-        rpcs: &[
-            "CreateVolume",
-            "ControllerPublishVolume",
-            "NodeStageVolume",
-            "NodePublishVolume",
-            "NodeUnpublishVolume",
-            "NodeUnstageVolume",
-            "ControllerUnpublishVolume",
-            "DeleteVolume",
-        ],
-        holds: &[],
-        demand: |_| CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() },
-        cost: |_| 12,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(node_race(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<NodeRace>()];
+
+struct NodeRace;
+
+impl Check for NodeRace {
+    type Args = OwnCapability;
+    const NAME: &'static str = "node-race";
+    const DESCRIPTION: &'static str = "sends the same NodeStageVolume, then the same NodePublishVolume, --stress-calls times at once on node 0: OK or ABORTED each, one mount at each path, and nothing left mounted after unpublish and unstage";
+    const RPCS: &'static [&'static str] = &[
+        "CreateVolume",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+        "NodeUnpublishVolume",
+        "NodeUnstageVolume",
+        "ControllerUnpublishVolume",
+        "DeleteVolume",
+    ];
+
+    fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() }
+    }
+
+    fn cost(_: &OwnCapability, _: &CheckUse<'_>) -> u64 {
+        12
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckFuture<'_> {
+        Box::pin(node_race(ctx, args))
+    }
+}
 
 /// Requirement: calls racing on one volume are handled gracefully (ABORTED allowed).
 const GRACEFUL: &str = "General.concurrency.graceful";
@@ -119,8 +127,8 @@ fn stacked(ctx: &mut ScenarioCtx, rpc: &str, path: &Path, calls: usize) {
     }
 }
 
-async fn node_race(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = match capability_arg(ctx, &args) {
+async fn node_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args.0) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };

@@ -4,46 +4,59 @@
 use std::collections::BTreeMap;
 
 use super::{
-    CheckDef,
+    Args, ArgReader, Check, CheckDef, CheckFuture,
     list::{CHANGED_WHILE_PAGING, LIST_VOLUMES, list_base, list_page, page_to_end},
-    support::{call_ok, capability_arg, create_volume, int_arg},
+    support::{call_ok, capability_arg, create_volume},
 };
 use crate::{
     proto::{self, v1},
     report::{Finding, Severity},
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec, CheckUse},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
+        vars::Val,
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "volume-pagination",
-        description: "creates its own volumes, pages ListVolumes 2 at a time while deleting and adding one of its own, and checks nothing repeats or goes missing",
-        args: &[ArgSpec { name: "volumes", kind: ArgKind::Int, required: false }],
-        outputs: Vec::new,
-        rpcs: &["CreateVolume", "DeleteVolume", "ListVolumes"],
-        holds: &[],
-        demand,
-        cost: |u| 2 * u.int("volumes").unwrap_or(5).max(0) as u64 + 6,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(volume_pagination(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<VolumePagination>()];
 
-/// Its `volumes` (default 5) and the one it adds.
-fn demand(u: &CheckUse<'_>) -> CheckDemand {
-    let count = u.int("volumes").unwrap_or(5).clamp(3, 100);
-    CheckDemand { volumes: count as u32 + 1, ..CheckDemand::default() }
+struct VolumePagination;
+
+/// Its arguments.
+struct Paging {
+    /// How many volumes of its own, as given (it makes 3 to 100).
+    volumes: i64,
 }
 
-async fn volume_pagination(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let count = match int_arg(&args, "volumes") {
-        Ok(n) => n.unwrap_or(5).clamp(3, 100),
-        Err(e) => return bad_arg(ctx, e),
-    };
-    let capability = match capability_arg(ctx, &args) {
+impl Args for Paging {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        Paging { volumes: a.int("volumes", 5) }
+    }
+}
+
+impl Check for VolumePagination {
+    type Args = Paging;
+    const NAME: &'static str = "volume-pagination";
+    const DESCRIPTION: &'static str = "creates its own volumes, pages ListVolumes 2 at a time while deleting and adding one of its own, and checks nothing repeats or goes missing";
+    const RPCS: &'static [&'static str] = &["CreateVolume", "DeleteVolume", "ListVolumes"];
+
+    /// Its `volumes` and the one it adds.
+    fn demand(args: &Paging, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: args.volumes.clamp(3, 100) as u32 + 1, ..CheckDemand::default() }
+    }
+
+    fn cost(args: &Paging, _: &CheckUse<'_>) -> u64 {
+        2 * args.volumes.max(0) as u64 + 6
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: Paging) -> CheckFuture<'_> {
+        Box::pin(volume_pagination(ctx, args))
+    }
+}
+
+async fn volume_pagination(ctx: &mut ScenarioCtx, args: Paging) -> CheckOutcome {
+    let count = args.volumes.clamp(3, 100);
+    let capability = match capability_arg(ctx, &Val::Null) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };
@@ -55,7 +68,7 @@ async fn volume_pagination(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutco
         }
     }
     let lister = LIST_VOLUMES;
-    let base = list_base(&lister, &args);
+    let base = list_base(&lister, &[]);
     let first = match list_page(ctx, &lister, &base, 2, "").await {
         Ok(p) => p,
         Err(o) => return o,

@@ -3,48 +3,51 @@
 
 use std::{collections::BTreeMap, path::Path};
 
-use super::{
-    CheckDef,
-    support::{int_arg, text_arg},
-};
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture};
 use crate::{
     report::{Finding, Severity},
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
         inspect::{self, PATH_STATES},
         mounted::{self, Seen},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "path-state",
-        description: "inspects a path where the node plugin sees it (its mount namespace): absent, directory, file, exists, mount-point, not-mount-point or read-only-mount; with `group` (a numeric gid), a mount point whose group is that gid, by the path's owner group or the mount's gid= option",
-        args: &[
-            ArgSpec { name: "path", kind: ArgKind::Str, required: true },
-            ArgSpec { name: "is", kind: ArgKind::Choice(PATH_STATES), required: true },
-            ArgSpec { name: "node", kind: ArgKind::Int, required: false },
-            ArgSpec { name: "group", kind: ArgKind::Str, required: false },
-        ],
-        outputs: Vec::new,
-        rpcs: &[],
-        holds: &[],
-        demand: CheckSpec::no_demand,
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(path_state(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<PathState>()];
 
-async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let node = match int_arg(&args, "node") {
-        Ok(n) => n.unwrap_or(0),
-        Err(e) => return bad_arg(ctx, e),
-    };
-    let (Some(path), Some(state)) = (text_arg(&args, "path"), text_arg(&args, "is")) else {
-        return bad_arg(ctx, "path-state needs `path` and `is`".into());
-    };
+struct PathState;
+
+/// Its arguments.
+struct Inspect {
+    /// The path, as the node plugin sees it.
+    path: String,
+    /// The state it must be in (one of `PATH_STATES`).
+    is: String,
+    /// The node endpoint's index.
+    node: i64,
+    /// A numeric gid a mount there must show.
+    group: Option<String>,
+}
+
+impl Args for Inspect {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        Inspect { path: a.str("path"), is: a.choice("is", PATH_STATES), node: a.int("node", 0), group: a.opt_str("group") }
+    }
+}
+
+impl Check for PathState {
+    type Args = Inspect;
+    const NAME: &'static str = "path-state";
+    const DESCRIPTION: &'static str = "inspects a path where the node plugin sees it (its mount namespace): absent, directory, file, exists, mount-point, not-mount-point or read-only-mount; with `group` (a numeric gid), a mount point whose group is that gid, by the path's owner group or the mount's gid= option";
+    const RPCS: &'static [&'static str] = &[];
+
+    fn run(ctx: &mut ScenarioCtx, args: Inspect) -> CheckFuture<'_> {
+        Box::pin(path_state(ctx, args))
+    }
+}
+
+async fn path_state(ctx: &mut ScenarioCtx, args: Inspect) -> CheckOutcome {
+    let Inspect { path, is: state, node, group } = args;
     let Some(inspector) = usize::try_from(node).ok().and_then(|n| ctx.inspector(n)) else {
         return bad_arg(ctx, format!("path-state: the run has no node endpoint {node}"));
     };
@@ -72,7 +75,7 @@ async fn path_state(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
         ctx.fail("path-state", format!("{path} {found}, expected {state}"));
         return CheckOutcome::Stop;
     }
-    let Some(group) = text_arg(&args, "group") else {
+    let Some(group) = group else {
         return CheckOutcome::Done(BTreeMap::new());
     };
     let Ok(gid) = group.trim().parse::<u32>() else {

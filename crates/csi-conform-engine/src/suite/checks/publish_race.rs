@@ -7,42 +7,50 @@
 use std::collections::BTreeMap;
 
 use super::{
-    CheckDef,
+    Check, CheckDef, CheckFuture,
     stress_support::{controller_publish, controller_unpublish, create, delete, extra_leases, node_id, note, typed_capability},
-    support::capability_arg,
+    support::{OwnCapability, capability_arg},
 };
 use crate::{
     report::Severity,
     suite::{
         answer::rpc_error_finding,
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "publish-race",
-        description: "publishes --stress-volumes volumes of its own to node 0 with ControllerPublishVolume calls sent at once (as many as the budgets hold): a publish refused under the overlap and served alone afterwards warns; then unpublishes and deletes them",
-        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
-        outputs: Vec::new,
-        rpcs: &["CreateVolume", "ControllerPublishVolume", "ControllerUnpublishVolume", "DeleteVolume"],
-        holds: &[],
-        // Two volumes at least; the rest are further leases taken when it runs (as many as
-        // fit, up to --stress-volumes).
-        demand: |_| CheckDemand { volumes: 2, publish: vec![2], ..CheckDemand::default() },
-        cost: |_| 16,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(publish_race(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<PublishRace>()];
+
+struct PublishRace;
+
+impl Check for PublishRace {
+    type Args = OwnCapability;
+    const NAME: &'static str = "publish-race";
+    const DESCRIPTION: &'static str = "publishes --stress-volumes volumes of its own to node 0 with ControllerPublishVolume calls sent at once (as many as the budgets hold): a publish refused under the overlap and served alone afterwards warns; then unpublishes and deletes them";
+    const RPCS: &'static [&'static str] = &["CreateVolume", "ControllerPublishVolume", "ControllerUnpublishVolume", "DeleteVolume"];
+
+    /// Two volumes at least; the rest are further leases taken when it runs (as many as
+    /// fit, up to --stress-volumes).
+    fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 2, publish: vec![2], ..CheckDemand::default() }
+    }
+
+    fn cost(_: &OwnCapability, _: &CheckUse<'_>) -> u64 {
+        16
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckFuture<'_> {
+        Box::pin(publish_race(ctx, args))
+    }
+}
 
 /// Requirement: calls racing are handled gracefully (the spec holds a CO to one call in flight
 /// per volume, so calls on different volumes overlap in any CO with several workers).
 const GRACEFUL: &str = "General.concurrency.graceful";
 
-async fn publish_race(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = match capability_arg(ctx, &args) {
+async fn publish_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args.0) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };

@@ -7,39 +7,47 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    CheckDef,
+    Check, CheckDef, CheckFuture,
     node_restart::restart_controller,
     stress_support::{delete, found, listed_volumes, note, volume_id_in},
-    support::{capability_arg, create_request},
+    support::{OwnCapability, capability_arg, create_request},
 };
 use crate::{
     report::Severity,
     suite::{
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg, call_finding},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "restart-create",
-        description: "sends a CreateVolume while the controller plugin is restarted (--restart-controller-cmd), waits for Probe ready (reported), asks again with the same name: one volume, the one any earlier OK named, and no other new volume in ListVolumes",
-        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
-        outputs: Vec::new,
-        rpcs: &["CreateVolume", "ListVolumes", "ControllerGetVolume", "DeleteVolume", "Probe"],
-        holds: &[],
-        demand: |_| CheckDemand { volumes: 1, ..CheckDemand::default() },
-        cost: |_| 8,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(restart_create(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<RestartCreate>()];
+
+struct RestartCreate;
+
+impl Check for RestartCreate {
+    type Args = OwnCapability;
+    const NAME: &'static str = "restart-create";
+    const DESCRIPTION: &'static str = "sends a CreateVolume while the controller plugin is restarted (--restart-controller-cmd), waits for Probe ready (reported), asks again with the same name: one volume, the one any earlier OK named, and no other new volume in ListVolumes";
+    const RPCS: &'static [&'static str] = &["CreateVolume", "ListVolumes", "ControllerGetVolume", "DeleteVolume", "Probe"];
+
+    fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 1, ..CheckDemand::default() }
+    }
+
+    fn cost(_: &OwnCapability, _: &CheckUse<'_>) -> u64 {
+        8
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckFuture<'_> {
+        Box::pin(restart_create(ctx, args))
+    }
+}
 
 /// Requirement: creating an existing, compatible volume again answers OK with that volume.
 const IDEMPOTENT: &str = "CreateVolume.idempotent";
 
-async fn restart_create(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = match capability_arg(ctx, &args) {
+async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args.0) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };

@@ -12,49 +12,57 @@ use std::collections::BTreeMap;
 use prost_reflect::DynamicMessage;
 
 use super::{
-    CheckDef,
+    Check, CheckDef, CheckFuture,
     node_restart::restart_node,
     stress_support::{
         Volume, controller_has, controller_publish, controller_unpublish, create, delete, left_mounted, mounts_at, node_has,
         node_id, note, publish_request, stage_request, typed_capability, unpublish, unstage,
     },
-    support::capability_arg,
+    support::{OwnCapability, capability_arg},
 };
 use crate::{
     fingerprint::{ControllerCapability, NodeCapability},
     report::{Finding, Severity},
     suite::{
         answer::rpc_error_finding,
-        catalog::{ArgKind, ArgSpec, CheckArgs, CheckDemand, CheckSpec},
+        catalog::{CheckDemand, CheckUse},
         ctx::{CheckOutcome, ScenarioCtx, bad_arg},
         marker::{self, Marker, Placement},
     },
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "restart-published",
-        description: "stages and publishes a volume of its own on node 0 with a data marker, restarts the node plugin (--allow-restart-cmd) and waits for Probe ready (reported): the mount and the marker must still be there, and unpublish, publish again, unstage (nothing left mounted), controller unpublish and delete must work",
-        args: &[ArgSpec { name: "capability", kind: ArgKind::Capability, required: false }],
-        outputs: Vec::new,
-        rpcs: &[
-            "CreateVolume",
-            "ControllerPublishVolume",
-            "NodeStageVolume",
-            "NodePublishVolume",
-            "NodeUnpublishVolume",
-            "NodeUnstageVolume",
-            "ControllerUnpublishVolume",
-            "DeleteVolume",
-            "Probe",
-        ],
-        holds: &[],
-        demand: |_| CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() },
-        cost: |_| 14,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(restart_published(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<RestartPublished>()];
+
+struct RestartPublished;
+
+impl Check for RestartPublished {
+    type Args = OwnCapability;
+    const NAME: &'static str = "restart-published";
+    const DESCRIPTION: &'static str = "stages and publishes a volume of its own on node 0 with a data marker, restarts the node plugin (--allow-restart-cmd) and waits for Probe ready (reported): the mount and the marker must still be there, and unpublish, publish again, unstage (nothing left mounted), controller unpublish and delete must work";
+    const RPCS: &'static [&'static str] = &[
+        "CreateVolume",
+        "ControllerPublishVolume",
+        "NodeStageVolume",
+        "NodePublishVolume",
+        "NodeUnpublishVolume",
+        "NodeUnstageVolume",
+        "ControllerUnpublishVolume",
+        "DeleteVolume",
+        "Probe",
+    ];
+
+    fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
+        CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() }
+    }
+
+    fn cost(_: &OwnCapability, _: &CheckUse<'_>) -> u64 {
+        14
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckFuture<'_> {
+        Box::pin(restart_published(ctx, args))
+    }
+}
 
 /// Requirement: with STAGE_UNSTAGE_VOLUME, a volume staged on the node is published from its
 /// staging path.
@@ -86,8 +94,8 @@ async fn after_restart(
     Err(CheckOutcome::Stop)
 }
 
-async fn restart_published(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capability = match capability_arg(ctx, &args) {
+async fn restart_published(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
+    let capability = match capability_arg(ctx, &args.0) {
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };

@@ -1,32 +1,18 @@
-//! What several named checks share: reading their arguments, a call that must answer OK, and
+//! What several named checks share: the capability argument, a call that must answer OK, and
 //! a volume of their own created with the run's size and parameters.
 
 use prost_reflect::DynamicMessage;
 
+use super::{ArgReader, Args};
+
 use crate::{
     proto::{self, v1},
     suite::{
-        catalog::CheckArgs,
         ctx::{CheckOutcome, ScenarioCtx},
         request::message_from_val,
         vars::{FieldPath, Seg, Val},
     },
 };
-
-pub(super) fn int_arg(args: &CheckArgs, name: &str) -> Result<Option<i64>, String> {
-    match args.get(name) {
-        None | Some(Val::Null) => Ok(None),
-        Some(Val::Int(i)) => i64::try_from(*i).map(Some).map_err(|_| format!("argument {name} is out of range")),
-        Some(Val::Str(s)) => {
-            s.trim().parse().map(Some).map_err(|_| format!("argument {name} must be a whole number, not {s:?}"))
-        }
-        Some(other) => Err(format!("argument {name} must be a whole number, not {}", other.describe())),
-    }
-}
-
-pub(super) fn text_arg(args: &CheckArgs, name: &str) -> Option<String> {
-    args.get(name).and_then(Val::to_text)
-}
 
 pub(super) fn path_of(text: &str) -> Vec<Seg> {
     FieldPath::parse(text).map(|p| p.0).unwrap_or_default()
@@ -45,10 +31,22 @@ pub(super) async fn call_ok(
     }
 }
 
-pub(super) fn capability_arg(ctx: &ScenarioCtx, args: &CheckArgs) -> Result<DynamicMessage, String> {
-    let value = match args.get("capability") {
-        None | Some(Val::Null) => ctx.vars.get("capability").cloned().unwrap_or(Val::Null),
-        Some(v) => v.clone(),
+/// The arguments of a check whose only one is an optional `capability` (its volumes'; the
+/// run's `${capability}` when not given): `type Args = OwnCapability;`, then
+/// `capability_arg(ctx, &args.0)`.
+pub(super) struct OwnCapability(pub(super) Val);
+
+impl Args for OwnCapability {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        OwnCapability(a.capability("capability", false))
+    }
+}
+
+/// The VolumeCapability of a `capability` argument as given (Null: the run's `${capability}`).
+pub(super) fn capability_arg(ctx: &ScenarioCtx, given: &Val) -> Result<DynamicMessage, String> {
+    let value = match given {
+        Val::Null => ctx.vars.get("capability").cloned().unwrap_or(Val::Null),
+        v => v.clone(),
     };
     let desc = proto::message("VolumeCapability").expect("VolumeCapability is in the pool");
     message_from_val(&desc, &value).map_err(|e| format!("argument capability: {e}"))

@@ -3,37 +3,60 @@
 
 use std::collections::BTreeMap;
 
-use super::{CheckDef, confirm};
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture, confirm};
 use crate::suite::{
-    catalog::{ArgKind, ArgSpec, CheckArgs, CheckSpec},
     ctx::{CheckOutcome, ScenarioCtx, bad_arg},
     vars::{Ty, Val},
 };
 
-pub(super) static CHECK: CheckDef = CheckDef {
-    spec: CheckSpec {
-        name: "vvc-reconcile",
-        description: "sends ValidateVolumeCapabilities and reconciles the answer with the request: unconfirmed / incomplete-confirmation warn, mismatched-confirmation / dropped-field fail; saves verdict",
-        args: &[
-            confirm::VALIDATE_ARGS[0],
-            ArgSpec { name: "capabilities", kind: ArgKind::Capabilities, required: true },
-            confirm::VALIDATE_ARGS[1],
-            confirm::VALIDATE_ARGS[2],
-            confirm::VALIDATE_ARGS[3],
-        ],
-        outputs: || vec![("verdict", Ty::Scalar)],
-        rpcs: &["ValidateVolumeCapabilities"],
-        holds: &[],
-        demand: CheckSpec::no_demand,
-        cost: CheckSpec::few_rpcs,
-        orchestrated: false,
-    },
-    run: |ctx, args| Box::pin(vvc_reconcile(ctx, args)),
-};
+pub(super) const CHECKS: &[CheckDef] = &[CheckDef::of::<VvcReconcile>()];
 
-async fn vvc_reconcile(ctx: &mut ScenarioCtx, args: CheckArgs) -> CheckOutcome {
-    let capabilities = args.get("capabilities").cloned().unwrap_or(Val::Null);
-    let request = match confirm::request(&args, capabilities) {
+struct VvcReconcile;
+
+/// Its arguments: the request's fields, as given.
+struct Request {
+    volume_id: String,
+    capabilities: Val,
+    volume_context: Val,
+    parameters: Val,
+    mutable_parameters: Val,
+}
+
+impl Args for Request {
+    fn read(a: &mut ArgReader<'_>) -> Self {
+        Request {
+            volume_id: a.str("volume_id"),
+            capabilities: a.capabilities("capabilities"),
+            volume_context: a.map("volume_context"),
+            parameters: a.map("parameters"),
+            mutable_parameters: a.map("mutable_parameters"),
+        }
+    }
+}
+
+impl Check for VvcReconcile {
+    type Args = Request;
+    const NAME: &'static str = "vvc-reconcile";
+    const DESCRIPTION: &'static str = "sends ValidateVolumeCapabilities and reconciles the answer with the request: unconfirmed / incomplete-confirmation warn, mismatched-confirmation / dropped-field fail; saves verdict";
+    const RPCS: &'static [&'static str] = &["ValidateVolumeCapabilities"];
+
+    fn outputs() -> Vec<(&'static str, Ty)> {
+        vec![("verdict", Ty::Scalar)]
+    }
+
+    fn run(ctx: &mut ScenarioCtx, args: Request) -> CheckFuture<'_> {
+        Box::pin(vvc_reconcile(ctx, args))
+    }
+}
+
+async fn vvc_reconcile(ctx: &mut ScenarioCtx, args: Request) -> CheckOutcome {
+    let given = BTreeMap::from([
+        ("volume_id".to_owned(), Val::Str(args.volume_id)),
+        ("volume_context".to_owned(), args.volume_context),
+        ("parameters".to_owned(), args.parameters),
+        ("mutable_parameters".to_owned(), args.mutable_parameters),
+    ]);
+    let request = match confirm::request(&given, args.capabilities) {
         Ok(r) => r,
         Err(e) => return bad_arg(ctx, e),
     };

@@ -498,7 +498,7 @@ impl Loader<'_> {
             return None;
         };
         let what = format!("check {}", def.name);
-        let args = self.step_args(&what, def.args, fields.get("args"), name_node.pos, scope);
+        let args = self.step_args(&what, &(def.args)(), fields.get("args"), name_node.pos, scope);
         let outputs = Ty::Record((def.outputs)().into_iter().collect());
         let save = fields.get("save").map(|n| self.saves(n, &outputs, scope)).unwrap_or_default();
         Some(CheckStep { check: def, args, save })

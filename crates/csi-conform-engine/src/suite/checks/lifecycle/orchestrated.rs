@@ -18,22 +18,19 @@ use crate::orchestrator::{TopologyMatch, ids, paths::Use, validate};
 pub(super) const MAX_VOLUMES: usize = 4;
 
 /// The `volumes` argument: 1 by default; more only in an orchestrator instance.
-pub(super) fn volumes_arg(ctx: &ScenarioCtx, args: &CheckArgs) -> Result<usize, String> {
-    match args.get("volumes") {
-        None | Some(Val::Null) => Ok(1),
-        Some(Val::Int(n)) if (1..=MAX_VOLUMES as i128).contains(n) => {
-            if *n > 1 && ctx.pattern().is_none() {
+pub(super) fn volumes_arg(ctx: &ScenarioCtx, volumes: i64) -> Result<usize, String> {
+    match volumes {
+        n if (1..=MAX_VOLUMES as i64).contains(&n) => {
+            if n > 1 && ctx.pattern().is_none() {
                 return Err(format!(
                     "volumes above 1 runs only as an orchestrator instance (tag the scenario {} and run with \
                      --orchestrator)",
                     crate::suite::model::ORCHESTRATOR_ONLY
                 ));
             }
-            Ok(*n as usize)
+            Ok(n as usize)
         }
-        Some(other) => {
-            Err(format!("argument volumes must be 1 to {MAX_VOLUMES}, not {}", other.to_text().unwrap_or_default()))
-        }
+        other => Err(format!("argument volumes must be 1 to {MAX_VOLUMES}, not {other}")),
     }
 }
 

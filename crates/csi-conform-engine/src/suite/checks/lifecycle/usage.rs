@@ -13,8 +13,8 @@ const ONCE_PER_NODE: &str = "NodeStageVolume.stage-before-publish";
 
 /// The `second_usage` argument: false by default; true only in an orchestrator instance and
 /// with an access mode that lets a node publish the volume at two targets.
-pub(super) fn second_usage_arg(ctx: &ScenarioCtx, args: &CheckArgs, mode: AccessMode) -> Result<bool, String> {
-    if !bool_arg(args, "second_usage")? {
+pub(super) fn second_usage_arg(ctx: &ScenarioCtx, second_usage: bool, mode: AccessMode) -> Result<bool, String> {
+    if !second_usage {
         return Ok(false);
     }
     if ctx.pattern().is_none() {
