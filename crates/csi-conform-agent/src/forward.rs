@@ -25,7 +25,7 @@ use tonic::{
 
 use super::{
     lease::{Lease, Work},
-    service::NodeView,
+    node::NodeView,
 };
 use crate::proto::v1;
 

@@ -14,7 +14,7 @@ use std::{
 
 use tokio::{sync::Notify, time::Instant};
 
-use super::service::NodeView;
+use super::node::NodeView;
 use crate::{marker, proto::v1};
 
 /// One piece of node-side work the run did through the agent.

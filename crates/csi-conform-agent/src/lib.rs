@@ -12,6 +12,7 @@ use std::{path::PathBuf, time::Duration};
 pub mod client;
 pub mod forward;
 pub mod lease;
+pub mod node;
 pub mod service;
 pub mod tls;
 
