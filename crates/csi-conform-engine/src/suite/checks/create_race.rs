@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
     Check, CheckDef, CheckFuture,
-    stress_support::{delete, found, listed_volumes, note, volume_id_in},
+    stress_support::{delete, ghosts_seen_twice, listed_volumes, note, volume_id_in},
     support::{OwnCapability, capability_arg, create_request},
 };
 use crate::{
@@ -141,27 +141,12 @@ async fn create_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome
     }
     // Nothing else new in the listing: the scenario holds the volumes exclusively, so a
     // volume listed now and not before, that no answer named, came of this race.
-    let Some(before) = before else { return CheckOutcome::Done(BTreeMap::new()) };
     let known: BTreeSet<String> = named.keys().cloned().chain(alone).collect();
-    let after = match listed_volumes(ctx).await {
-        Ok(listed) => listed.unwrap_or_default(),
+    let confirmed = match ghosts_seen_twice(ctx, before, &known).await {
+        Ok(confirmed) => confirmed,
         Err(outcome) => return outcome,
     };
-    let before: BTreeSet<String> = before.into_iter().collect();
-    for ghost in after.into_iter().filter(|id| !before.contains(id) && !known.contains(id)).collect::<BTreeSet<_>>() {
-        // A second witness before blaming: ControllerGetVolume where the plugin has it, or
-        // a second listing where it has not.
-        let seen_again = match found(ctx, &ghost).await {
-            Some(found) => found,
-            None => match listed_volumes(ctx).await {
-                Ok(listed) => listed.unwrap_or_default().contains(&ghost),
-                Err(outcome) => return outcome,
-            },
-        };
-        if !seen_again {
-            tracing::info!(volume = ghost, "a volume listed once after the race was not seen again: no verdict");
-            continue;
-        }
+    for ghost in confirmed {
         let message = format!(
             "after {calls} identical CreateVolume calls sent at once, the plugin holds volume {ghost}, which no answer named \
              and which was not there before (listed by ListVolumes and seen again): CreateVolume MUST be idempotent, one \

@@ -11,7 +11,7 @@ use prost_reflect::DynamicMessage;
 use super::{
     Check, CheckDef, CheckFuture,
     stress_support::{
-        Volume, controller_has, controller_publish, controller_unpublish, create, delete, extra_leases, found,
+        Volume, controller_has, controller_publish, controller_unpublish, create, delete, extra_leases, ghosts_seen_twice,
         listed_volumes, node_has, node_id, note, publish_request, stage_request, typed_capability, unpublish, unstage,
         worker,
     },
@@ -234,23 +234,11 @@ async fn ghosts(
     volumes: usize,
     workers: usize,
 ) -> CheckOutcome {
-    let Some(before) = before else { return CheckOutcome::Done(BTreeMap::new()) };
-    let before: BTreeSet<String> = before.into_iter().collect();
-    let after = match listed_volumes(ctx).await {
-        Ok(listed) => listed.unwrap_or_default(),
+    let confirmed = match ghosts_seen_twice(ctx, before, known).await {
+        Ok(confirmed) => confirmed,
         Err(outcome) => return outcome,
     };
-    for ghost in after.into_iter().filter(|id| !before.contains(id) && !known.contains(id)).collect::<BTreeSet<_>>() {
-        let seen_again = match found(ctx, &ghost).await {
-            Some(found) => found,
-            None => match listed_volumes(ctx).await {
-                Ok(listed) => listed.unwrap_or_default().contains(&ghost),
-                Err(outcome) => return outcome,
-            },
-        };
-        if !seen_again {
-            continue;
-        }
+    for ghost in confirmed {
         let mut f = Finding::new(
             Severity::Warn,
             "ghost-volume",

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{
     Check, CheckDef, CheckFuture,
     node_restart::restart_controller,
-    stress_support::{delete, found, listed_volumes, note, volume_id_in},
+    stress_support::{delete, ghosts_seen_twice, listed_volumes, note, volume_id_in},
     support::{OwnCapability, capability_arg, create_request},
 };
 use crate::{
@@ -100,24 +100,12 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
         ctx.push(f);
         return CheckOutcome::Done(BTreeMap::new());
     }
-    let Some(before) = before else { return CheckOutcome::Done(BTreeMap::new()) };
     let known: BTreeSet<String> = first.into_iter().chain(again).collect();
-    let before: BTreeSet<String> = before.into_iter().collect();
-    let after = match listed_volumes(ctx).await {
-        Ok(listed) => listed.unwrap_or_default(),
+    let confirmed = match ghosts_seen_twice(ctx, before, &known).await {
+        Ok(confirmed) => confirmed,
         Err(outcome) => return outcome,
     };
-    for ghost in after.into_iter().filter(|id| !before.contains(id) && !known.contains(id)).collect::<BTreeSet<_>>() {
-        let seen_again = match found(ctx, &ghost).await {
-            Some(found) => found,
-            None => match listed_volumes(ctx).await {
-                Ok(listed) => listed.unwrap_or_default().contains(&ghost),
-                Err(outcome) => return outcome,
-            },
-        };
-        if !seen_again {
-            continue;
-        }
+    for ghost in confirmed {
         let message = format!(
             "a CreateVolume sent while the controller plugin restarted, asked again after it, leaves volume {ghost} beside \
              the one the answer named ({}): one name, one volume; CreateVolume MUST be idempotent (#createvolume); it is \

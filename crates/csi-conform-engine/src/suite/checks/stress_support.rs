@@ -242,6 +242,34 @@ pub(super) async fn found(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<bool
     }
 }
 
+/// Volumes the plugin lists now that it did not list `before` and that no answer named
+/// (`known`), each seen a second time before it counts: ControllerGetVolume where the plugin
+/// has it and the run believes it, a second listing where not. A volume listed once and not
+/// seen again earns no verdict (never blame on one witness). Empty when `before` was not
+/// taken (the plugin does not list volumes).
+pub(super) async fn ghosts_seen_twice(
+    ctx: &mut ScenarioCtx,
+    before: Option<Vec<String>>,
+    known: &std::collections::BTreeSet<String>,
+) -> Result<Vec<String>, CheckOutcome> {
+    let Some(before) = before else { return Ok(Vec::new()) };
+    let before: std::collections::BTreeSet<String> = before.into_iter().collect();
+    let after = listed_volumes(ctx).await?.unwrap_or_default();
+    let mut confirmed = Vec::new();
+    for ghost in after.into_iter().filter(|id| !before.contains(id) && !known.contains(id)).collect::<std::collections::BTreeSet<_>>() {
+        let seen_again = match found(ctx, &ghost).await {
+            Some(found) => found,
+            None => listed_volumes(ctx).await?.unwrap_or_default().contains(&ghost),
+        };
+        if seen_again {
+            confirmed.push(ghost);
+        } else {
+            tracing::info!(volume = ghost, "a volume listed once was not seen again: no verdict");
+        }
+    }
+    Ok(confirmed)
+}
+
 /// The volume id at `volume.volume_id` of a response, if any.
 pub(super) fn volume_id_in(response: &DynamicMessage) -> Option<String> {
     Val::from_message(response).get(&path_of("volume.volume_id")).ok().and_then(|v| v.to_text()).filter(|s| !s.is_empty())
