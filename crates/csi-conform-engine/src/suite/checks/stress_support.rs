@@ -275,10 +275,20 @@ pub(super) fn volume_id_in(response: &DynamicMessage) -> Option<String> {
     Val::from_message(response).get(&path_of("volume.volume_id")).ok().and_then(|v| v.to_text()).filter(|s| !s.is_empty())
 }
 
-/// The mounts at exactly `path` on node 0 (`None`: the mount table cannot be read here).
-pub(super) fn mounts_at(ctx: &ScenarioCtx, path: &Path) -> Option<usize> {
+/// The mounts at exactly `path` on node 0, as both witnesses see them (the mount table and
+/// the path itself, `suite::mounted`): `None` when the mount table cannot be read here, or
+/// when the two disagree, which files the inconclusive finding that says so and earns no
+/// verdict on one witness's word.
+pub(super) fn mounts_at(ctx: &mut ScenarioCtx, path: &Path) -> Option<usize> {
     let inspector = ctx.inspector(0)?;
-    inspector.mounts_at(path).ok().flatten().map(|m| m.len())
+    match crate::suite::mounted::mounts_at(ctx, &inspector, path) {
+        Ok(Some(crate::suite::mounted::Seen::Agreed(stacked))) => Some(stacked.len()),
+        Ok(Some(crate::suite::mounted::Seen::Disagree(f))) => {
+            ctx.push(*f);
+            None
+        }
+        Ok(None) | Err(_) => None,
+    }
 }
 
 /// Something still mounted at `path` after `rpc` answered OK: it did not undo what was done
