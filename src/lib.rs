@@ -4,6 +4,7 @@
 //! compiler enforces (`crates/`); this crate re-exports every module under its old path and
 //! adds the `csi-conform` binary's thin layer (see `src/main.rs` and [`cli`]).
 
+pub mod bundled;
 pub mod cli;
 pub mod compat;
 

@@ -111,6 +111,7 @@ pub(super) fn run_config(args: &RunArgs, scrubber: &Scrubber) -> Result<suite::R
         }
         config.restart_cmd = Some(command.clone());
         config.options.insert("restart".to_owned());
+        config.options.insert("restart_node".to_owned());
     }
     if let Some(command) = &args.restart_controller_cmd {
         if command.trim().is_empty() {
@@ -176,61 +177,6 @@ pub(super) fn random_seed() -> u64 {
     RandomState::new().hash_one(std::time::SystemTime::now())
 }
 
-/// The reference plugins started for a run that names no endpoint.
-pub(super) struct LocalReference {
-    handles: Vec<crate::reference::ReferenceHandle>,
-    /// Sockets and state; removed when the run ends.
-    dir: tempfile::TempDir,
-}
-
-impl LocalReference {
-    async fn shutdown(self) {
-        for handle in self.handles {
-            if let Err(e) = handle.shutdown().await {
-                tracing::warn!("the reference plugin did not stop cleanly: {e}");
-            }
-        }
-    }
-}
-
-/// How many node plugins a run without an endpoint gets: enough for the two-node scenarios.
-pub(super) const REFERENCE_NODES: usize = 2;
-
-/// Starts the bundled reference plugin as an orchestrator would see a small cluster: one
-/// controller (which is also node 1) and a second node plugin, sharing a temporary state
-/// directory. Returns the plugins and the endpoints by role.
-/// `spec_version` is the version it speaks (`--spec-version`; v1.13 when `None`).
-pub(super) async fn start_reference(
-    spec_version: Option<crate::version::SpecVersion>,
-) -> Result<(LocalReference, Targets), CliError> {
-    let dir = crate::reference::scratch_dir()
-        .map_err(|e| CliError::usage(format!("cannot make a directory for the reference plugin: {e}")))?;
-    let state_dir = dir.path().join("state");
-    let mut local = LocalReference { handles: Vec::new(), dir };
-    let mut nodes = Vec::new();
-    for n in 1..=REFERENCE_NODES {
-        let socket = if n == 1 { "csi.sock".to_owned() } else { format!("node-{n}.sock") };
-        let endpoint = Endpoint::Unix(local.dir.path().join(socket));
-        let config = crate::reference::Config {
-            node_id: format!("csi-conform-node-{n}"),
-            mode: if n == 1 { crate::reference::Mode::All } else { crate::reference::Mode::NodeOnly },
-            state_dir: Some(state_dir.clone()),
-            spec_version: spec_version.unwrap_or_default(),
-            ..crate::reference::Config::default()
-        };
-        match crate::reference::spawn(config, &endpoint.to_string()).await {
-            Ok(handle) => local.handles.push(handle),
-            Err(e) => {
-                local.shutdown().await;
-                return Err(CliError::usage(e));
-            }
-        }
-        nodes.push(endpoint);
-    }
-    let targets = Targets::resolve(None, nodes.first().cloned(), nodes);
-    Ok((local, targets))
-}
-
 /// What the journal at `path` still lists on any of `endpoints` (as a session checks).
 pub(super) fn leftovers_on(path: &Path, endpoints: &[String]) -> Result<Vec<(String, journal::Outstanding)>, CliError> {
     crate::session::leftovers_on(path, endpoints).map_err(CliError::usage)
@@ -278,10 +224,13 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
     };
     let mut local = None;
     if targets.is_empty() {
-        let (reference, started) = start_reference(args.spec.spec_version).await?;
+        let (reference, started) = crate::bundled::Bundled::start(args.spec.spec_version, &[]).await.map_err(CliError::usage)?;
         let nodes: Vec<String> = started.nodes.iter().map(ToString::to_string).collect();
         eprintln!("no --endpoint: testing the bundled reference plugin (controller and {} nodes: {})", nodes.len(), nodes.join(", "));
         targets = started;
+        // The run restarts it itself where a scenario restarts the plugin and no command
+        // is given.
+        config.restart_in_process(reference.clone());
         local = Some(reference);
     }
     let session = Session {

@@ -1,17 +1,18 @@
 //! The opt-in `stress` and `disruption` suites (issue 29): the reference plugin passes both at
-//! `--jobs` 1 and 32 with the same verdicts and nothing left on it; each concurrency or
-//! lost-node quirk is one named finding, in its own scenario, at its level, and nowhere else.
+//! `--jobs` 1 and 32 with the same verdicts and nothing left on it, restarted in-process by the
+//! run where a scenario restarts it; each concurrency, restart or lost-node quirk is one named
+//! finding, in its own scenario, at its level, and nowhere else.
 
 use std::collections::BTreeMap;
 
 use csi_conform::{
     proto::v1,
-    reference::{Config, Quirk},
+    reference::Quirk,
     report::{RunReport, Severity},
     suite::{self, RunConfig, Suite},
 };
 
-use crate::support::{TestPlugin, engine_plugin};
+use csi_conform::{bundled::Bundled, client::ClientOptions, session::connect_and_fingerprint};
 
 /// Each quirk of issue 29, the scenario that catches it, the finding's kind and its level.
 pub const QUIRKS: &[(Quirk, &str, &str, Severity)] = &[
@@ -25,17 +26,22 @@ fn opt_in() -> Vec<Suite> {
     suite::OPT_IN.iter().map(|(name, _)| suite::opt_in_suite(name).expect("an opt-in suite").expect("it loads")).collect()
 }
 
-/// A run of both opt-in suites against a fresh reference plugin with `quirks`; asserts that
-/// nothing is left on the plugin afterwards.
+/// A run of both opt-in suites against a fresh bundled reference plugin with `quirks`, as a
+/// run without an endpoint starts it, and restarts it in-process (no restart command);
+/// asserts that nothing is left on the plugin afterwards.
 async fn run(quirks: &[Quirk], jobs: usize) -> RunReport {
-    let plugin = TestPlugin::start(Config { quirks: quirks.iter().copied().collect(), ..Config::default() }).await;
-    let engine = engine_plugin(&plugin).await;
+    let (bundled, targets) = Bundled::start(None, quirks).await.unwrap();
+    let (connections, fingerprint) = connect_and_fingerprint(&targets, &ClientOptions::default(), None).await.unwrap();
+    let engine = suite::Plugin { controller: connections.controller.clone(), nodes: connections.nodes, fingerprint };
     let work = tempfile::tempdir().unwrap();
-    let config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), ..RunConfig::default() };
+    let mut config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), ..RunConfig::default() };
+    config.restart_in_process(bundled.clone());
     let report = suite::run(&engine, &opt_in(), &config).await;
-    let left = plugin.controller().list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner();
+    let controller = connections.controller.unwrap();
+    let left = controller.controller().list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner();
     assert!(left.entries.is_empty(), "{quirks:?} at --jobs {jobs} left {:?}", left.entries);
     assert!(csi_conform::mounts::mounts_under(work.path()).is_empty(), "{quirks:?}: mounts left under the work dir");
+    bundled.shutdown().await;
     report
 }
 
@@ -61,16 +67,15 @@ async fn the_reference_plugin_passes_both_suites_at_any_jobs_and_leaves_nothing(
         assert!(verdicts(report).is_empty(), "{:#?}", verdicts(report));
         let ran = outcomes(report);
         // Every scenario of both suites ran and passed (the reference plugin has every
-        // capability they need), but the restarts, which need their commands.
+        // capability they need), the restarts too: the run restarts the bundled plugin
+        // in-process, with no command, and reports how long it took to answer Probe ready.
         let all: usize = opt_in().iter().map(|s| s.scenarios().len()).sum();
         assert_eq!(ran.len(), all, "{ran:#?}");
-        let restarts =
-            [("disruption.restart.while-published", "--allow-restart-cmd"), ("disruption.restart.controller-during-create", "--restart-controller-cmd")];
-        let skipped = |id: &String| restarts.iter().any(|(r, _)| r == id);
-        assert!(ran.iter().all(|(id, o)| *o == if skipped(id) { Severity::Skip } else { Severity::Pass }), "{ran:#?}");
-        for (id, flag) in restarts {
-            let why = report.scenario(id).unwrap().skip_reason.clone().unwrap_or_default();
-            assert!(why.contains(flag), "{id}: {why}");
+        assert!(ran.values().all(|o| *o == Severity::Pass), "{ran:#?}");
+        for (id, who) in [("disruption.restart.while-published", "node"), ("disruption.restart.controller-during-create", "controller")] {
+            let notes: Vec<&str> = report.scenario(id).unwrap().findings.iter().map(|f| f.message.as_str()).collect();
+            let ready = format!("the {who} plugin answered Probe ready");
+            assert!(notes.iter().any(|n| n.contains(&ready) && n.contains("in-process")), "{id}: {notes:#?}");
         }
     }
     assert_eq!(outcomes(&one), outcomes(&many));
@@ -93,6 +98,33 @@ async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
     }
 }
 
+/// The restart quirks, caught by the run's in-process restart of the bundled plugin (no
+/// command): a node plugin that forgets its stagings on start fails the publish after the
+/// restart; a controller that forgets its names makes a second volume for the CreateVolume
+/// asked again. Each one finding, in its scenario, at its level, naming its rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_restart_quirk_is_caught_by_the_in_process_restart_of_the_bundled_plugin() {
+    let report = run(&[Quirk::RestartLosesStaging], 8).await;
+    let f = report.scenario("disruption.restart.while-published").unwrap().findings.iter().find(|f| f.kind == "restart-lost-state");
+    assert_eq!(
+        verdicts(&report),
+        [("disruption.restart.while-published".to_owned(), "restart-lost-state".to_owned(), Severity::Fail)],
+        "{f:#?}"
+    );
+    assert_eq!(f.unwrap().requirements, ["NodeStageVolume.stage-before-publish"]);
+
+    let report = run(&[Quirk::RestartForgetsNames], 8).await;
+    let found = verdicts(&report);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (scenario, kind, severity) = &found[0];
+    assert_eq!((scenario.as_str(), *severity), ("disruption.restart.controller-during-create", Severity::Fail));
+    // An OK before the restart and another volume after it, or an answer lost with the
+    // server and a second volume listed: the one rule either way.
+    assert!(["duplicate-volume", "ghost-volume"].contains(&kind.as_str()), "{kind}");
+    let f = report.scenario(scenario).unwrap().findings.iter().find(|f| &f.kind == kind).unwrap();
+    assert_eq!(f.requirements, ["CreateVolume.idempotent"]);
+}
+
 /// A plugin that serialises its calls and answers ABORTED to a call on a busy volume is
 /// within the spec (#concurrency): no verdict anywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +134,7 @@ async fn aborted_for_a_busy_volume_is_no_verdict() {
 }
 
 /// `--suite stress --suite disruption` names the opt-in suites (no such files here); the run
-/// of the bundled plugin passes, and the calls raced to make one thing leave no entry of the
+/// of the bundled plugin passes (its restarts done in-process), and the calls raced to make one thing leave no entry of the
 /// journal in doubt (each fork's record of the same volume is one resource).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
@@ -112,7 +144,8 @@ async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
     let out = crate::support::csi_conform(&args, cwd.path()).await;
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("7 scenarios") && stdout.contains("5 passed") && stdout.contains("2 skipped"), "{stdout}");
+    // Every scenario runs: the run restarts the bundled plugin itself, with no command.
+    assert!(stdout.contains("7 scenarios") && stdout.contains("7 passed") && stdout.contains("0 skipped"), "{stdout}");
     assert!(!stdout.contains("in doubt") && !stderr.contains("in doubt"), "{stdout}\n{stderr}");
     // A default run has neither.
     let out = crate::support::csi_conform(&["list"], cwd.path()).await;

@@ -138,7 +138,7 @@ fn suite_and_scenario_keys_are_checked() {
             "suite: t\ntitle: T\nscenarios:\n  - id: s\n    title: S\n    requires_option: attach\n    requires_nodes: two\n    steps: [{ call: Probe }]\n"
         ),
         [
-            "t.yaml:6:22: unknown option \"attach\"; known options: attach_limit, restart, restart_controller",
+            "t.yaml:6:22: unknown option \"attach\"; known options: attach_limit, restart, restart_node, restart_controller",
             "t.yaml:7:21: requires_nodes must be a whole number of at least 1, not \"two\"",
         ]
     );

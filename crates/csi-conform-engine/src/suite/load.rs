@@ -28,9 +28,10 @@ use steps::describe_value;
 pub use super::error::{LoadError, LoadErrors};
 
 /// The opt-ins a scenario can require, with the command-line flag that enables each.
-pub const OPTIONS: [(&str, &str); 3] = [
+pub const OPTIONS: [(&str, &str); 4] = [
     ("attach_limit", "--test-node-volume-attach-limit"),
     ("restart", "--allow-restart-cmd"),
+    ("restart_node", "--restart-node-cmd"),
     ("restart_controller", "--restart-controller-cmd"),
 ];
 

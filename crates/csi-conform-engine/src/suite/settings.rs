@@ -138,6 +138,9 @@ pub struct RunConfig {
     /// `--restart-controller-cmd`: the shell command that restarts the controller plugin
     /// (enables the `restart_controller` opt-in).
     pub restart_controller_cmd: Option<String>,
+    /// The plugin the run started itself (the bundled reference plugin), which it restarts
+    /// in-process where no restart command is given ([`RunConfig::restart_in_process`]).
+    pub in_process_restart: Option<Arc<dyn Restarter>>,
     /// Hears of scenarios starting and finishing (the console's progress display).
     pub progress: Option<Arc<dyn Progress>>,
     /// `--existing-volume` and the settings file's `existing-volumes`: volumes the run did
@@ -157,6 +160,34 @@ pub struct RunConfig {
     /// `--stress-workers`, `--stress-volumes`, `--stress-calls`: how big the opt-in `stress`
     /// and `disruption` suites are (each bounded again by the run's budgets when it runs).
     pub stress: StressSize,
+}
+
+/// What [`Restarter`] answers: done (the new server listens), or why not.
+pub type Restarting<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// Restarts a plugin the run started itself (the bundled reference plugin, served in-process
+/// when no endpoint is given), as a process restart would: its server stopped and started
+/// again on the same socket and state directory, so that what it kept in memory is lost
+/// while its state on disk and the kernel's mounts stay.
+pub trait Restarter: Send + Sync + fmt::Debug {
+    /// Restarts the plugin serving node endpoint `index` (node 0 first); returns once the
+    /// new one listens.
+    fn restart_node(&self, index: usize) -> Restarting<'_>;
+    /// Restarts the plugin serving the controller endpoint; returns once the new one listens.
+    fn restart_controller(&self) -> Restarting<'_>;
+}
+
+impl RunConfig {
+    /// Lets the run restart the plugin itself with `restarter` where no restart command is
+    /// given: enables the disruption suite's node and controller restarts (the opt-ins
+    /// `restart_node` and `restart_controller`). Not the `lifecycle` suite's restart between
+    /// stage and publish (`restart`), which stays with `--allow-restart-cmd`, so that the
+    /// default run of the bundled plugin is the same with or without it.
+    pub fn restart_in_process(&mut self, restarter: Arc<dyn Restarter>) {
+        self.in_process_restart = Some(restarter);
+        self.options.insert("restart_node".to_owned());
+        self.options.insert("restart_controller".to_owned());
+    }
 }
 
 /// The size of the `stress` suite's scenarios. The defaults finish in seconds against the
@@ -261,6 +292,7 @@ impl Default for RunConfig {
             mount_check: MountCheck::Auto,
             restart_cmd: None,
             restart_controller_cmd: None,
+            in_process_restart: None,
             progress: None,
             existing_volumes: Vec::new(),
             existing_writable: false,
@@ -350,6 +382,7 @@ impl fmt::Debug for RunConfig {
             .field("mount_check", &self.mount_check)
             .field("restart_cmd", &self.restart_cmd)
             .field("restart_controller_cmd", &self.restart_controller_cmd)
+            .field("in_process_restart", &self.in_process_restart)
             .field("stress", &self.stress)
             .field("progress", &self.progress.is_some())
             .finish()

@@ -1,5 +1,5 @@
 //! The `restart-create` check: a CreateVolume sent while the controller plugin is restarted
-//! (`--restart-controller-cmd`), so that its answer may never come, then the same request
+//! (`--restart-controller-cmd`, or in-process for the bundled plugin), so that its answer may never come, then the same request
 //! asked again once the plugin answers Probe ready, as a CO does with a call in doubt
 //! (#timeouts: "the CO MAY retry"; the plugin must pick up where it left off). One volume
 //! for the name, and no other new one in the listing.
@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
     Check, CheckDef, CheckFuture,
-    node_restart::restart_controller,
+    node_restart::{can_restart_controller, restart_controller},
     stress_support::{delete, ghosts_seen_twice, listed_volumes, note, volume_id_in},
     support::{OwnCapability, capability_arg, create_request},
 };
@@ -27,7 +27,7 @@ struct RestartCreate;
 impl Check for RestartCreate {
     type Args = OwnCapability;
     const NAME: &'static str = "restart-create";
-    const DESCRIPTION: &'static str = "sends a CreateVolume while the controller plugin is restarted (--restart-controller-cmd), waits for Probe ready (reported), asks again with the same name: one volume, the one any earlier OK named, and no other new volume in ListVolumes";
+    const DESCRIPTION: &'static str = "sends a CreateVolume while the controller plugin is restarted (--restart-controller-cmd, or in-process for the bundled plugin), waits for Probe ready (reported), asks again with the same name: one volume, the one any earlier OK named, and no other new volume in ListVolumes";
     const RPCS: &'static [&'static str] = &["CreateVolume", "ListVolumes", "ControllerGetVolume", "DeleteVolume", "Probe"];
 
     fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
@@ -51,7 +51,7 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };
-    if ctx.config().restart_controller_cmd.is_none() {
+    if !can_restart_controller(ctx) {
         return CheckOutcome::Skip("restarting the controller plugin needs --restart-controller-cmd".into());
     }
     let before = match listed_volumes(ctx).await {
@@ -70,8 +70,8 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
         tokio::join!(create, restart)
     };
     ctx.absorb(fork);
-    let took = match restarted {
-        Ok(took) => took,
+    let restarted = match restarted {
+        Ok(restarted) => restarted,
         Err(outcome) => return outcome,
     };
     let first = match &first {
@@ -81,7 +81,7 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
             None
         }
     };
-    note(ctx, format!("the controller plugin answered Probe ready {} after the restart command returned", crate::client::human_duration(took)));
+    note(ctx, restarted.note("controller"));
     let again = match ctx.call("CreateVolume", request.clone(), None).await {
         Ok(response) => volume_id_in(&response),
         Err(e) => return ctx.call_failed(&e, &request, "OK (the same CreateVolume, asked again after the restart)"),

@@ -1,6 +1,6 @@
 //! The `restart-published` check: a volume of its own staged and published on node 0 with a
 //! data marker in it, then the node plugin restarted (`--allow-restart-cmd`, also spelled
-//! `--restart-node-cmd`), as an orchestrator meets it when a node plugin is upgraded or
+//! `--restart-node-cmd`; in-process for the bundled plugin), as an orchestrator meets it when a node plugin is upgraded or
 //! crashes (nomad#13028, nomad#25813; the kubelet reconstructs its mounts after a restart).
 //! The publication must still be there (the mount, and the marker read back), and the volume
 //! must still be unpublished, published again (a workload started again), unstaged with
@@ -38,7 +38,7 @@ struct RestartPublished;
 impl Check for RestartPublished {
     type Args = OwnCapability;
     const NAME: &'static str = "restart-published";
-    const DESCRIPTION: &'static str = "stages and publishes a volume of its own on node 0 with a data marker, restarts the node plugin (--allow-restart-cmd) and waits for Probe ready (reported): the mount and the marker must still be there, and unpublish, publish again, unstage (nothing left mounted), controller unpublish and delete must work";
+    const DESCRIPTION: &'static str = "stages and publishes a volume of its own on node 0 with a data marker, restarts the node plugin (--allow-restart-cmd, or in-process for the bundled plugin) and waits for Probe ready (reported): the mount and the marker must still be there, and unpublish, publish again, unstage (nothing left mounted), controller unpublish and delete must work";
     const RPCS: &'static [&'static str] = &[
         "CreateVolume",
         "ControllerPublishVolume",
@@ -136,11 +136,10 @@ async fn restart_published(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckO
     let marker = Marker::new(ctx.config().seed, ctx.name(), "before-restart");
     let written: Option<Placement> = local.as_ref().and_then(|l| marker::write(l, block, &marker, None).ok());
 
-    let took = match restart_node(ctx, 0, &node).await {
-        Ok(took) => took,
+    match restart_node(ctx, 0, &node).await {
+        Ok(restarted) => note(ctx, restarted.note("node")),
         Err(outcome) => return outcome,
-    };
-    note(ctx, format!("the node plugin answered Probe ready {} after the restart command returned", crate::client::human_duration(took)));
+    }
 
     // Still published? Two witnesses: the node's mount table and the marker read back.
     let mount_gone = matches!((mounted_before, mounts_at(ctx, &target)), (Some(b), Some(0)) if b > 0);
