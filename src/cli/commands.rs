@@ -81,6 +81,20 @@ pub(super) fn report_command(args: &ReportArgs) -> Result<u8, CliError> {
     Ok(if comparison.has_regressions() { EXIT_FINDINGS } else { EXIT_OK })
 }
 
+/// The built-in opt-in suites (`stress`, `disruption`) that are not among `suites`.
+fn opt_in_left_out(suites: &[suite::Suite]) -> Result<Vec<suite::Suite>, CliError> {
+    let mut out = Vec::new();
+    for (name, _) in suite::OPT_IN {
+        if suites.iter().any(|s| s.id() == *name) {
+            continue;
+        }
+        if let Some(loaded) = suite::opt_in_suite(name) {
+            out.push(loaded.map_err(|e| CliError::usage(e.to_string()))?);
+        }
+    }
+    Ok(out)
+}
+
 pub(super) fn list(args: ListArgs) -> Result<u8, CliError> {
     if args.checks {
         for (name, description) in suite::checks() {
@@ -98,8 +112,11 @@ pub(super) fn list(args: ListArgs) -> Result<u8, CliError> {
         let rules = crate::rules::covering().iter().map(|(rule, ids)| (rule.as_str(), ids.as_slice()));
         let pairs: Vec<(&str, &[String])> =
             suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).chain(rules).collect();
+        // The opt-in suites not chosen: what only they check is theirs, not a gap.
+        let opt_in = opt_in_left_out(&suites)?;
+        let opt_in_pairs = opt_in.iter().flat_map(|s| s.scenarios().iter().map(move |sc| (s.id(), sc.spec())));
         let inventory = crate::spec::for_version(args.spec_version.unwrap_or(crate::version::SpecVersion::V1_12));
-        let coverage = crate::spec::coverage(inventory, pairs);
+        let coverage = crate::spec::coverage_with_opt_in(inventory, pairs, opt_in_pairs);
         match args.format {
             Format::Json => println!(
                 "{}",

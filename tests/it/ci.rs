@@ -171,6 +171,7 @@ pub(crate) fn one_cause_report() -> RunReport {
         sizes: None,
         orchestrators: Vec::new(),
         settled: None,
+        opt_in_coverage: Default::default(),
     }
 }
 

@@ -12,6 +12,16 @@ fn builtin_pairs(suites: &[suite::Suite]) -> Vec<(&str, &[String])> {
     suites.iter().flat_map(|s| s.scenarios()).map(|sc| (sc.id(), sc.spec())).chain(rules).collect()
 }
 
+/// The opt-in suites, loaded.
+fn opt_in_suites() -> Vec<suite::Suite> {
+    suite::OPT_IN.iter().map(|(name, _)| suite::opt_in_suite(name).unwrap().unwrap()).collect()
+}
+
+/// What the opt-in suites check: (suite name, requirement ids), scenario by scenario.
+fn opt_in_pairs(suites: &[suite::Suite]) -> Vec<(&str, &[String])> {
+    suites.iter().flat_map(|s| s.scenarios().iter().map(move |sc| (s.id(), sc.spec()))).collect()
+}
+
 #[test]
 fn every_builtin_scenario_names_requirements_the_inventory_has() {
     let suites = suite::builtin();
@@ -92,11 +102,11 @@ fn the_classification_of_a_small_inventory_is_exact() {
     assert_eq!(coverage.contradictions, [("s.one".to_owned(), "Y.named-untestable".to_owned())]);
     assert_eq!(coverage.unknown, [("s.two".to_owned(), "Z.unknown".to_owned())]);
     let (rows, all) = coverage.tallies();
-    let tally = |total, covered, untestable, gap, unaccounted| spec::Tally { total, covered, untestable, gap, unaccounted };
+    let tally = |total, covered, untestable, gap, unaccounted| spec::Tally { total, covered, untestable, opt_in: 0, gap, unaccounted };
     assert_eq!(rows, [("X".to_owned(), tally(3, 1, 1, 1, 0)), ("Y".to_owned(), tally(2, 1, 0, 0, 1))]);
     assert_eq!(all, tally(5, 2, 1, 1, 1));
     assert_eq!((all.testable(), all.percent()), (4, 50.0));
-    assert!(coverage.render(false).contains("2 of 4 testable requirements covered (50.0%); 1 untestable, 1 gaps, 1 NOT ACCOUNTED FOR"));
+    assert!(coverage.render(false).contains("2 of 4 testable requirements covered (50.0%); 1 untestable, 0 checked only by opt-in suites, 1 gaps, 1 NOT ACCOUNTED FOR"));
 }
 
 #[tokio::test]
@@ -111,8 +121,10 @@ async fn list_spec_reports_the_inventorys_numbers() {
     // classification written here.
     let inventory = spec::builtin();
     let suites = suite::builtin();
-    let coverage = spec::coverage(inventory, builtin_pairs(&suites));
+    let opt_in = opt_in_suites();
+    let coverage = spec::coverage_with_opt_in(inventory, builtin_pairs(&suites), opt_in_pairs(&opt_in));
     let (per, all) = coverage.tallies();
+    assert_eq!(overall_opt_in(&json), all.opt_in);
     let overall = &json["overall"];
     assert_eq!(overall["total"], inventory.requirements.len());
     assert_eq!([&overall["covered"], &overall["untestable"], &overall["gap"]], [all.covered, all.untestable, all.gap].map(serde_json::Value::from).each_ref());
@@ -148,6 +160,76 @@ async fn list_spec_reports_the_inventorys_numbers() {
         text.contains(&format!("{} of {} testable requirements covered ({percent:.1}%)", all.covered, all.total - all.untestable)),
         "{text}"
     );
+}
+
+fn overall_opt_in(json: &serde_json::Value) -> usize {
+    json["overall"]["opt_in"].as_u64().unwrap() as usize
+}
+
+/// A requirement only an opt-in suite names is that suite's (not a gap, not covered), its
+/// `gap:` reason notwithstanding; a default scenario naming it makes it covered; an untestable
+/// one stays untestable.
+#[test]
+fn a_requirement_only_an_opt_in_suite_checks_is_its_own_status() {
+    let text = "version: v1.12.0\nbase: https://example.invalid/spec.md\nheadings: [Error Scheme]\nrequirements:\n  \
+                - {id: X.both, rpc: X, anchor: error-scheme, level: MUST, summary: s}\n  \
+                - {id: X.stress, rpc: X, anchor: error-scheme, level: SHOULD, summary: s, gap: only --suite stress}\n  \
+                - {id: X.gap, rpc: X, anchor: error-scheme, level: SHOULD, summary: s, gap: later}\n  \
+                - {id: X.untestable, rpc: X, anchor: error-scheme, level: MUST, summary: s, untestable: backend}\n";
+    let inventory = spec::load_str("inv.yaml", text).unwrap();
+    let default = vec!["X.both".to_owned()];
+    let stress = vec!["X.both".to_owned(), "X.stress".to_owned(), "X.untestable".to_owned()];
+    let disruption = vec!["X.stress".to_owned()];
+    let coverage = spec::coverage_with_opt_in(
+        &inventory,
+        [("s.one", default.as_slice())],
+        [("stress", stress.as_slice()), ("disruption", disruption.as_slice()), ("stress", disruption.as_slice())],
+    );
+    use spec::Status::*;
+    assert_eq!(
+        coverage.statuses,
+        [
+            Covered(vec!["s.one".into()]),
+            OptIn(vec!["stress".into(), "disruption".into()]),
+            Gap("later".into()),
+            Untestable("backend".into()),
+        ]
+    );
+    let (_, all) = coverage.tallies();
+    assert_eq!(all, spec::Tally { total: 4, covered: 1, untestable: 1, opt_in: 1, gap: 1, unaccounted: 0 });
+    // Not counted as covered: the default run does not check it.
+    assert_eq!((all.testable(), all.percent()), (3, 100.0 / 3.0));
+    let text = coverage.render(true);
+    assert!(text.contains("1 of 3 testable requirements covered (33.3%); 1 untestable, 1 checked only by opt-in suites, 1 gaps"), "{text}");
+    assert!(text.contains("checked by the opt-in suite stress (--suite stress)"), "{text}");
+    let json = coverage.to_json();
+    let row = json["requirements"].as_array().unwrap().iter().find(|r| r["id"] == "X.stress").unwrap().clone();
+    assert_eq!((row["status"].as_str(), row["suites"].clone()), (Some("opt-in"), serde_json::json!(["stress", "disruption"])));
+    assert_eq!(overall_opt_in(&json), 1);
+}
+
+/// `list --spec`: `General.concurrency.graceful`, which only `--suite stress` checks, is
+/// the opt-in suite's, not a gap; with `--suite stress` it is covered.
+#[tokio::test]
+async fn list_spec_credits_the_opt_in_suites() {
+    let cwd = tempfile::tempdir().unwrap();
+    let (row, gaps) = graceful_in_list_spec(cwd.path(), &[]).await;
+    assert_eq!(row["status"], "opt-in", "{row}");
+    assert_eq!(row["suites"], serde_json::json!(["stress"]));
+    assert_eq!(gaps, 0);
+    let (row, _) = graceful_in_list_spec(cwd.path(), &["--suite", "stress"]).await;
+    assert_eq!(row["status"], "covered", "{row}");
+    assert!(row["scenarios"].as_array().unwrap().iter().any(|s| s == "stress.create.same-name-at-once"), "{row}");
+}
+
+/// `General.concurrency.graceful`'s row of `list --spec --format json ARGS`, and the overall gaps.
+async fn graceful_in_list_spec(cwd: &std::path::Path, args: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let args: Vec<&str> = ["list", "--spec", "--format", "json"].iter().chain(args).copied().collect();
+    let out = csi_conform(&args, cwd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = json["requirements"].as_array().unwrap().iter().find(|r| r["id"] == "General.concurrency.graceful").unwrap().clone();
+    (row, json["overall"]["gap"].clone())
 }
 
 #[test]

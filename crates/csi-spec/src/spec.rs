@@ -453,6 +453,9 @@ pub enum Status {
     Covered(Vec<String>),
     /// No CO-side check can exercise it (why).
     Untestable(String),
+    /// Only opt-in suites check it (their names: `stress`), which a default run does not
+    /// load: neither a gap nor covered by the run.
+    OptIn(Vec<String>),
     /// Testable but unchecked so far (why).
     Gap(String),
     /// Neither covered nor explained: a bug of the inventory.
@@ -468,6 +471,8 @@ pub struct Tally {
     pub covered: usize,
     /// Explained as untestable.
     pub untestable: usize,
+    /// Checked only by opt-in suites (testable, not covered by the default suites).
+    pub opt_in: usize,
     /// Testable, not yet covered.
     pub gap: usize,
     /// Neither covered nor explained.
@@ -480,6 +485,7 @@ impl Tally {
         match status {
             Status::Covered(_) => self.covered += 1,
             Status::Untestable(_) => self.untestable += 1,
+            Status::OptIn(_) => self.opt_in += 1,
             Status::Gap(_) => self.gap += 1,
             Status::Unaccounted => self.unaccounted += 1,
         }
@@ -515,6 +521,26 @@ pub fn coverage<'a, 's>(
     inventory: &'a Inventory,
     scenarios: impl IntoIterator<Item = (&'s str, &'s [String])>,
 ) -> Coverage<'a> {
+    coverage_with_opt_in(inventory, scenarios, [])
+}
+
+/// [`coverage`], with the `(opt-in suite name, requirement ids its scenarios name)` pairs of
+/// the opt-in suites left out of `scenarios`: a requirement only they name is
+/// [`Status::OptIn`], whatever `gap:` reason the inventory gives it.
+pub fn coverage_with_opt_in<'a, 's>(
+    inventory: &'a Inventory,
+    scenarios: impl IntoIterator<Item = (&'s str, &'s [String])>,
+    opt_in: impl IntoIterator<Item = (&'s str, &'s [String])>,
+) -> Coverage<'a> {
+    let mut by_opt_in: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (suite, ids) in opt_in {
+        for id in ids {
+            let suites = by_opt_in.entry(id.as_str()).or_default();
+            if !suites.iter().any(|s| s == suite) {
+                suites.push(suite.to_owned());
+            }
+        }
+    }
     let mut by_req: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut unknown = Vec::new();
     let mut contradictions = Vec::new();
@@ -539,6 +565,9 @@ pub fn coverage<'a, 's>(
         .map(|r| match (by_req.remove(r.id.as_str()), &r.untestable, &r.gap) {
             (Some(s), _, _) => Status::Covered(s),
             (None, Some(why), _) => Status::Untestable(why.clone()),
+            (None, None, _) if by_opt_in.contains_key(r.id.as_str()) => {
+                Status::OptIn(by_opt_in.remove(r.id.as_str()).unwrap_or_default())
+            }
             (None, None, Some(why)) => Status::Gap(why.clone()),
             (None, None, None) => Status::Unaccounted,
         })
@@ -583,26 +612,31 @@ impl Coverage<'_> {
         let mut out = String::new();
         let (rows, all) = self.tallies();
         let _ = writeln!(out, "CSI {} requirements on a plugin ({})", self.inventory.version, self.inventory.base);
-        let _ = writeln!(out, "{:<34} {:>5} {:>7} {:>10} {:>4} {:>8}", "RPC / topic", "total", "covered", "untestable", "gap", "coverage");
+        let _ = writeln!(
+            out,
+            "{:<34} {:>5} {:>7} {:>10} {:>6} {:>4} {:>8}",
+            "RPC / topic", "total", "covered", "untestable", "opt-in", "gap", "coverage"
+        );
         for (rpc, t) in &rows {
             let _ = writeln!(
                 out,
-                "{rpc:<34} {:>5} {:>7} {:>10} {:>4} {:>7.0}%",
-                t.total, t.covered, t.untestable, t.gap, t.percent()
+                "{rpc:<34} {:>5} {:>7} {:>10} {:>6} {:>4} {:>7.0}%",
+                t.total, t.covered, t.untestable, t.opt_in, t.gap, t.percent()
             );
         }
         let _ = writeln!(
             out,
-            "{:<34} {:>5} {:>7} {:>10} {:>4} {:>7.1}%",
-            "all", all.total, all.covered, all.untestable, all.gap, all.percent()
+            "{:<34} {:>5} {:>7} {:>10} {:>6} {:>4} {:>7.1}%",
+            "all", all.total, all.covered, all.untestable, all.opt_in, all.gap, all.percent()
         );
         let _ = writeln!(
             out,
-            "\n{} of {} testable requirements covered ({:.1}%); {} untestable, {} gaps{}",
+            "\n{} of {} testable requirements covered ({:.1}%); {} untestable, {} checked only by opt-in suites, {} gaps{}",
             all.covered,
             all.testable(),
             all.percent(),
             all.untestable,
+            all.opt_in,
             all.gap,
             if all.unaccounted > 0 { format!(", {} NOT ACCOUNTED FOR", all.unaccounted) } else { String::new() }
         );
@@ -620,6 +654,11 @@ impl Coverage<'_> {
                     }
                     Status::Untestable(why) => {
                         let _ = writeln!(out, "    untestable: {why}");
+                    }
+                    Status::OptIn(suites) => {
+                        for suite in suites {
+                            let _ = writeln!(out, "    checked by the opt-in suite {suite} (--suite {suite})");
+                        }
                     }
                     Status::Gap(why) => {
                         let _ = writeln!(out, "    GAP: {why}");
@@ -642,7 +681,7 @@ impl Coverage<'_> {
         let (rows, all) = self.tallies();
         let tally = |t: &Tally| {
             serde_json::json!({
-                "total": t.total, "covered": t.covered, "untestable": t.untestable, "gap": t.gap,
+                "total": t.total, "covered": t.covered, "untestable": t.untestable, "opt_in": t.opt_in, "gap": t.gap,
                 "unaccounted": t.unaccounted, "testable": t.testable(),
                 "coverage_percent": (t.percent() * 10.0).round() / 10.0,
             })
@@ -667,6 +706,16 @@ impl Coverage<'_> {
                     Status::Untestable(why) => {
                         v["status"] = "untestable".into();
                         v["reason"] = why.clone().into();
+                    }
+                    Status::OptIn(suites) => {
+                        v["status"] = "opt-in".into();
+                        v["suites"] = suites.clone().into();
+                        v["reason"] = format!(
+                            "checked by the opt-in suite{} {}, which a default run does not load",
+                            if suites.len() == 1 { "" } else { "s" },
+                            suites.join(", ")
+                        )
+                        .into();
                     }
                     Status::Gap(why) => {
                         v["status"] = "gap".into();
@@ -793,8 +842,8 @@ mod tests {
         let ids = vec!["X.a".to_owned(), "X.b".to_owned(), "Z.z".to_owned()];
         let cov = coverage(&inv, [("s.one", ids.as_slice())]);
         let (rows, all) = cov.tallies();
-        assert_eq!(rows[0].1, Tally { total: 3, covered: 2, untestable: 0, gap: 1, unaccounted: 0 });
-        assert_eq!(rows[1].1, Tally { total: 1, covered: 0, untestable: 0, gap: 0, unaccounted: 1 });
+        assert_eq!(rows[0].1, Tally { total: 3, covered: 2, untestable: 0, opt_in: 0, gap: 1, unaccounted: 0 });
+        assert_eq!(rows[1].1, Tally { total: 1, covered: 0, untestable: 0, opt_in: 0, gap: 0, unaccounted: 1 });
         assert_eq!(all.total, 4);
         assert_eq!(cov.unaccounted().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["Y.d"]);
         assert_eq!(cov.unknown, [("s.one".to_owned(), "Z.z".to_owned())]);

@@ -2,7 +2,11 @@
 //! `include_str!`, and loading suites with the built-in checks and properties ([`Registry`]).
 //! To add one, put the file in `suites/` and add a line to [`BUILTIN`].
 
-use std::path::Path;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+    sync::OnceLock,
+};
 
 use super::{checks::Registry, error::LoadErrors, load, model::Suite};
 
@@ -51,6 +55,28 @@ pub const OPT_IN: &[(&str, &str)] = &[
 /// The opt-in built-in suite called `name`, loaded (`None`: no such opt-in suite).
 pub fn opt_in_suite(name: &str) -> Option<Result<Suite, LoadErrors>> {
     OPT_IN.iter().find(|(n, _)| *n == name).map(|(n, text)| load_str(&format!("builtin:{n}.yaml"), text))
+}
+
+/// The requirements that only opt-in suites check (no default built-in suite names them),
+/// each with the opt-in suites whose scenarios name it: what a default run leaves to them,
+/// which is neither a gap nor covered by the run. Loaded once.
+pub fn only_opt_in() -> &'static BTreeMap<String, Vec<&'static str>> {
+    static ONLY: OnceLock<BTreeMap<String, Vec<&'static str>>> = OnceLock::new();
+    ONLY.get_or_init(|| {
+        let default: BTreeSet<String> =
+            builtin().iter().flat_map(|s| s.scenarios()).flat_map(|sc| sc.spec().iter().cloned()).collect();
+        let mut out: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
+        for (name, _) in OPT_IN {
+            let Some(Ok(suite)) = opt_in_suite(name) else { continue };
+            for id in suite.scenarios().iter().flat_map(|sc| sc.spec()).filter(|id| !default.contains(*id)) {
+                let suites = out.entry(id.clone()).or_default();
+                if !suites.contains(name) {
+                    suites.push(name);
+                }
+            }
+        }
+        out
+    })
 }
 
 /// The built-in orchestrator-only suite, loaded (see [`ORCHESTRATOR_SUITE`]).
@@ -107,5 +133,14 @@ mod tests {
         }
         assert!(opt_in_suite("controller").is_none());
         load::check_unique(&suites).unwrap();
+    }
+
+    /// `General.concurrency.graceful` is checked by `--suite stress` and by no default suite.
+    #[test]
+    fn a_requirement_only_an_opt_in_suite_names_is_theirs() {
+        let only = only_opt_in();
+        assert_eq!(only.get("General.concurrency.graceful"), Some(&vec!["stress"]), "{only:#?}");
+        // Named by a default suite too: not theirs alone.
+        assert!(!only.contains_key("CreateVolume.idempotent"), "{only:#?}");
     }
 }

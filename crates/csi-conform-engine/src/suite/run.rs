@@ -286,8 +286,25 @@ pub async fn run_until(
         }),
         orchestrators,
         settled: None,
+        opt_in_coverage: opt_in_coverage(suites),
         spec: Some(spec_judged(&fp.spec, &shared.versions.lock().unwrap_or_else(|p| p.into_inner()))),
     }
+}
+
+/// The requirements no scenario of `suites` names that only opt-in suites not among them
+/// check, with those suites.
+fn opt_in_coverage(suites: &[Suite]) -> BTreeMap<String, Vec<String>> {
+    let named: BTreeSet<&str> =
+        suites.iter().flat_map(|s| s.scenarios()).flat_map(|sc| sc.spec()).map(String::as_str).collect();
+    super::builtin::only_opt_in()
+        .iter()
+        .filter(|(id, _)| !named.contains(id.as_str()))
+        .map(|(id, opt_in)| {
+            let left_out = opt_in.iter().filter(|name| !suites.iter().any(|s| s.id() == **name)).map(|n| (*n).to_owned());
+            (id.clone(), left_out.collect::<Vec<_>>())
+        })
+        .filter(|(_, left_out)| !left_out.is_empty())
+        .collect()
 }
 
 /// The version the run judged by and everything it saw of the one the plugin speaks: what
@@ -620,5 +637,21 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
             .iter()
             .map(|e| crate::report::Evidence { object: shared.scrub(&e.object), claim: shared.scrub(&e.claim), ..e.clone() })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod opt_in_tests {
+    use super::*;
+
+    /// The default suites leave `General.concurrency.graceful` to `--suite stress`; a run
+    /// that loads it has nothing left to credit.
+    #[test]
+    fn a_run_credits_what_only_the_opt_in_suites_it_did_not_load_check() {
+        let mut suites = super::super::builtin::builtin();
+        let only = opt_in_coverage(&suites);
+        assert_eq!(only, BTreeMap::from([("General.concurrency.graceful".to_owned(), vec!["stress".to_owned()])]));
+        suites.push(super::super::builtin::opt_in_suite("stress").unwrap().unwrap());
+        assert!(opt_in_coverage(&suites).is_empty());
     }
 }

@@ -230,6 +230,7 @@ mod tests {
             spec: None,
             orchestrators: Vec::new(),
             settled: None,
+            opt_in_coverage: Default::default(),
         }
     }
 

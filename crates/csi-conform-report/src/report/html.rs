@@ -449,6 +449,21 @@ fn coverage_section(out: &mut String, report: &RunReport) {
         out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
+    // What only opt-in suites check: neither a gap nor a pass of this run.
+    if !report.opt_in_coverage.is_empty() {
+        out.push_str("<p class=\"legend\" id=\"opt-in-coverage\">Not checked by this run, and no gap: ");
+        let items: Vec<String> = report
+            .opt_in_coverage
+            .iter()
+            .map(|(id, suites)| {
+                let by: Vec<String> =
+                    suites.iter().map(|s| format!("the opt-in suite {} (<code>--suite {}</code>)", escape(s), escape(s))).collect();
+                format!("<code>{}</code> is checked by {}", escape(id), by.join(" and "))
+            })
+            .collect();
+        out.push_str(&items.join("; "));
+        out.push_str(".</p>\n");
+    }
 }
 
 fn scenario_row(out: &mut String, s: &ScenarioResult) {

@@ -444,6 +444,11 @@ pub struct RunReport {
     /// plugin) and asked again before it ended, within the bound it names (none: nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled: Option<Settled>,
+    /// Requirements that no scenario of this run named and only opt-in suites it did not load
+    /// check (`General.concurrency.graceful`: `stress`), each with those suites' names:
+    /// neither a gap nor checked by this run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub opt_in_coverage: BTreeMap<String, Vec<String>>,
 }
 
 /// What a run asked again before it ended, what is still left, and the bound it asked within.
