@@ -30,11 +30,17 @@ fn opt_in() -> Vec<Suite> {
 /// run without an endpoint starts it, and restarts it in-process (no restart command);
 /// asserts that nothing is left on the plugin afterwards.
 async fn run(quirks: &[Quirk], jobs: usize) -> RunReport {
+    run_as(quirks, jobs, Vec::new()).await
+}
+
+/// [`run`] with `--orchestrator`s: the matrix's restart and lost-node rows are fed by the
+/// disruption scenarios.
+async fn run_as(quirks: &[Quirk], jobs: usize, orchestrators: Vec<csi_conform::orchestrator::Profile>) -> RunReport {
     let (bundled, targets) = Bundled::start(None, quirks).await.unwrap();
     let (connections, fingerprint) = connect_and_fingerprint(&targets, &ClientOptions::default(), None).await.unwrap();
     let engine = suite::Plugin { controller: connections.controller.clone(), nodes: connections.nodes, fingerprint };
     let work = tempfile::tempdir().unwrap();
-    let mut config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), ..RunConfig::default() };
+    let mut config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), orchestrators, ..RunConfig::default() };
     config.restart_in_process(bundled.clone());
     let report = suite::run(&engine, &opt_in(), &config).await;
     let controller = connections.controller.unwrap();
@@ -123,6 +129,62 @@ async fn each_restart_quirk_is_caught_by_the_in_process_restart_of_the_bundled_p
     assert!(["duplicate-volume", "ghost-volume"].contains(&kind.as_str()), "{kind}");
     let f = report.scenario(scenario).unwrap().findings.iter().find(|f| &f.kind == kind).unwrap();
     assert_eq!(f.requirements, ["CreateVolume.idempotent"]);
+}
+
+/// The matrix's `restart.node-plugin` and `lost-node.controller-unpublish` cells, per
+/// orchestrator: (orchestrator, row) -> outcome.
+fn restart_cells(report: &RunReport) -> BTreeMap<(String, String), Severity> {
+    report
+        .orchestrators
+        .iter()
+        .flat_map(|o| o.behaviours.iter().map(move |b| ((o.name.clone(), b.id.clone()), b)))
+        .filter(|((_, id), _)| ["restart.node-plugin", "lost-node.controller-unpublish"].contains(&id.as_str()))
+        .map(|(k, b)| (k, b.outcome))
+        .collect()
+}
+
+/// `--orchestrator all` says which orchestrator a restart or a lost-node defect hurts: the
+/// disruption scenarios feed the rows; a plugin without the defect passes every such cell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_and_lost_node_findings_turn_the_orchestrator_cells() {
+    let all = csi_conform::orchestrator::Profile::parse("all").unwrap();
+    let cell = |o: &str, row: &str, s: Severity| ((o.to_owned(), row.to_owned()), s);
+    let (restart, lost) = ("restart.node-plugin", "lost-node.controller-unpublish");
+
+    let report = run_as(&[], 4, all.clone()).await;
+    let cells = restart_cells(&report);
+    assert_eq!(cells.len(), 6, "{cells:#?}");
+    assert!(cells.values().all(|s| *s == Severity::Pass), "{cells:#?}");
+
+    // Forgotten stagings: the publish after the restart fails under every orchestrator,
+    // which all publish again from the staging done before.
+    let report = run_as(&[Quirk::RestartLosesStaging], 4, all.clone()).await;
+    let cells = restart_cells(&report);
+    for o in ["nomad", "kubernetes", "swarm"] {
+        assert_eq!(cells[&(o.to_owned(), restart.to_owned())], Severity::Fail, "{o}: {cells:#?}");
+        assert_eq!(cells[&(o.to_owned(), lost.to_owned())], Severity::Pass, "{o}: {cells:#?}");
+    }
+    let nomad = report.orchestrators.iter().find(|o| o.name == "nomad").unwrap();
+    let b = nomad.behaviours.iter().find(|b| b.id == restart).unwrap();
+    assert_eq!(b.instances, ["disruption.restart.while-published"]);
+    assert_eq!(b.findings.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(), ["restart-lost-state"]);
+
+    // NOT_FOUND for a node that is gone: a warning in the scenario (a SHOULD), red where the
+    // orchestrator retries it for ever (Nomad, Kubernetes), amber under Swarm.
+    let report = run_as(&[Quirk::UnpublishNeedsKnownNode], 4, all).await;
+    let cells = restart_cells(&report);
+    assert_eq!(report.scenario("disruption.lost-node.controller-unpublish").unwrap().outcome, Severity::Warn);
+    let want: BTreeMap<_, _> = [
+        cell("nomad", lost, Severity::Fail),
+        cell("kubernetes", lost, Severity::Fail),
+        cell("swarm", lost, Severity::Warn),
+        cell("nomad", restart, Severity::Pass),
+        cell("kubernetes", restart, Severity::Pass),
+        cell("swarm", restart, Severity::Pass),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(cells, want);
 }
 
 /// A plugin that serialises its calls and answers ABORTED to a call on a busy volume is

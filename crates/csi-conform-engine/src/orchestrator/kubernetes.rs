@@ -163,6 +163,18 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
         "pkg/volume/util/nestedpendingoperations",
     ),
     row(
+        "restart.node-plugin",
+        "The kubelet does not watch node plugin restarts: its actual state of what is staged and published stands, running pods keep their mounts, and a new pod of a volume already staged on the node only gets NodePublishVolume (NodeStageVolume is sent only where the kubelet has no global mount). After a kubelet restart it reconstructs that state from the pod volume directories and the mount table, and sends NodeUnpublishVolume and NodeUnstageVolume for what no pod needs any more.",
+        "all versions read (the reconstruction since kubernetes#27970, refined in #60888; not re-read in full)",
+        "pkg/kubelet/volumemanager/reconciler (reconstruct); kubernetes#27970, kubernetes#60888, kubernetes#52683",
+    ),
+    row(
+        "lost-node.controller-unpublish",
+        "When a node is gone, the attach/detach controller deletes its VolumeAttachments and the external-attacher sends ControllerUnpublishVolume for that node; it treats NOT_FOUND like any other error and retries, so the VolumeAttachment (and the PV's deletion) stays stuck until the plugin answers OK.",
+        "external-attacher 2.0 and later (PR #165, Aug 2019); its 1.x backports took NOT_FOUND as detached",
+        "kubernetes-csi/external-attacher#165 (release note), #168–#170; spec#373, spec#375",
+    ),
+    row(
         "limits.max-volumes",
         "The kubelet copies max_volumes_per_node into the CSINode object's allocatable count; the scheduler's volume-limits filter refuses a pod that would exceed it.",
         "(not re-read)",

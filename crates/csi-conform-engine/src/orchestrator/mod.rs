@@ -185,6 +185,22 @@ pub mod ids {
     pub const VALIDATE_RECONCILE: &str = "validate.reconcile";
     /// Whether ControllerPublishVolume calls overlap.
     pub const CONCURRENCY_CONTROLLER: &str = "concurrency.controller";
+    /// What the CO does when a node plugin restarts while its volumes are staged and
+    /// published (fed by `disruption.restart.while-published`).
+    pub const RESTART_NODE: &str = "restart.node-plugin";
+    /// What the CO does with ControllerUnpublishVolume for a node that is gone (fed by
+    /// `disruption.lost-node.controller-unpublish`).
+    pub const LOST_NODE: &str = "lost-node.controller-unpublish";
+
+    /// The rows fed by a plain scenario rather than by orchestrator instances: the row, the
+    /// scenario whose findings of these kinds (at warn or fail: the plugin's fault) turn every
+    /// orchestrator's cell, and the kinds. The disruption suite's scenarios drive no call
+    /// pattern (a restart or a lost node is the same calls under every CO); what differs is
+    /// how each CO is hurt, which its row says.
+    pub const FED_BY: &[(&str, &str, &[&str])] = &[
+        (RESTART_NODE, "disruption.restart.while-published", &["restart-lost-state", "restart-lost-publication"]),
+        (LOST_NODE, "disruption.lost-node.controller-unpublish", &["lost-node"]),
+    ];
 
     /// Every driven id, in the matrix's order.
     pub const DRIVEN: &[&str] = &[
@@ -210,6 +226,8 @@ pub mod ids {
         VALIDATE_WHEN,
         VALIDATE_RECONCILE,
         CONCURRENCY_CONTROLLER,
+        RESTART_NODE,
+        LOST_NODE,
     ];
 }
 
@@ -288,6 +306,10 @@ pub struct CallPattern {
     pub deviations: &'static [(&'static str, &'static str)],
     /// Behaviours a run cannot follow, and why (a skip in the matrix, with this reason).
     pub undriven: &'static [(&'static str, &'static str)],
+    /// Rows of [`ids::FED_BY`] where the plugin's defect leaves this orchestrator stuck for
+    /// good (it retries for ever, the volume stays claimed): its cell fails even where the
+    /// spec only has a SHOULD (the finding keeps its own level in the scenario).
+    pub stuck_for_good: &'static [&'static str],
 }
 
 impl CallPattern {
@@ -329,6 +351,9 @@ const NOMAD: CallPattern = CallPattern {
          volume per node",
     )],
     undriven: &[],
+    // The volumewatcher retries a failed controller unpublish; the claim is not freed
+    // (PR #13301, nomad#12346).
+    stuck_for_good: &[ids::LOST_NODE],
 };
 
 const KUBERNETES: CallPattern = CallPattern {
@@ -357,6 +382,8 @@ const KUBERNETES: CallPattern = CallPattern {
         "the kubelet adds pod information only for a driver whose CSIDriver object sets podInfoOnMount, which a run \
          cannot know; csi-conform sends none",
     )],
+    // The external-attacher retries NOT_FOUND like any error (external-attacher#165).
+    stuck_for_good: &[ids::LOST_NODE],
 };
 
 const SWARM: CallPattern = CallPattern {
@@ -401,6 +428,7 @@ const SWARM: CallPattern = CallPattern {
         "Swarm never expands a volume: swarmkit's controller side (manager/csi) has no ControllerExpandVolume and its \
          node side (agent/csi) no NodeExpandVolume",
     )],
+    stuck_for_good: &[],
 };
 
 #[cfg(test)]

@@ -191,6 +191,18 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
         "PR #26832 (#26839)",
     ),
     row(
+        "restart.node-plugin",
+        "A node plugin that restarts leaves the volumes of running allocations alone: nothing is staged or published again for them; the client waits for the plugin to be healthy before it sends a volume's RPCs (also after a client restart, from the mounts it persisted), and a new allocation of a volume already staged on the node only gets NodePublishVolume from that staging. A plugin that forgot its stagings refuses it.",
+        "since PR #17840 (July 2023; backported to 1.3.x, 1.4.x, 1.5.x; releases not pinned); the hands-off rule for running allocations in every release read",
+        "nomad#13028, PR #17840, nomad#11999 (the maintainer's comment on plugin restarts), nomad#25813",
+    ),
+    row(
+        "lost-node.controller-unpublish",
+        "For an allocation on a node that is down or garbage collected, the server skips the node unpublish and sends ControllerUnpublishVolume for that node anyway; an error is retried by the volumewatcher and the claim is not freed until it answers OK, so the volume cannot be claimed elsewhere.",
+        "since PR #13301 (June 2022; backported to 1.3.x, PR #14240); before it the release of such claims failed outright (nomad#12346)",
+        "PR #13301, nomad#12346, nomad#8683, nomad#24130",
+    ),
+    row(
         "limits.max-volumes",
         "The scheduler counts the volumes of that plugin already claimed on the node and refuses placement when the count reaches max_volumes_per_node; the client turns 0 into \"unlimited\".",
         "stored main",

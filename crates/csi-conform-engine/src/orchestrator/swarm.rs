@@ -133,6 +133,18 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
         "agent/csi/plugin/plugin.go (np.mu held across each RPC)",
     ),
     row(
+        "restart.node-plugin",
+        "How the agent meets a node plugin restart is not read here; the same NodePublishVolume of a volume staged before the restart is assumed, so a plugin that forgot its stagings is filed here too, at its finding's level.",
+        "(not read)",
+        "agent/csi (not read for restarts)",
+    ),
+    row(
+        "lost-node.controller-unpublish",
+        "How the manager handles a ControllerUnpublishVolume refused for a node that is gone is not read here; the lost-node finding is filed at its own level.",
+        "(not read)",
+        "manager/csi/manager.go (not read for this case)",
+    ),
+    row(
         "limits.max-volumes",
         "max_volumes_per_node is recorded but the volume placement code read does not enforce it.",
         "swarmkit v2 as read; other filters not read",

@@ -58,9 +58,27 @@ pub fn with_instances(suites: &[Suite], orchestrators: &[Profile], only: bool) -
     all
 }
 
+/// Feeds `cell` of a row of [`ids::FED_BY`] (nothing for another row) from the plain
+/// scenario that drives it: the scenario ran (passed, at least), and each finding of the
+/// row's kinds at warn or fail turns the cell, a failure where the orchestrator is stuck for
+/// good (`stuck`).
+fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], stuck: bool) {
+    let Some((_, scenario, kinds)) = ids::FED_BY.iter().find(|(r, ..)| *r == row) else { return };
+    for s in suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id == *scenario && s.outcome != Severity::Skip) {
+        cell.instances.push(s.id.clone());
+        if cell.outcome == Severity::Skip {
+            cell.outcome = Severity::Pass;
+        }
+        for f in s.findings.iter().filter(|f| kinds.contains(&f.kind.as_str()) && matches!(f.severity, Severity::Warn | Severity::Fail)) {
+            cell.outcome = cell.outcome.max(if stuck { Severity::Fail } else { f.severity });
+            cell.findings.push(f.clone());
+        }
+    }
+}
+
 /// The compatibility matrix: for each orchestrator, one cell per driven behaviour of its
 /// table: the worst finding its instances filed under it, pass when exercised without one,
-/// skip when no instance exercised it.
+/// skip when no instance exercised it; the rows of [`ids::FED_BY`] from their scenario.
 pub fn matrix(orchestrators: &[Profile], suites: &[SuiteResult]) -> Vec<OrchestratorResult> {
     orchestrators
         .iter()
@@ -100,9 +118,15 @@ pub fn matrix(orchestrators: &[Profile], suites: &[SuiteResult]) -> Vec<Orchestr
                         cell.findings.push(f.clone());
                     }
                 }
+                feed(&mut cell, b.id, suites, pattern.stuck_for_good.contains(&b.id));
                 if cell.outcome == Severity::Skip {
                     cell.skip_reason = Some(if let Some(why) = pattern.undriven(b.id) {
                         why.to_owned()
+                    } else if let Some((_, scenario, _)) = ids::FED_BY.iter().find(|(row, ..)| *row == b.id) {
+                        match suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == *scenario) {
+                            Some(s) => format!("{scenario} was skipped: {}", s.skip_reason.as_deref().unwrap_or("(no reason given)")),
+                            None => format!("{scenario} is not in this run: it is in the opt-in suite disruption (--suite disruption)"),
+                        }
                     } else if instances.is_empty() {
                         format!("no scenario ran as {} calls the plugin (none selected, or all skipped)", o.title())
                     } else {
