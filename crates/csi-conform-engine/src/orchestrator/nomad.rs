@@ -200,7 +200,7 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
         "lost-node.controller-unpublish",
         "For an allocation on a node that is down or garbage collected, the server skips the node unpublish and sends ControllerUnpublishVolume for that node anyway; an error is retried by the volumewatcher and the claim is not freed until it answers OK, so the volume cannot be claimed elsewhere.",
         "since PR #13301 (June 2022; backported to 1.3.x, PR #14240); before it the release of such claims failed outright (nomad#12346)",
-        "PR #13301, nomad#12346, nomad#8683, nomad#24130",
+        "PR #13301, nomad#13264, nomad#12346",
     ),
     row(
         "limits.max-volumes",
