@@ -146,13 +146,14 @@ pub struct RunArgs {
     /// Enables the restart scenarios: this shell command restarts the node plugin (it gets
     /// CSI_CONFORM_NODE_ENDPOINT, CSI_CONFORM_NODE_INDEX and CSI_CONFORM_NODE_ID) between
     /// NodeStageVolume and NodePublishVolume, and (`--suite disruption`) while volumes are
-    /// staged and published. Also spelled --restart-node-cmd.
+    /// staged and published. Also spelled --restart-node-cmd. Without it, the bundled plugin
+    /// (no --endpoint) is restarted in-process for `--suite disruption`.
     #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD", alias = "restart-node-cmd")]
     pub allow_restart_cmd: Option<String>,
 
     /// Enables the controller restart scenario (`--suite disruption`): this shell command
     /// restarts the controller plugin (it gets CSI_CONFORM_CONTROLLER_ENDPOINT) while a
-    /// CreateVolume is in flight.
+    /// CreateVolume is in flight. Without it, the bundled plugin is restarted in-process.
     #[arg(help_heading = "Plugin endpoints", long, value_name = "CMD")]
     pub restart_controller_cmd: Option<String>,
 
