@@ -317,3 +317,22 @@ async fn the_page_renders_in_a_headless_chromium_screenshot() {
     let body = &dom[dom.find("<body").expect("a body")..];
     assert!(body[body.find('>').unwrap() + 1..].trim_start().starts_with("<div class=\"banner failed\" id=\"verdict\">FAILED"), "{body:.300}");
 }
+
+/// A requirement only an opt-in suite the run did not load checks is said so in the HTML
+/// coverage section and the JSON report (neither a gap nor checked by the run); a report
+/// without any has neither the paragraph nor the key.
+#[test]
+fn the_coverage_section_credits_the_opt_in_suites() {
+    let mut run = crate::report::sample_report(false);
+    let html = csi_conform::report::html::to_html(&run);
+    assert!(!html.contains("id=\"opt-in-coverage\""));
+    assert!(!csi_conform::report::to_json(&run).contains("opt_in_coverage"));
+    run.opt_in_coverage.insert("General.concurrency.graceful".into(), vec!["stress".into()]);
+    let html = csi_conform::report::html::to_html(&run);
+    assert!(
+        html.contains("<code>General.concurrency.graceful</code> is checked by the opt-in suite stress (<code>--suite stress</code>)"),
+        "{html}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&csi_conform::report::to_json(&run)).unwrap();
+    assert_eq!(json["opt_in_coverage"], serde_json::json!({"General.concurrency.graceful": ["stress"]}));
+}

@@ -74,7 +74,7 @@ fn redacted_create_volume() -> String {
     proto::to_redacted_json(&proto::to_dynamic(&request))
 }
 
-fn sample_report(strict: bool) -> RunReport {
+pub(crate) fn sample_report(strict: bool) -> RunReport {
     let mut no_name = scenario(
         "controller.create-volume.no-name",
         "CreateVolume fails when no name is provided",
@@ -1129,23 +1129,4 @@ fn report_write_errors_name_the_path() {
     let err = report::write_reports(&sample_report(false), None, Some(&occupied)).unwrap_err();
     assert!(matches!(err, report::ReportError::Write { .. }), "{err:?}");
     assert!(err.to_string().contains(&occupied.display().to_string()), "{err}");
-}
-
-/// A requirement only an opt-in suite the run did not load checks is said so in the HTML
-/// coverage section and the JSON report (neither a gap nor checked by the run); a report
-/// without any has neither the paragraph nor the key.
-#[test]
-fn the_coverage_section_credits_the_opt_in_suites() {
-    let mut run = sample_report(false);
-    let html = report::html::to_html(&run);
-    assert!(!html.contains("id=\"opt-in-coverage\""));
-    assert!(!report::to_json(&run).contains("opt_in_coverage"));
-    run.opt_in_coverage.insert("General.concurrency.graceful".into(), vec!["stress".into()]);
-    let html = report::html::to_html(&run);
-    assert!(
-        html.contains("<code>General.concurrency.graceful</code> is checked by the opt-in suite stress (<code>--suite stress</code>)"),
-        "{html}"
-    );
-    let json: serde_json::Value = serde_json::from_str(&report::to_json(&run)).unwrap();
-    assert_eq!(json["opt_in_coverage"], serde_json::json!({"General.concurrency.graceful": ["stress"]}));
 }
