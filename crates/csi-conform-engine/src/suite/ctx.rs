@@ -5,6 +5,7 @@
 //! Sending a call is its own folder: `ctx/send.rs` (the stages), `ctx/record.rs`,
 //! `ctx/settle.rs`.
 
+mod access;
 mod record;
 mod send;
 mod settle;
@@ -31,7 +32,7 @@ use super::{
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{Plugin, RunConfig, RunFacts},
+    settings::{Plugin, RunConfig, RunFacts, Waits},
     vars::{Val, Vars},
     verifier::Verifier,
 };
@@ -184,55 +185,55 @@ pub(crate) type Answer = Result<Response, RpcError>;
 /// One running scenario: its variables, resources, findings and paths. Named checks work
 /// through it too (calls made here are tracked and torn down like any step's).
 pub struct ScenarioCtx {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) vars: Vars,
-    pub(crate) tracker: Tracker,
-    pub(crate) findings: Vec<Finding>,
-    pub(crate) paths: ScenarioPaths,
+    shared: Arc<Shared>,
+    vars: Vars,
+    tracker: Tracker,
+    findings: Vec<Finding>,
+    paths: ScenarioPaths,
     /// Further paths of the scenario's directory that checks made (or that plugins make in
     /// them), removed after teardown like the built-in ones, in this order.
-    pub(crate) own_paths: Vec<PathBuf>,
-    pub(crate) name: String,
-    pub(crate) scenario_id: String,
+    own_paths: Vec<PathBuf>,
+    name: String,
+    scenario_id: String,
     /// The step being run (for findings).
-    pub(crate) step: Option<usize>,
-    pub(crate) step_name: Option<String>,
+    step: Option<usize>,
+    step_name: Option<String>,
     /// The running step's own requirement ids (`spec:` on the step).
-    pub(crate) step_spec: Vec<String>,
+    step_spec: Vec<String>,
     /// The budget lease this context works under (its scenario's, or a property case's).
-    pub(crate) holder: u64,
+    holder: u64,
     /// The last call retried for contention that still failed: its RPC and the note its
     /// findings carry.
-    pub(crate) contention: Option<(String, String)>,
+    contention: Option<(String, String)>,
     /// The call step being sent expects a contention code itself: it is not retried.
-    pub(crate) contention_expected: bool,
+    contention_expected: bool,
     /// RPCs sent to the plugin so far (retries included).
-    pub(crate) rpcs: u64,
+    rpcs: u64,
     /// Where the response rules' violations of this context's calls are collected.
-    pub(crate) rules: RuleLog,
+    rules: RuleLog,
     /// An answer the scenario cannot go on from (a creation without a usable id, a delete
     /// the plugin did not carry out): the scenario stops after the step that got it.
-    pub(crate) halted: bool,
+    halted: bool,
     /// The step and call refused for room held by what the plugin kept: what else that call's
     /// refusal would be blamed for in the step is that one finding's (see `room_held_by_kept`).
     room_blocked: Option<(Option<usize>, String)>,
     /// The ids of what a delete answered OK for and the plugin still showed after the grace
     /// period (see [`super::deleted`]).
-    pub(crate) kept: Vec<String>,
+    kept: Vec<String>,
     /// The orchestrator an instance follows (`None`: not an instance).
-    pub(crate) orchestrator: Option<Profile>,
+    orchestrator: Option<Profile>,
     /// The orchestrator's behaviour being exercised: findings are filed under it.
-    pub(crate) behaviour: Option<&'static str>,
+    behaviour: Option<&'static str>,
     /// Every behaviour exercised so far.
-    pub(crate) exercised: BTreeSet<&'static str>,
+    exercised: BTreeSet<&'static str>,
     /// Its ControllerPublishVolume calls overlap others on purpose (see `send`).
-    pub(crate) overlapping: bool,
+    overlapping: bool,
     /// Whether teardown's deletes (and, with `defer_steps`, the deletes of calls) are left
     /// to the run's [`Verifier`] rather than looked up at once: a scenario's (not the run's
     /// own work, nor an orchestrator's instance); `defer_steps` for a property case, and for a
     /// scenario's last step when it is one call: deletes no later step depends on.
-    pub(crate) defer_teardown: bool,
-    pub(crate) defer_steps: bool,
+    defer_teardown: bool,
+    defer_steps: bool,
 }
 
 impl ScenarioCtx {
@@ -362,6 +363,12 @@ impl ScenarioCtx {
     /// The run's configuration.
     pub fn config(&self) -> &RunConfig {
         &self.shared.config
+    }
+
+    /// How long the run waits where the spec sets no deadline (`--ready-timeout`,
+    /// `--settle-time`, `--delete-grace`): what a check's waits read of the settings.
+    pub fn waits(&self) -> Waits {
+        self.shared.config.waits()
     }
 
     /// What the run learned of the plugin before its scenarios.

@@ -87,6 +87,6 @@ pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use ctx::{CheckOutcome, Response, ScenarioCtx};
 pub use run::{run, run_until};
-pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_GRACE, DEFAULT_PROPERTY_CASES, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig, StressSize};
+pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_GRACE, DEFAULT_PROPERTY_CASES, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig, StressSize, Waits};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;
