@@ -68,7 +68,7 @@ pub(super) async fn restart_node(ctx: &mut ScenarioCtx, index: usize, node_id: &
 /// started the plugin itself, and waits for it to answer Probe ready; how long that took
 /// after the restart returned.
 pub(super) async fn restart_controller(ctx: &mut ScenarioCtx) -> Result<Restarted, CheckOutcome> {
-    let Some(conn) = ctx.shared.plugin.controller.clone() else {
+    let Some(conn) = ctx.controller().cloned() else {
         return Err(CheckOutcome::Skip("the run has no controller endpoint to restart".into()));
     };
     let endpoint = conn.endpoint().to_string();
@@ -113,7 +113,7 @@ async fn restart(ctx: &mut ScenarioCtx, how: How<'_>, conn: crate::client::Conne
     let deadline = returned + RESTART_TIMEOUT;
     loop {
         let mut identity = conn.identity();
-        let checked = conn.with_rules(&ctx.rules);
+        let checked = conn.with_rules(ctx.rules());
         let probe = checked.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
         match probe {
             Ok(r) if r.ready != Some(false) => return Ok(Restarted { took: returned.elapsed(), in_process }),
