@@ -23,6 +23,7 @@ use super::{
     deleted,
     inspect::Inspector,
     model::*,
+    node_of::NodeCalls,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
     settings::{Plugin, RunConfig, RunFacts},
@@ -227,6 +228,7 @@ pub struct ScenarioCtx {
     /// scenario's last step when it is one call: deletes no later step depends on.
     pub(crate) defer_teardown: bool,
     pub(crate) defer_steps: bool,
+    node_calls: NodeCalls, // Which node each call went to, and what the step last touched.
 }
 
 impl ScenarioCtx {
@@ -274,6 +276,7 @@ impl ScenarioCtx {
             overlapping: false,
             defer_teardown: false,
             defer_steps: false,
+            node_calls: NodeCalls::default(),
         }
     }
 
@@ -307,6 +310,7 @@ impl ScenarioCtx {
             overlapping: false,
             defer_teardown: self.defer_teardown,
             defer_steps: false,
+            node_calls: NodeCalls::default(),
         }
     }
 
@@ -386,6 +390,7 @@ impl ScenarioCtx {
 
     /// How the paths of node endpoint `node` can be inspected (`None`: no such endpoint).
     pub fn inspector(&self, node: usize) -> Option<Inspector> {
+        self.node_calls.looked_at(self.step, node);
         self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get(node).cloned()
     }
 
@@ -426,6 +431,7 @@ impl ScenarioCtx {
     /// A finding as the current step files it (step, requirements, step name, behaviour).
     fn prepare(&self, mut finding: Finding) -> Finding {
         finding.step = finding.step.or(self.step);
+        finding.node = finding.node.take().or_else(|| self.node_calls.named(&finding, &self.shared.plugin, &self.shared.config));
         if finding.requirements.is_empty() && finding.step == self.step {
             finding.requirements = self.step_spec.clone();
         }
@@ -680,6 +686,7 @@ impl ScenarioCtx {
             Ok(c) => c.with_rules(&self.rules),
             Err(e) => return (request, Err(e)),
         };
+        self.node_calls.sent_to(self.step, method, node, &self.shared.plugin);
         let endpoint = conn.endpoint().to_string();
         // A call that is not sent: the harness's own error, never the plugin's answer.
         let not_sent = |code: Code, message: String| RpcError {
