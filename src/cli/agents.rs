@@ -418,5 +418,11 @@ mod tests {
         assert_eq!(resolve_("10.0.0.2:7443").await.unwrap(), [Endpoint::Tcp { host: "10.0.0.2".into(), port: 7443 }]);
         assert_eq!(resolve_("unix:///run/a.sock").await.unwrap(), [Endpoint::Unix("/run/a.sock".into())]);
         assert!(resolve_("10.0.0.2").await.is_err(), "a port is needed");
+        // A nomad:// name asks Nomad's API (here: nothing listens on the discard port).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed = listener.local_addr().unwrap();
+        drop(listener);
+        let e = resolve_(&format!("nomad://{closed}/csi-conform-agent")).await.unwrap_err();
+        assert!(e.message.contains(&format!("Nomad at {closed}")), "{}", e.message);
     }
 }

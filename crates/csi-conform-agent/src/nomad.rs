@@ -52,6 +52,9 @@ pub enum NomadError {
         /// Why.
         detail: String,
     },
+    /// The token holds what no HTTP header can carry (its value is never shown).
+    #[error("NOMAD_TOKEN holds a control character, which no HTTP header can carry")]
+    Token,
     /// The service has no registration.
     #[error("Nomad at {address} lists no registration of service {service} (is the agents' job running?)")]
     Empty {
@@ -69,6 +72,9 @@ pub async fn agents(spec: &str, token: Option<&str>, timeout: Duration) -> Resul
     let service = path.split('?').next().unwrap_or_default().to_owned();
     if address.is_empty() || service.is_empty() || !address.contains(':') || service.contains('/') {
         return Err(NomadError::Spec(format!("nomad://{spec}")));
+    }
+    if token.is_some_and(|t| t.chars().any(char::is_control)) {
+        return Err(NomadError::Token);
     }
     let unreachable = |detail: String| NomadError::Unreachable { address: address.to_owned(), detail };
     let answer = tokio::time::timeout(timeout, get(address, &format!("/v1/service/{path}"), token))
@@ -192,6 +198,8 @@ mod tests {
         let (address, _served) = fake_nomad("200 OK", "{\"not\": \"a list\"}").await;
         let e = agents(&format!("{address}/csi-conform-agent"), None, Duration::from_secs(10)).await.unwrap_err();
         assert!(matches!(e, NomadError::Answer { .. }), "{e}");
+        let e = agents(&format!("{address}/csi-conform-agent"), Some("s3cr3t\r\nX-Other: 1"), Duration::from_secs(1)).await;
+        assert!(matches!(e, Err(NomadError::Token)), "no header is smuggled in: {e:?}");
         for bad in ["127.0.0.1:4646", "127.0.0.1:4646/", "nomad-host/agents", "127.0.0.1:4646/a/b"] {
             assert!(matches!(agents(bad, None, Duration::from_secs(1)).await, Err(NomadError::Spec(_))), "{bad}");
         }
