@@ -1,8 +1,8 @@
 # csi-conform node agents on every Nomad client (a system job) beside the CSI node plugin,
 # registered in Nomad's service discovery as "csi-conform-agent":
 #   nomad job run -var plugin_id=hostpath deploy/nomad/csi-conform-agent.nomad.hcl
-#   csi-conform run --controller-endpoint ... --node-agents "$(nomad service info -t \
-#     '{{range .}}{{.Address}}:{{.Port}},{{end}}' csi-conform-agent)" --agent-tls-dir certs/
+#   csi-conform run --controller-endpoint ... --agent-tls-dir certs/ \
+#     --node-agents nomad://127.0.0.1:4646/csi-conform-agent   # (NOMAD_TOKEN when ACLs are on)
 # The agents' TLS files come from Nomad variables (nomad/jobs/csi-conform-agent):
 #   nomad var put nomad/jobs/csi-conform-agent ca=@certs/ca.pem agent=@certs/agent.pem key=@certs/agent-key.pem
 # docs/agents.md says what each privilege below is for.

@@ -1,6 +1,6 @@
 //! `run --node-agents`: the run's node roles played by node agents (`csi-conform agent`).
 //! The agents' addresses are resolved (`dns:///NAME:PORT` gives every address of a headless
-//! Service), each is reached over mutual TLS, its facts read, the run's lease taken and kept
+//! Service, `nomad://` every registration of a Nomad service), each is reached over mutual TLS, its facts read, the run's lease taken and kept
 //! renewed; each agent's channel carries the node plugin's CSI calls as a node connection, and
 //! an [`AgentNode`] answers the engine's questions about that node's files ([`NodeAgent`]). The
 //! engine sees nodes; only this file knows they are agents. At the end the leases are
@@ -33,8 +33,10 @@ use super::CliError;
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentRunArgs {
     /// Node agents that play the run's nodes (node 0, 1, ...), comma-separated or repeated:
-    /// `tcp://HOST:PORT`, `HOST:PORT`, `unix:///path`, or `dns:///NAME:PORT` for every address
-    /// NAME resolves to (a headless Service lists every agent pod). Replaces --node-endpoint;
+    /// `tcp://HOST:PORT`, `HOST:PORT`, `unix:///path`, `dns:///NAME:PORT` for every address
+    /// NAME resolves to (a headless Service lists every agent pod), or
+    /// `nomad://HOST:PORT/SERVICE[?namespace=NS]` for every registration of a Nomad service
+    /// (Nomad's HTTP API, with the token of NOMAD_TOKEN when set). Replaces --node-endpoint;
     /// the controller is --controller-endpoint (or --endpoint).
     #[arg(help_heading = "Node agents", long, value_name = "ADDR[,ADDR...]", value_delimiter = ',')]
     pub node_agents: Vec<String>,
@@ -67,8 +69,14 @@ pub(super) struct AgentNode {
 
 /// Every agent address `spec` names: one, or every address a `dns:///` name resolves to
 /// (sorted, so the same Service gives the same list).
-async fn resolve(spec: &str) -> Result<Vec<Endpoint>, CliError> {
+async fn resolve(spec: &str, timeout: Duration) -> Result<Vec<Endpoint>, CliError> {
     let spec = spec.trim();
+    if let Some(rest) = spec.strip_prefix("nomad://") {
+        let token = std::env::var(crate::agent::nomad::TOKEN_ENV).ok().filter(|t| !t.is_empty());
+        return crate::agent::nomad::agents(rest, token.as_deref(), timeout)
+            .await
+            .map_err(|e| CliError::usage(format!("--node-agents: {e}")));
+    }
     if let Some(hostport) = spec.strip_prefix("dns:///") {
         let mut found: Vec<std::net::SocketAddr> = tokio::net::lookup_host(hostport)
             .await
@@ -84,6 +92,22 @@ async fn resolve(spec: &str) -> Result<Vec<Endpoint>, CliError> {
     let with_scheme = if spec.contains("://") || spec.starts_with('/') { spec.to_owned() } else { format!("tcp://{spec}") };
     let endpoint: Endpoint = with_scheme.parse().map_err(|e| CliError::usage(format!("--node-agents: {e}")))?;
     Ok(vec![endpoint])
+}
+
+/// The first flag of `args` that makes or checks a node's paths by a command
+/// (`--create-mount-path-cmd` and the like, `--check-path-cmd`): with node agents, the agents
+/// do that on their nodes, and a command would run on the run's host instead.
+pub(super) fn path_commands(args: &super::args::RunArgs) -> Option<&'static str> {
+    let p = &args.paths;
+    [
+        (p.create_mount_path_cmd.is_some(), "--create-mount-path-cmd"),
+        (p.create_staging_path_cmd.is_some(), "--create-staging-path-cmd"),
+        (p.remove_mount_path_cmd.is_some(), "--remove-mount-path-cmd"),
+        (p.remove_staging_path_cmd.is_some(), "--remove-staging-path-cmd"),
+        (args.check_path_cmd.is_some(), "--check-path-cmd"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// Whether `dir` is inside `root` as written.
@@ -104,7 +128,7 @@ impl Agents {
         let mut nodes: Vec<Arc<AgentNode>> = Vec::new();
         for spec in &args.node_agents {
             let mut group = Vec::new();
-            for address in resolve(spec).await? {
+            for address in resolve(spec, options.connect_timeout).await? {
                 let link = AgentLink::connect(&address, Some(tls.clone()), options.connect_timeout)
                     .await
                     .map_err(CliError::usage)?;
@@ -112,7 +136,7 @@ impl Agents {
                 link.renew(&lease_id, args.agent_lease).await.map_err(CliError::usage)?;
                 group.push(Arc::new(AgentNode { link, lease_id: lease_id.clone(), facts }));
             }
-            if spec.trim().starts_with("dns:///") {
+            if spec.trim().starts_with("dns:///") || spec.trim().starts_with("nomad://") {
                 group.sort_by(|a, b| a.facts.node_id.cmp(&b.facts.node_id));
             }
             nodes.extend(group);
@@ -164,15 +188,21 @@ impl Agents {
             Some(e) => Some(Connection::connect(e.clone(), options.clone()).await.map_err(CliError::usage)?),
             None => None,
         };
-        let mut nodes = Vec::new();
-        for n in &self.nodes {
-            nodes.push(
-                Connection::over(n.link.address().clone(), n.link.channel(), options.clone()).await.map_err(CliError::usage)?,
-            );
-        }
+        let nodes = self.node_connections(options).await?;
         let mut fingerprint = Fingerprint::collect(controller.as_ref(), &nodes).await.map_err(CliError::usage)?;
         fingerprint.state_spec_version(spec_version);
         Ok((Connections { controller, nodes }, fingerprint))
+    }
+
+    /// The node plugins' connections, one over each agent's channel (its calls tagged with
+    /// the run's lease), node 0 first.
+    pub(super) async fn node_connections(&self, options: &ClientOptions) -> Result<Vec<Connection>, CliError> {
+        let mut nodes = Vec::new();
+        for n in &self.nodes {
+            let connection = Connection::over(n.link.address().clone(), n.link.channel(), options.clone(), Some(n.tag()?));
+            nodes.push(connection.await.map_err(CliError::usage)?);
+        }
+        Ok(nodes)
     }
 
     /// The engine's view of them, node 0 first.
@@ -238,6 +268,14 @@ fn wire_placement(p: &Placement) -> wire::Placement {
 }
 
 impl AgentNode {
+    /// The tag of the node plugin's calls through this agent: the run's lease (the agent
+    /// forwards no other call).
+    fn tag(&self) -> Result<(&'static str, tonic::metadata::AsciiMetadataValue), CliError> {
+        let value = tonic::metadata::AsciiMetadataValue::try_from(self.lease_id.as_str())
+            .map_err(|e| CliError::usage(format!("the run's lease id {:?}: {e}", self.lease_id)))?;
+        Ok((crate::agent::LEASE_HEADER, value))
+    }
+
     /// Waits for `f` on this runtime without holding up its other tasks.
     fn block<F: std::future::Future>(&self, f: F) -> F::Output {
         tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
@@ -365,16 +403,26 @@ mod tests {
 
     /// A `dns:///` name gives every address it resolves to (as a headless Service lists
     /// every pod), sorted; the other forms give the one address written.
+    async fn resolve_(spec: &str) -> Result<Vec<Endpoint>, CliError> {
+        resolve(spec, Duration::from_secs(10)).await
+    }
+
     #[tokio::test]
     async fn agent_addresses_resolve_as_written_or_through_dns() {
-        let all = resolve("dns:///localhost:7443").await.unwrap();
+        let all = resolve_("dns:///localhost:7443").await.unwrap();
         assert!(all.contains(&Endpoint::Tcp { host: "127.0.0.1".into(), port: 7443 }), "{all:?}");
         let mut sorted = all.clone();
         sorted.sort();
         sorted.dedup();
         assert_eq!(all.len(), sorted.len(), "no address twice");
-        assert_eq!(resolve("10.0.0.2:7443").await.unwrap(), [Endpoint::Tcp { host: "10.0.0.2".into(), port: 7443 }]);
-        assert_eq!(resolve("unix:///run/a.sock").await.unwrap(), [Endpoint::Unix("/run/a.sock".into())]);
-        assert!(resolve("10.0.0.2").await.is_err(), "a port is needed");
+        assert_eq!(resolve_("10.0.0.2:7443").await.unwrap(), [Endpoint::Tcp { host: "10.0.0.2".into(), port: 7443 }]);
+        assert_eq!(resolve_("unix:///run/a.sock").await.unwrap(), [Endpoint::Unix("/run/a.sock".into())]);
+        assert!(resolve_("10.0.0.2").await.is_err(), "a port is needed");
+        // A nomad:// name asks Nomad's API (here: nothing listens on the discard port).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed = listener.local_addr().unwrap();
+        drop(listener);
+        let e = resolve_(&format!("nomad://{closed}/csi-conform-agent")).await.unwrap_err();
+        assert!(e.message.contains(&format!("Nomad at {closed}")), "{}", e.message);
     }
 }

@@ -568,6 +568,11 @@ pub struct CleanupArgs {
     /// (default: every endpoint the journal names).
     #[command(flatten)]
     pub connect: ConnectArgs,
+
+    /// The node agents of a run made with --node-agents, as that run gave them: what the
+    /// journal lists on a node the run played through an agent is undone through that agent.
+    #[command(flatten)]
+    pub agents: super::agents::AgentRunArgs,
 }
 
 /// How to reach the plugin under test.

@@ -209,10 +209,36 @@ pub(super) async fn cleanup(args: CleanupArgs, scrubber: &Scrubber) -> Result<u8
         println!("cleanup: nothing to do: there is no journal at {}", args.journal.display());
         return Ok(EXIT_OK);
     }
-    let endpoints: Vec<String> = args.connect.targets().distinct().iter().map(ToString::to_string).collect();
-    let outcome = crate::cleanup::cleanup(&args.journal, &endpoints, &args.connect.client_options(), &secrets)
-        .await
-        .map_err(CliError::usage)?;
+    let mut endpoints: Vec<String> = args.connect.targets().distinct().iter().map(ToString::to_string).collect();
+    let options = args.connect.client_options();
+    // Through node agents: the journal names each agent's address for the node it played;
+    // those records are undone over the agent's channel, under a lease of the cleanup's own.
+    let agents = if args.agents.node_agents.is_empty() {
+        None
+    } else {
+        Some(super::agents::Agents::connect(&args.agents, &options).await?)
+    };
+    let over = match &agents {
+        Some(agents) => agents.node_connections(&options).await,
+        None => Ok(Vec::new()),
+    };
+    let over = match over {
+        Ok(over) => over,
+        Err(e) => {
+            if let Some(agents) = agents {
+                agents.release().await;
+            }
+            return Err(e);
+        }
+    };
+    if !endpoints.is_empty() {
+        endpoints.extend(over.iter().map(|c| c.endpoint().to_string()));
+    }
+    let outcome = crate::cleanup::cleanup_over(&args.journal, &endpoints, &options, &secrets, over).await;
+    if let Some(agents) = agents {
+        agents.release().await;
+    }
+    let outcome = outcome.map_err(CliError::usage)?;
     print!("{}", scrubber.scrub(&outcome.to_string()));
     if let Err(e) = journal::compact(&args.journal) {
         eprintln!("warning: {}", scrubber.scrub(&e.to_string()));

@@ -186,7 +186,6 @@ async fn a_lapsed_lease_undoes_the_runs_work_on_the_node() {
     let controller = Connection::connect(Endpoint::Unix(cluster.dir.path().join("host-1.sock")), ClientOptions::default())
         .await
         .unwrap();
-    let node = Connection::over(link.address().clone(), link.channel(), ClientOptions::default()).await.unwrap();
     let volume = ok(controller.controller().create_volume(create_req("lease", vec![mount_cap(Mode::SingleNodeWriter)])).await)
         .volume
         .unwrap();
@@ -200,8 +199,8 @@ async fn a_lapsed_lease_undoes_the_runs_work_on_the_node() {
         volume_capability: Some(mount_cap(Mode::SingleNodeWriter)),
         ..Default::default()
     };
-    let refused = node.node().node_stage_volume(stage.clone()).await.unwrap_err();
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    let refused = raw_node(&link).node_stage_volume(tagged(stage.clone(), Some("run-a"))).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     assert!(refused.message().contains("no run holds this agent"), "{}", refused.message());
 
     let published = ok(controller
@@ -216,7 +215,8 @@ async fn a_lapsed_lease_undoes_the_runs_work_on_the_node() {
     let stage = v1::NodeStageVolumeRequest { publish_context: published.publish_context.clone(), ..stage };
     link.renew("run-a", Duration::from_secs(2)).await.unwrap();
     assert!(link.renew("run-b", Duration::from_secs(2)).await.unwrap_err().to_string().contains("run run-a holds this agent"));
-    ok(node.node().node_stage_volume(stage).await);
+    let mut node = raw_node(&link);
+    ok(node.node_stage_volume(tagged(stage, Some("run-a"))).await);
     assert!(scenario.is_dir(), "the agent made the run's directory the node did not have");
     let publish = v1::NodePublishVolumeRequest {
         volume_id: volume.volume_id.clone(),
@@ -226,7 +226,7 @@ async fn a_lapsed_lease_undoes_the_runs_work_on_the_node() {
         publish_context: published.publish_context.clone(),
         ..Default::default()
     };
-    ok(node.node().node_publish_volume(publish).await);
+    ok(node.node_publish_volume(tagged(publish, Some("run-a"))).await);
     let mut agent = link.client();
     let m = marker::Marker::new(1, "lease", "A");
     let written = agent
@@ -275,6 +275,90 @@ async fn a_lapsed_lease_undoes_the_runs_work_on_the_node() {
     let _ = Work::Dir(PathBuf::new());
 }
 
+/// The tag of a run's calls through an agent: its lease id.
+fn lease_tag(run: &str) -> Option<(&'static str, tonic::metadata::AsciiMetadataValue)> {
+    Some((csi_conform::agent::LEASE_HEADER, run.parse().unwrap()))
+}
+
+/// A request carrying `run`'s lease tag (none: untagged).
+fn tagged<T>(message: T, run: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some((key, value)) = run.and_then(lease_tag) {
+        request.metadata_mut().insert(key, value);
+    }
+    request
+}
+
+/// A node client on the agent's channel that adds nothing to the calls.
+fn raw_node(link: &AgentLink) -> v1::node_client::NodeClient<tonic::transport::Channel> {
+    v1::node_client::NodeClient::new(link.channel())
+}
+
+/// The agent forwards only the calls of the run holding it: untagged, UNAUTHENTICATED;
+/// tagged with another run's lease, PERMISSION_DENIED, before the plugin sees them (nothing
+/// is made or mounted on the node); tagged with the holder's, forwarded, and what it did is
+/// in that run's ledger, which its release undoes.
+#[tokio::test]
+async fn forwarded_calls_need_the_lease_of_the_run_holding_the_agent() {
+    let test = "agents::forwarded_calls_need_the_lease_of_the_run_holding_the_agent";
+    let cluster = Cluster::new();
+    let Some(host) = cluster.host(test, 1, true, false).await else { return };
+    let link = host.link(&cluster).await;
+    link.renew("run-a", Duration::from_secs(60)).await.unwrap();
+    let mut identity = v1::identity_client::IdentityClient::new(link.channel());
+    let untagged = identity.get_plugin_info(tagged(v1::GetPluginInfoRequest {}, None)).await.unwrap_err();
+    assert_eq!(untagged.code(), tonic::Code::Unauthenticated, "{untagged:?}");
+    assert!(untagged.message().contains("carries no lease"), "{}", untagged.message());
+    let other = identity.get_plugin_info(tagged(v1::GetPluginInfoRequest {}, Some("run-b"))).await.unwrap_err();
+    assert_eq!(other.code(), tonic::Code::PermissionDenied, "{other:?}");
+    assert!(other.message().contains("run run-a holds this agent"), "{}", other.message());
+    let info = identity.get_plugin_info(tagged(v1::GetPluginInfoRequest {}, Some("run-a"))).await.unwrap().into_inner();
+    assert!(!info.name.is_empty(), "the plugin's own answer came back: {info:?}");
+
+    let controller = Connection::connect(Endpoint::Unix(cluster.dir.path().join("host-1.sock")), ClientOptions::default())
+        .await
+        .unwrap();
+    let volume = ok(controller.controller().create_volume(create_req("tag", vec![mount_cap(Mode::SingleNodeWriter)])).await)
+        .volume
+        .unwrap();
+    let published = ok(controller
+        .controller()
+        .controller_publish_volume(v1::ControllerPublishVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            node_id: "node-1".into(),
+            volume_capability: Some(mount_cap(Mode::SingleNodeWriter)),
+            ..Default::default()
+        })
+        .await);
+    let scenario = cluster.work.join("run-tag");
+    let stage = v1::NodeStageVolumeRequest {
+        volume_id: volume.volume_id.clone(),
+        staging_target_path: scenario.join("staging").display().to_string(),
+        volume_capability: Some(mount_cap(Mode::SingleNodeWriter)),
+        publish_context: published.publish_context.clone(),
+        ..Default::default()
+    };
+    let mut node = raw_node(&link);
+    for run in [None, Some("run-b")] {
+        let refused = node.node_stage_volume(tagged(stage.clone(), run)).await.unwrap_err();
+        assert!(matches!(refused.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied), "{run:?}: {refused:?}");
+        assert!(!scenario.exists(), "{run:?}: the refused call made nothing on the node");
+        assert!(host.mounts_under(&scenario).is_empty(), "{run:?}: nor mounted anything");
+    }
+    node.node_stage_volume(tagged(stage.clone(), Some("run-a"))).await.unwrap();
+    assert_eq!(host.mounts_under(&scenario).len(), 1, "the tagged call was forwarded and the plugin staged");
+    assert!(
+        link.client().facts(wire::FactsRequest {}).await.unwrap().into_inner().held_by == "run-a",
+        "run-a still holds the agent"
+    );
+    let released = link.release("run-a").await.unwrap();
+    assert!(released.undone.iter().any(|l| l.starts_with("NodeUnstageVolume")), "{released:?}");
+    assert!(host.mounts_under(&scenario).is_empty(), "what run-a's calls did was undone with its lease");
+    // The lease is gone: run-a's tag opens nothing any more.
+    let lapsed = node.node_stage_volume(tagged(stage, Some("run-a"))).await.unwrap_err();
+    assert_eq!(lapsed.code(), tonic::Code::PermissionDenied, "{lapsed:?}");
+}
+
 /// A call with a path outside the agent's work directory never reaches the plugin.
 #[tokio::test]
 async fn paths_outside_the_work_dir_are_refused() {
@@ -283,11 +367,13 @@ async fn paths_outside_the_work_dir_are_refused() {
     let Some(host) = cluster.host(test, 1, true, false).await else { return };
     let link = host.link(&cluster).await;
     link.renew("run-a", Duration::from_secs(30)).await.unwrap();
-    let node = Connection::over(link.address().clone(), link.channel(), ClientOptions::default()).await.unwrap();
+    let mut node = raw_node(&link);
     let outside = cluster.dir.path().join("elsewhere");
     let refused = node
-        .node()
-        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest { volume_id: "v".into(), target_path: outside.display().to_string() })
+        .node_unpublish_volume(tagged(
+            v1::NodeUnpublishVolumeRequest { volume_id: "v".into(), target_path: outside.display().to_string() },
+            Some("run-a"),
+        ))
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::PermissionDenied);
@@ -298,8 +384,10 @@ async fn paths_outside_the_work_dir_are_refused() {
     // The plugin's own answers come back unchanged: NOT_FOUND for an unknown volume.
     let inside = cluster.work.join("t");
     let answer = node
-        .node()
-        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest { volume_id: "no-such".into(), target_path: inside.display().to_string() })
+        .node_unpublish_volume(tagged(
+            v1::NodeUnpublishVolumeRequest { volume_id: "no-such".into(), target_path: inside.display().to_string() },
+            Some("run-a"),
+        ))
         .await;
     assert_eq!(answer.map(|_| tonic::Code::Ok).unwrap_or_else(|s| s.code()), tonic::Code::NotFound);
     link.release("run-a").await.unwrap();
@@ -478,6 +566,30 @@ async fn a_killed_run_leaves_no_mount_on_any_host_once_its_lease_lapses() {
         assert!(killed.elapsed() < Duration::from_secs(60), "still mounted: {:?}", hosts.iter().map(|h| h.mounts_under(&cluster.work)).collect::<Vec<_>>());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // The journal still lists what the run did on the nodes, under the agents' addresses
+    // (the agents' undo is theirs, not the journal's): `cleanup` with the run's agent flags
+    // settles it through the agents, and the controller's volumes through the controller.
+    let journal = out.path().join("agents.journal");
+    let agents: Vec<String> = hosts.iter().map(|h| h.address.to_string()).collect();
+    let on_agents = |j: &Path| {
+        csi_conform::journal::outstanding(j).unwrap().iter().filter(|(_, r)| agents.iter().any(|a| a == r.endpoint())).count()
+    };
+    assert!(on_agents(&journal) > 0, "the killed run journaled node work through its agents");
+    let controller = format!("unix://{}", cluster.dir.path().join("host-1.sock").display());
+    let (journal_arg, agents_arg, certs) = (journal.display().to_string(), agents.join(","), cluster.certs.display().to_string());
+    let cleanup = csi_conform(
+        &["cleanup", "--journal", &journal_arg, "--controller-endpoint", &controller, "--node-agents", &agents_arg, "--agent-tls-dir", &certs],
+        out.path(),
+    )
+    .await;
+    let said = format!("{}{}", String::from_utf8_lossy(&cleanup.stdout), String::from_utf8_lossy(&cleanup.stderr));
+    assert_eq!(cleanup.status.code(), Some(0), "{said}");
+    assert_eq!(on_agents(&journal), 0, "nothing is left on the agents' nodes: {said}");
+    assert!(csi_conform::journal::outstanding(&journal).unwrap().is_empty(), "nor anywhere: {said}");
+    for host in &hosts {
+        assert!(host.mounts_under(&cluster.work).is_empty(), "left on a host: {:?}", host.mounts_under(&cluster.work));
+    }
 }
 
 /// Every mount check happens on the node that owns the mount: node 1's plugin (host 2)
@@ -502,8 +614,36 @@ async fn a_node_plugins_fault_is_found_on_its_own_node() {
     assert_eq!(two.outcome, csi_conform::report::Severity::Fail, "{two:?}");
     let finding = two.findings.iter().find(|f| f.severity == csi_conform::report::Severity::Fail).unwrap();
     assert!(finding.message.contains("/node1/target was published read-only, but the mount table shows it mounted read-write"), "{}", finding.message);
+    // The finding names the node it happened on, as the run chose it: node 1, played by
+    // host 2's agent; every report shows it (JSON field, HTML column, JUnit, console).
+    let node = finding.node.as_ref().expect("the finding names its node");
+    assert_eq!((node.index, node.endpoint.as_str(), node.node_id.as_deref()), (1, hosts[1].address.to_string().as_str(), Some("node-2")), "{node:?}");
+    let named = format!("node 1 (node-2 at {})", hosts[1].address);
+    let html = std::fs::read_to_string(out.path().join("agents.html")).unwrap();
+    assert!(html.contains("<th>node</th>") && html.contains(&format!("<td class=\"node\">{named}</td>")), "the HTML's node column");
+    let junit = std::fs::read_to_string(out.path().join("agents.xml")).unwrap();
+    assert!(junit.contains(&format!("node: {named}")), "the JUnit failure names the node");
+    assert!(String::from_utf8_lossy(&run.stdout).contains(&format!("(on {named})")), "the console names the node: {}", String::from_utf8_lossy(&run.stdout));
     let one = report.scenario("lifecycle.mount.read-only").expect("it ran");
     assert_eq!(one.outcome, csi_conform::report::Severity::Pass, "node 0's plugin honours read-only: {one:?}");
     assert!(report.mounts[1].agent.as_deref().is_some_and(|a| a.contains("node id node-2")), "{:?}", report.mounts);
     assert_eq!(report.mounts[1].pid, Some(hosts[1].plugin_pid));
+}
+
+/// With node agents, the agents make and check the run's paths on their nodes: a command
+/// that would do it (run on the run's host, not on the node) is refused before anything is
+/// connected, naming the flag.
+#[tokio::test]
+async fn path_commands_and_node_agents_exclude_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in ["--create-mount-path-cmd", "--create-staging-path-cmd", "--check-path-cmd"] {
+        let run = csi_conform(
+            &["run", "--controller-endpoint", "unix:///nonexistent/c.sock", "--node-agents", "127.0.0.1:9", "--agent-tls-dir", "certs", flag, "/bin/true"],
+            dir.path(),
+        )
+        .await;
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(&format!("--node-agents and {flag} exclude each other")), "{flag}: {stderr}");
+    }
 }

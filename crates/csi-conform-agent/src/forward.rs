@@ -1,9 +1,10 @@
 //! The agent's forward of the node plugin's CSI calls: every `/csi.v1.Node/*` and
 //! `/csi.v1.Identity/*` call is passed to the plugin's socket as it came (the message's bytes,
 //! its metadata) and the plugin's answer comes back as it went (bytes, status, details), so
-//! the run judges the plugin, never the agent. On the way the agent only reads the paths
-//! of the calls that take one: a path outside its work directory is refused before the
-//! plugin sees it, a call that changes the node needs the run's lease, the run's directory
+//! the run judges the plugin, never the agent. Only a call tagged with the lease of the run
+//! holding the agent is forwarded (the tag, [`super::LEASE_HEADER`], is taken off first). On
+//! the way the agent only reads the paths of the calls that take one: a path outside its work
+//! directory is refused before the plugin sees it, the run's directory
 //! is made on the node when the node does not have it (as the CO's node half would), and
 //! what the plugin did (staged, published, undone) goes to the lease's ledger.
 
@@ -24,6 +25,7 @@ use tonic::{
 };
 
 use super::{
+    LEASE_HEADER,
     lease::{Lease, Work},
     node::NodeView,
 };
@@ -81,8 +83,6 @@ pub struct Forward {
 #[derive(Debug, Default)]
 struct Seen {
     paths: Vec<String>,
-    /// It changes the node: the run's lease is needed.
-    changes: bool,
     /// The directory (and, for NodeStageVolume, the staging path) the CO would have made.
     makes: Option<(PathBuf, Option<PathBuf>)>,
     done: Option<Work>,
@@ -106,7 +106,6 @@ fn seen(method: &str, bytes: &[u8]) -> Result<Seen, Status> {
                 makes: parent(&r.staging_target_path).map(|p| (p, Some(staging))),
                 done: Some(Work::Staged { volume_id: r.volume_id, staging: r.staging_target_path.clone() }),
                 paths: vec![r.staging_target_path],
-                changes: true,
                 ..Seen::default()
             }
         }
@@ -115,7 +114,6 @@ fn seen(method: &str, bytes: &[u8]) -> Result<Seen, Status> {
             Seen {
                 undone: Some(Work::Staged { volume_id: r.volume_id, staging: r.staging_target_path.clone() }),
                 paths: vec![r.staging_target_path],
-                changes: true,
                 ..Seen::default()
             }
         }
@@ -125,7 +123,6 @@ fn seen(method: &str, bytes: &[u8]) -> Result<Seen, Status> {
                 makes: parent(&r.target_path).map(|p| (p, None)),
                 done: Some(Work::Published { volume_id: r.volume_id, target: r.target_path.clone() }),
                 paths: vec![r.target_path, r.staging_target_path],
-                changes: true,
                 ..Seen::default()
             }
         }
@@ -135,13 +132,12 @@ fn seen(method: &str, bytes: &[u8]) -> Result<Seen, Status> {
                 undone: Some(Work::Published { volume_id: r.volume_id, target: r.target_path.clone() }),
                 unpublished: Some(r.target_path.clone()),
                 paths: vec![r.target_path],
-                changes: true,
                 ..Seen::default()
             }
         }
         "NodeExpandVolume" => {
             let r: v1::NodeExpandVolumeRequest = decode(bytes)?;
-            Seen { paths: vec![r.volume_path, r.staging_target_path], changes: true, ..Seen::default() }
+            Seen { paths: vec![r.volume_path, r.staging_target_path], ..Seen::default() }
         }
         "NodeGetVolumeStats" => {
             let r: v1::NodeGetVolumeStatsRequest = decode(bytes)?;
@@ -175,8 +171,9 @@ impl Forward {
         task.await.unwrap_or_else(|e| Err(Status::internal(format!("csi-conform agent: the forward failed: {e}"))))
     }
 
-    async fn forward(self, path: String, request: tonic::Request<Vec<u8>>) -> Result<tonic::Response<Vec<u8>>, Status> {
+    async fn forward(self, path: String, mut request: tonic::Request<Vec<u8>>) -> Result<tonic::Response<Vec<u8>>, Status> {
         let method = path.rsplit('/').next().unwrap_or_default().to_owned();
+        let run_id = self.lease_of(&method, &mut request)?;
         let seen = seen(&method, request.get_ref())?;
         // An empty path goes to the plugin (whose answer to it is judged); any other must be
         // the run's.
@@ -187,11 +184,8 @@ impl Forward {
                 self.work_dir.display()
             )));
         }
-        if seen.changes {
-            self.lease.check(None).map_err(|e| Status::failed_precondition(format!("csi-conform agent: {e}")))?;
-        }
         if let Some((dir, staging)) = &seen.makes {
-            self.make_dirs(dir, staging.as_deref()).await;
+            self.make_dirs(&run_id, dir, staging.as_deref()).await;
         }
         let mut client = tonic::client::Grpc::new(self.plugin.clone());
         client.ready().await.map_err(|e| Status::unavailable(format!("csi-conform agent: the node plugin: {e}")))?;
@@ -202,7 +196,7 @@ impl Forward {
         // Recorded before the plugin is asked: a run killed while the call is in flight drops
         // this future with it, and the mount the plugin makes must still be undone when the
         // lease lapses. A refusal takes back only what this call added.
-        let fresh = seen.done.as_ref().is_some_and(|work| self.lease.record(work.clone()));
+        let fresh = seen.done.as_ref().is_some_and(|work| self.lease.record_for(&run_id, work.clone()));
         let answer = client.unary(forwarded, path, RawCodec).await;
         match (&answer, &seen.done) {
             (Ok(_), _) => {
@@ -219,9 +213,24 @@ impl Forward {
         answer
     }
 
+    /// The lease a call carries ([`LEASE_HEADER`]), taken off the call (the plugin never sees
+    /// it): only the run holding the agent now is forwarded. No lease: UNAUTHENTICATED;
+    /// another run's, or one that lapsed: PERMISSION_DENIED. Both are said to be the agent's.
+    fn lease_of(&self, method: &str, request: &mut tonic::Request<Vec<u8>>) -> Result<String, Status> {
+        let carried = request.metadata_mut().remove(LEASE_HEADER);
+        let Some(run_id) = carried.as_ref().and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()) else {
+            return Err(Status::unauthenticated(format!(
+                "csi-conform agent: {method} carries no lease ({LEASE_HEADER} metadata): the agent forwards only the \
+                 calls of the run that holds it"
+            )));
+        };
+        self.lease.check(Some(run_id)).map_err(|e| Status::permission_denied(format!("csi-conform agent: {method}: {e}")))?;
+        Ok(run_id.to_owned())
+    }
+
     /// Makes `dir` (and `staging` inside it) on the node when the node does not have `dir`:
     /// the run's directories live where the run runs, and this node may not share them.
-    async fn make_dirs(&self, dir: &Path, staging: Option<&Path>) {
+    async fn make_dirs(&self, run_id: &str, dir: &Path, staging: Option<&Path>) {
         if !inside(&self.work_dir, dir) {
             return;
         }
@@ -242,7 +251,7 @@ impl Forward {
             if let Some(l) = inspector.local_path(d)
                 && std::fs::create_dir(&l).is_ok()
             {
-                let _ = self.lease.record(Work::Dir(d.to_owned()));
+                let _ = self.lease.record_for(run_id, Work::Dir(d.to_owned()));
             }
         }
     }
@@ -329,11 +338,10 @@ mod tests {
         };
         let s = seen("NodePublishVolume", &r.encode_to_vec()).unwrap();
         assert_eq!(s.paths, vec!["/w/s/target", "/w/s/staging"]);
-        assert!(s.changes);
         assert_eq!(s.done, Some(Work::Published { volume_id: "v".into(), target: "/w/s/target".into() }));
         assert_eq!(s.makes, Some((PathBuf::from("/w/s"), None)));
         let probe = seen("Probe", &[]).unwrap();
-        assert!(probe.paths.is_empty() && !probe.changes);
+        assert!(probe.paths.is_empty() && probe.done.is_none());
         assert_eq!(seen("NodeStageVolume", &[0xff, 0xff]).unwrap_err().code(), tonic::Code::InvalidArgument);
     }
 }

@@ -107,6 +107,12 @@ impl Lease {
         self.lock().as_mut().is_some_and(|h| h.work.insert(work))
     }
 
+    /// Records work a call of `run_id` did, in that run's ledger only (nothing when another
+    /// run holds the agent now); whether it was new.
+    pub fn record_for(&self, run_id: &str, work: Work) -> bool {
+        self.lock().as_mut().is_some_and(|h| h.run_id == run_id && h.work.insert(work))
+    }
+
     /// Forgets work the run undid itself.
     pub fn forget(&self, work: &Work) {
         if let Some(h) = self.lock().as_mut() {

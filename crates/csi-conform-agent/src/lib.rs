@@ -5,7 +5,7 @@
 //! holds what the run did on the node under a lease ([`lease`]): when the run stops renewing
 //! it, the agent undoes that work, so a run that dies leaves no mount behind. `agent certs`
 //! makes the CA and certificates of a run and its agents ([`tls`]); [`client`] is the run's
-//! side of the wire.
+//! side of the wire, and [`nomad`] finds the agents through Nomad's service discovery.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -13,6 +13,7 @@ pub mod client;
 pub mod forward;
 pub mod lease;
 pub mod node;
+pub mod nomad;
 pub mod service;
 pub mod tls;
 
@@ -29,6 +30,11 @@ pub const AGENT_NAME: &str = "csi-conform-agent";
 
 /// The name a run's client certificate carries.
 pub const RUN_NAME: &str = "csi-conform-run";
+
+/// The metadata header every forwarded CSI call carries: the id of the run's lease. The agent
+/// forwards only calls of the run that holds it (and takes the header off before the plugin
+/// sees the call), so what it forwarded under a lease is the work that lease's lapse undoes.
+pub const LEASE_HEADER: &str = "csi-conform-lease";
 
 /// The default port of an agent.
 pub const DEFAULT_PORT: u16 = 7443;

@@ -178,7 +178,7 @@ impl wire::agent_server::Agent for Agent {
                     marker::Placement::Block { tail } => Some(tail),
                     marker::Placement::File => None,
                 };
-                let _ = self.lease.record(Work::Marker { target: r.target, tail });
+                let _ = self.lease.record_for(&r.run_id, Work::Marker { target: r.target, tail });
                 wire::WriteMarkerResponse { placement: Some(wire_placement(&p)), ..Default::default() }
             }
             Err(e) => wire::WriteMarkerResponse { placement: None, error: e.to_string(), errno: errno(&e) },

@@ -380,12 +380,26 @@ pub async fn cleanup(
     options: &ClientOptions,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<Outcome, journal::JournalError> {
+    cleanup_over(journal_path, endpoints, options, secrets, Vec::new()).await
+}
+
+/// [`cleanup`], reaching the endpoints of `over` through those connections (a node agent's,
+/// whose address is what the journal names for the node it played) rather than connecting.
+pub async fn cleanup_over(
+    journal_path: &Path,
+    endpoints: &[String],
+    options: &ClientOptions,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+    over: Vec<Connection>,
+) -> Result<Outcome, journal::JournalError> {
     let mut records = journal::outstanding(journal_path)?;
     records.retain(|(_, r)| endpoints.is_empty() || endpoints.iter().any(|e| e == r.endpoint()));
     let mut named: Vec<String> = records.iter().map(|(_, r)| r.endpoint().to_owned()).collect();
     named.sort();
     named.dedup();
-    let mut connected: BTreeMap<String, Result<Connection, String>> = BTreeMap::new();
+    let mut connected: BTreeMap<String, Result<Connection, String>> =
+        over.into_iter().map(|c| (c.endpoint().to_string(), Ok(c))).collect();
+    named.retain(|e| !connected.contains_key(e));
     for text in named {
         let connection = match text.parse::<Endpoint>() {
             Ok(endpoint) => Connection::connect(endpoint, options.clone()).await.map_err(|e| e.to_string()),

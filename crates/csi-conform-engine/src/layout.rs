@@ -43,6 +43,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("verifier.rs", 4, "settings and scheduler"),
     ("patience.rs", 4, "settings and scheduler"),
     ("inflight.rs", 4, "settings and scheduler"),
+    ("node_of.rs", 4, "settings and scheduler"),
     ("witness.rs", 4, "settings and scheduler"),
     ("load.rs", 5, "loading"),
     ("load/", 5, "loading"),

@@ -10,13 +10,14 @@ use std::{
     task::{Context, Poll},
 };
 
-use prost::bytes::{Buf, BufMut};
 use tonic::{
     Status,
     body::Body,
-    codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
     server::{Grpc, UnaryService},
 };
+
+// Messages as raw bytes, both ways: the node agent's forward's own codec.
+use csi_conform::agent::forward::RawCodec;
 
 /// What a misbehaving RPC does instead of answering.
 #[derive(Debug, Clone)]
@@ -118,44 +119,6 @@ impl UnaryService<Vec<u8>> for Refused {
     fn call(&mut self, _: tonic::Request<Vec<u8>>) -> Self::Future {
         let status = Status::new(self.0, self.1);
         Box::pin(async move { Err(status) })
-    }
-}
-
-/// Messages as raw bytes, both ways.
-#[derive(Debug, Clone, Copy, Default)]
-struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        RawCodec
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
     }
 }
 

@@ -138,6 +138,8 @@ pub struct Connection {
     stats: Arc<CallStats>,
     /// Where the response rules' violations of this handle's calls go.
     rules: Option<RuleLog>,
+    /// A metadata entry every call carries (a node agent's lease tag, see [`Self::over`]).
+    tag: Option<(&'static str, tonic::metadata::AsciiMetadataValue)>,
 }
 
 impl Connection {
@@ -182,17 +184,25 @@ impl Connection {
             options,
             stats: Arc::default(),
             rules: None,
+            tag: None,
         };
         connection.wait_until_ready(started, deadline).await?;
         Ok(connection)
     }
 
     /// A connection to `endpoint` over a `channel` made elsewhere (a node agent's, over mutual
-    /// TLS), probed as [`Self::connect`] probes, within `options.connect_timeout`.
-    pub async fn over(endpoint: Endpoint, channel: Channel, options: ClientOptions) -> Result<Self, ConnectError> {
+    /// TLS), probed as [`Self::connect`] probes, within `options.connect_timeout`. With `tag`,
+    /// every call (the probe too) carries that metadata entry (a node agent forwards only calls
+    /// tagged with the lease of the run that holds it).
+    pub async fn over(
+        endpoint: Endpoint,
+        channel: Channel,
+        options: ClientOptions,
+        tag: Option<(&'static str, tonic::metadata::AsciiMetadataValue)>,
+    ) -> Result<Self, ConnectError> {
         let started = Instant::now();
         let deadline = started + options.connect_timeout;
-        let connection = Connection { endpoint, channel, options, stats: Arc::default(), rules: None };
+        let connection = Connection { endpoint, channel, options, stats: Arc::default(), rules: None, tag };
         connection.wait_until_ready(started, deadline).await?;
         Ok(connection)
     }
@@ -304,6 +314,9 @@ impl Connection {
     {
         let mut request = tonic::Request::new(request);
         request.set_timeout(timeout);
+        if let Some((key, value)) = &self.tag {
+            request.metadata_mut().insert(*key, value.clone());
+        }
         self.stats.sending(rpc);
         let started = Instant::now();
         let outcome = tokio::time::timeout(timeout, send(request)).await;

@@ -30,6 +30,7 @@ use super::{
     deleted,
     inspect::Inspector,
     model::*,
+    node_of::NodeCalls,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
     settings::{Plugin, RunConfig, RunFacts, Waits},
@@ -234,6 +235,8 @@ pub struct ScenarioCtx {
     /// scenario's last step when it is one call: deletes no later step depends on.
     defer_teardown: bool,
     defer_steps: bool,
+    /// Which node each call went to, and what the step last touched: a finding's node.
+    node_calls: NodeCalls,
 }
 
 impl ScenarioCtx {
@@ -281,6 +284,7 @@ impl ScenarioCtx {
             overlapping: false,
             defer_teardown: false,
             defer_steps: false,
+            node_calls: NodeCalls::default(),
         }
     }
 
@@ -314,6 +318,7 @@ impl ScenarioCtx {
             overlapping: false,
             defer_teardown: self.defer_teardown,
             defer_steps: false,
+            node_calls: NodeCalls::default(),
         }
     }
 
@@ -399,6 +404,7 @@ impl ScenarioCtx {
 
     /// How the paths of node endpoint `node` can be inspected (`None`: no such endpoint).
     pub fn inspector(&self, node: usize) -> Option<Inspector> {
+        self.node_calls.looked_at(self.step, node);
         self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get(node).cloned()
     }
 
@@ -439,6 +445,9 @@ impl ScenarioCtx {
     /// A finding as the current step files it (step, requirements, step name, behaviour).
     fn prepare(&self, mut finding: Finding) -> Finding {
         finding.step = finding.step.or(self.step);
+        if finding.node.is_none() {
+            finding.node = self.node_calls.named(&finding, &self.shared.plugin, &self.shared.config);
+        }
         if finding.requirements.is_empty() && finding.step == self.step {
             finding.requirements = self.step_spec.clone();
         }

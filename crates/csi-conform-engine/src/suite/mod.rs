@@ -11,7 +11,7 @@
 //! | 1 values | `vars`, `error`, `pool`, `existing`, `bounds`, `sanity`, `inspect`, `resources`, `request`, `deleted`, `answer` | values and their types, load errors, the plugin's pools, existing volumes, the bounds of generated capabilities as written, csi-sanity's spec texts, path and mount inspection (data markers and write probes are csi-client's `marker`), tracked resources, requests built from YAML, how a deleted object is looked up again, a plugin's answer and the findings about one call |
 //! | 2 vocabulary | `catalog` | argument kinds, [`CheckSpec`] / [`PropertySpec`] (name, docs, args, outputs, RPCs, pools held, demand and cost, as data) and the [`Catalog`] the loader reads |
 //! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
-//! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/`, `verifier`, `patience`, `inflight` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name), the look-ups after deletes and the run-wide delete verifier, the bounds of waits without a spec deadline, the run's own calls in flight per volume |
+//! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/`, `verifier`, `patience`, `inflight`, `node_of` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name), the look-ups after deletes and the run-wide delete verifier, the bounds of waits without a spec deadline, the run's own calls in flight per volume, the node each finding happened on |
 //! | 5 loading | `load`, `load/` | YAML to the model, given a [`Catalog`] (so it never imports the checks); above the settings because it checks `${...}` against the built-in variables' types |
 //! | 6 context | `ctx`, `ctx/` | [`ScenarioCtx`], the only `impl ScenarioCtx`: variables, calls (`ctx/send`: its stages), findings, teardown |
 //! | 7 checks | `checks/` (one file per named check, a folder for `lifecycle`), `builtin` | the named checks and properties in one registry table ([`Registry`] implements [`Catalog`]), the built-in suites |
@@ -32,6 +32,7 @@ mod deleted;
 mod error;
 mod existing;
 mod inflight;
+mod node_of;
 #[cfg(test)]
 mod golden;
 mod inspect;

@@ -637,6 +637,7 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
             .iter()
             .map(|e| crate::report::Evidence { object: shared.scrub(&e.object), claim: shared.scrub(&e.claim), ..e.clone() })
             .collect(),
+        node: f.node.clone(),
     }
 }
 

@@ -299,15 +299,19 @@ pub fn to_html(report: &RunReport) -> String {
     super::matrix::html(&mut out, report);
 
     out.push_str("<h2>All scenarios by suite</h2>\n");
+    // A run whose findings name their nodes (several nodes, or node agents) shows them in a
+    // column of their own.
+    let nodes = report.suites.iter().flat_map(|s| &s.scenarios).flat_map(|s| &s.findings).any(|f| f.node.is_some());
     for suite in &report.suites {
         let _ = writeln!(
             out,
-            "<details class=\"suite\" id=\"suite-{id}\"><summary><b>{}</b> <small>{id}</small></summary>\n<table><tr><th>outcome</th><th>scenario</th><th>time</th><th>detail</th></tr>",
+            "<details class=\"suite\" id=\"suite-{id}\"><summary><b>{}</b> <small>{id}</small></summary>\n<table><tr><th>outcome</th><th>scenario</th>{node}<th>time</th><th>detail</th></tr>",
             escape(&suite.title),
-            id = escape(&suite.id)
+            id = escape(&suite.id),
+            node = if nodes { "<th>node</th>" } else { "" }
         );
         for s in &suite.scenarios {
-            scenario_row(&mut out, s);
+            scenario_row(&mut out, s, nodes);
         }
         out.push_str("</table></details>\n");
     }
@@ -382,7 +386,9 @@ fn finding_item(out: &mut String, report: &RunReport, s: &ScenarioResult, f: &Fi
         kind = escape(&f.kind),
         message = escape(&f.message)
     );
+    let node = f.node.as_ref().map(ToString::to_string);
     let rows: Vec<(&str, &Option<String>)> = vec![
+        ("node", &node),
         ("expected", &f.expected),
         ("answered", &f.got),
         ("plugin message", &f.plugin_message),
@@ -466,11 +472,23 @@ fn coverage_section(out: &mut String, report: &RunReport) {
     }
 }
 
-fn scenario_row(out: &mut String, s: &ScenarioResult) {
+/// One scenario's row; with `nodes`, a cell naming the nodes its findings happened on.
+fn scenario_row(out: &mut String, s: &ScenarioResult, nodes: bool) {
     let class = s.outcome.as_str();
+    let node_cell = if nodes {
+        let mut named: Vec<String> = Vec::new();
+        for node in s.findings.iter().filter_map(|f| f.node.as_ref()).map(ToString::to_string) {
+            if !named.contains(&node) {
+                named.push(node);
+            }
+        }
+        format!("<td class=\"node\">{}</td>", named.iter().map(|n| escape(n)).collect::<Vec<_>>().join("<br/>"))
+    } else {
+        String::new()
+    };
     let _ = write!(
         out,
-        "<tr class=\"{class}\" id=\"{id}\"><td class=\"sev\">{class}</td><td><b>{title}</b><br/><code>{id}</code></td><td>{time:.3}s</td><td>",
+        "<tr class=\"{class}\" id=\"{id}\"><td class=\"sev\">{class}</td><td><b>{title}</b><br/><code>{id}</code></td>{node_cell}<td>{time:.3}s</td><td>",
         id = escape(&s.id),
         title = escape(&s.title),
         time = s.duration.as_secs_f64()
@@ -487,7 +505,9 @@ fn scenario_row(out: &mut String, s: &ScenarioResult) {
             escape(&f.kind),
             escape(&f.message)
         );
+        let node = f.node.as_ref().map(ToString::to_string);
         for (label, value) in [
+            ("node", &node),
             ("rpc", &f.rpc),
             ("request", &f.request),
             ("expected", &f.expected),

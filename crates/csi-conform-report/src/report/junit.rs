@@ -192,7 +192,9 @@ fn finding_details(scenario: &ScenarioResult, finding: &Finding) -> String {
         let _ = write!(out, " [{}]", text::warning_level(scenario, finding));
     }
     let _ = write!(out, ": {}", text::one_line(&finding.message));
+    let node = finding.node.as_ref().map(ToString::to_string);
     let fields = [
+        ("node", &node),
         ("rpc", &finding.rpc),
         ("request", &finding.request),
         ("expected", &finding.expected),

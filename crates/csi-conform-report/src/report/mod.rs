@@ -24,7 +24,7 @@ pub use json::{FORMAT_VERSION, JsonError, from_json, to_json};
 pub use junit::to_junit_xml;
 pub use text::NOTE_KIND;
 pub use model::{SpecEvidence, SpecJudged, BehaviourResult, OrchestratorResult, 
-    Counts, Evidence, Expectation, Finding, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
+    Counts, Evidence, Expectation, Finding, FindingNode, MountSite, RequirementRef, RpcLatency, RunReport, ScenarioResult, Severity, SuiteResult,
     Settled, VolumeSizes,
 };
 pub use write::{ReportError, write_atomically, write_reports};

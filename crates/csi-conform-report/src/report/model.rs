@@ -92,6 +92,33 @@ pub struct Finding {
     /// believe it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<Evidence>,
+    /// On a run with more than one node (or with node agents): the node it happened on, when
+    /// it came from a call to a node plugin or a check of a node's paths, mounts or data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<FindingNode>,
+}
+
+/// The node a finding happened on, as the run chose its nodes (`run --node-agents` says which
+/// agent plays node 0, 1, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingNode {
+    /// The node's index (`node: 1` is the second).
+    pub index: usize,
+    /// Where the run reached it: the node endpoint, or the agent's address.
+    pub endpoint: String,
+    /// The node plugin's node id there (NodeGetInfo), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+}
+
+impl fmt::Display for FindingNode {
+    /// `node 1 (node-b at tcp://10.0.0.2:7443)`, or `node 1 (unix:///csi/node.sock)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.node_id {
+            Some(id) => write!(f, "node {} ({id} at {})", self.index, self.endpoint),
+            None => write!(f, "node {} ({})", self.index, self.endpoint),
+        }
+    }
 }
 
 /// One observation of the plugin's state a verdict rests on: which call, about which object,
@@ -142,6 +169,7 @@ impl Finding {
             requirements: Vec::new(),
             behaviour: None,
             evidence: Vec::new(),
+            node: None,
         }
     }
 

@@ -100,6 +100,11 @@ pub(crate) fn finding_line(finding: &Finding) -> String {
         .map(|t| one_line(t))
         .find(|t| !t.is_empty())
         .unwrap_or_else(|| finding.severity.to_string());
+    // On a run of several nodes, which one it happened on.
+    let line = match &finding.node {
+        Some(node) => format!("{line} (on {node})"),
+        None => line,
+    };
     match evidence_line(finding) {
         Some(evidence) => format!("{line} [evidence: {evidence}]"),
         None => line,

@@ -38,6 +38,8 @@ impl ScenarioCtx {
             Ok(c) => c.with_rules(&self.rules),
             Err(e) => return (request, Err(e)),
         };
+        // Which node it goes to: the node of the findings about it.
+        self.node_calls.sent_to(self.step, method, node, &self.shared.plugin);
         if let Some(why) = self.shared.gone(&conn.endpoint().to_string()) {
             return (request, Err(not_sent(method, Code::Unavailable, why)));
         }
