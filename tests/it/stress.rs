@@ -18,6 +18,8 @@ pub const QUIRKS: &[(Quirk, &str, &str, Severity)] = &[
     (Quirk::RaceCreateDuplicates, "stress.create.same-name-at-once", "duplicate-volume", Severity::Fail),
     (Quirk::AttachRace, "stress.controller-publish.volumes-at-once", "race-refused", Severity::Warn),
     (Quirk::StageNotReentrant, "stress.node.same-calls-at-once", "race-refused", Severity::Warn),
+    (Quirk::PublishDeviceRace, "stress.controller-publish.volumes-at-once", "device-shared", Severity::Warn),
+    (Quirk::CloneFanoutSharesSource, "stress.fanout.clones-and-snapshots", "shared-volume", Severity::Fail),
     (Quirk::UnpublishNeedsKnownNode, "disruption.lost-node.controller-unpublish", "lost-node", Severity::Warn),
 ];
 
@@ -86,8 +88,11 @@ async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
         // Named at its true level: the idempotency MUST fails, the concurrency SHOULD warns,
         // the lost node's SHOULD (the scenario's own requirement) warns.
         match severity {
+            Severity::Fail if kind == "shared-volume" => assert_eq!(f.requirements, ["CreateVolume.volume.id-unique"], "{f:#?}"),
             Severity::Fail => assert_eq!(f.requirements, ["CreateVolume.idempotent"], "{f:#?}"),
-            _ if kind == "race-refused" => assert_eq!(f.requirements, ["General.concurrency.graceful"], "{f:#?}"),
+            _ if kind == "race-refused" || kind == "device-shared" => {
+                assert_eq!(f.requirements, ["General.concurrency.graceful"], "{f:#?}")
+            }
             _ => assert!(f.message.contains("#controllerunpublishvolume"), "{f:#?}"),
         }
     }
@@ -112,7 +117,7 @@ async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
     let out = crate::support::csi_conform(&args, cwd.path()).await;
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("7 scenarios") && stdout.contains("5 passed") && stdout.contains("2 skipped"), "{stdout}");
+    assert!(stdout.contains("8 scenarios") && stdout.contains("6 passed") && stdout.contains("2 skipped"), "{stdout}");
     assert!(!stdout.contains("in doubt") && !stderr.contains("in doubt"), "{stdout}\n{stderr}");
     // A default run has neither.
     let out = crate::support::csi_conform(&["list"], cwd.path()).await;
