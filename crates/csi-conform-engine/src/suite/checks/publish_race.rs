@@ -227,3 +227,32 @@ async fn shared_devices(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context(entries: &[(&str, &str)]) -> HashMap<String, String> {
+        entries.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn a_device_is_a_dev_path_or_a_path_under_a_device_key() {
+        let named = device_entries(&context(&[
+            ("devicePath", "/dev/xvdba"),
+            ("csi.example.com/device", "/var/lib/disk7"),
+            ("device_path", "/host/disk"),
+            ("anything", "/dev/disk/by-id/scsi-1"),
+        ]));
+        assert_eq!(named.len(), 4, "{named:?}");
+        // Portals, LUNs, flags and a device *type* may lawfully be the same for several volumes.
+        let unnamed = device_entries(&context(&[
+            ("targetPortal", "10.0.0.1:3260"),
+            ("lun", "0"),
+            ("deviceType", "/dev-like"),
+            ("device", "virtio"),
+            ("readonly", "false"),
+        ]));
+        assert!(unnamed.is_empty(), "{unnamed:?}");
+    }
+}
