@@ -98,6 +98,19 @@ async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
     }
 }
 
+/// The fan-out reads the source's marker back from its copies: a plugin whose volumes restored
+/// from a snapshot are blank (`snapshot-empty`) fails it once, under the restore rule, and
+/// nothing else in either suite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_made_at_once_without_the_source_data_fail_the_fan_out() {
+    let report = run(&[Quirk::SnapshotEmpty], 8).await;
+    let found = verdicts(&report);
+    let expected = [("stress.fanout.clones-and-snapshots".to_owned(), "snapshot-content".to_owned(), Severity::Fail)];
+    assert_eq!(found, expected, "{found:#?}");
+    let f = report.scenario(&expected[0].0).unwrap().findings.iter().find(|f| f.kind == "snapshot-content").unwrap();
+    assert_eq!(f.requirements, ["CreateVolume.source.snapshot"], "{f:#?}");
+}
+
 /// A plugin that serialises its calls and answers ABORTED to a call on a busy volume is
 /// within the spec (#concurrency): no verdict anywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
