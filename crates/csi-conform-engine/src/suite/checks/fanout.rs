@@ -384,7 +384,7 @@ fn name_of(request: &DynamicMessage) -> String {
 /// Waits (asking CreateSnapshot `i` again, as the spec tells a CO to) until the snapshot it
 /// names is ready to use; its id.
 async fn ready(ctx: &mut ScenarioCtx, source: &Volume, i: u32) -> Result<String, CheckOutcome> {
-    let (within, by) = patience::ready_bound(ctx.config(), None);
+    let (within, by) = patience::ready_bound(ctx.waits(), None);
     let deadline = std::time::Instant::now() + within;
     let mut pacer = Pacer::new(ctx.latency("CreateSnapshot", None), READY_LONGEST_PAUSE);
     loop {
@@ -419,7 +419,7 @@ async fn publish(ctx: &mut ScenarioCtx, node: &Node, volume: &Volume) -> Result<
     } else {
         Default::default()
     };
-    let (staging, target) = (ctx.paths.staging.clone(), ctx.paths.target.clone());
+    let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
     if node.stages {
         call_ok(ctx, "NodeStageVolume", stage_request(volume, &context, &staging, &node.typed), Some(0)).await?;
     }
@@ -432,7 +432,7 @@ async fn publish(ctx: &mut ScenarioCtx, node: &Node, volume: &Volume) -> Result<
 
 /// Takes `volume` down from node 0 (unpublish, unstage, controller unpublish).
 async fn take_down(ctx: &mut ScenarioCtx, node: &Node, volume: &Volume) -> Result<(), CheckOutcome> {
-    let (staging, target) = (ctx.paths.staging.clone(), ctx.paths.target.clone());
+    let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
     unpublish(ctx, volume, &target).await?;
     if node.stages {
         unstage(ctx, volume, &staging).await?;
