@@ -19,6 +19,8 @@ pub const QUIRKS: &[(Quirk, &str, &str, Severity)] = &[
     (Quirk::RaceCreateDuplicates, "stress.create.same-name-at-once", "duplicate-volume", Severity::Fail),
     (Quirk::AttachRace, "stress.controller-publish.volumes-at-once", "race-refused", Severity::Warn),
     (Quirk::StageNotReentrant, "stress.node.same-calls-at-once", "race-refused", Severity::Warn),
+    (Quirk::PublishDeviceRace, "stress.controller-publish.volumes-at-once", "device-shared", Severity::Warn),
+    (Quirk::CloneFanoutSharesSource, "stress.fanout.clones-and-snapshots", "shared-volume", Severity::Fail),
     (Quirk::UnpublishNeedsKnownNode, "disruption.lost-node.controller-unpublish", "lost-node", Severity::Warn),
 ];
 
@@ -97,8 +99,11 @@ async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
         // Named at its true level: the idempotency MUST fails, the concurrency SHOULD warns,
         // the lost node's SHOULD (the scenario's own requirement) warns.
         match severity {
+            Severity::Fail if kind == "shared-volume" => assert_eq!(f.requirements, ["CreateVolume.volume.id-unique"], "{f:#?}"),
             Severity::Fail => assert_eq!(f.requirements, ["CreateVolume.idempotent"], "{f:#?}"),
-            _ if kind == "race-refused" => assert_eq!(f.requirements, ["General.concurrency.graceful"], "{f:#?}"),
+            _ if kind == "race-refused" || kind == "device-shared" => {
+                assert_eq!(f.requirements, ["General.concurrency.graceful"], "{f:#?}")
+            }
             _ => assert!(f.message.contains("#controllerunpublishvolume"), "{f:#?}"),
         }
     }
@@ -187,6 +192,19 @@ async fn restart_and_lost_node_findings_turn_the_orchestrator_cells() {
     assert_eq!(cells, want);
 }
 
+/// The fan-out reads the source's marker back from its copies: a plugin whose volumes restored
+/// from a snapshot are blank (`snapshot-empty`) fails it once, under the restore rule, and
+/// nothing else in either suite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_made_at_once_without_the_source_data_fail_the_fan_out() {
+    let report = run(&[Quirk::SnapshotEmpty], 8).await;
+    let found = verdicts(&report);
+    let expected = [("stress.fanout.clones-and-snapshots".to_owned(), "snapshot-content".to_owned(), Severity::Fail)];
+    assert_eq!(found, expected, "{found:#?}");
+    let f = report.scenario(&expected[0].0).unwrap().findings.iter().find(|f| f.kind == "snapshot-content").unwrap();
+    assert_eq!(f.requirements, ["CreateVolume.source.snapshot"], "{f:#?}");
+}
+
 /// A plugin that serialises its calls and answers ABORTED to a call on a busy volume is
 /// within the spec (#concurrency): no verdict anywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,7 +225,7 @@ async fn the_opt_in_suites_are_chosen_by_name_and_leave_nothing_in_doubt() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     // Every scenario runs: the run restarts the bundled plugin itself, with no command.
-    assert!(stdout.contains("7 scenarios") && stdout.contains("7 passed") && stdout.contains("0 skipped"), "{stdout}");
+    assert!(stdout.contains("8 scenarios") && stdout.contains("8 passed") && stdout.contains("0 skipped"), "{stdout}");
     assert!(!stdout.contains("in doubt") && !stderr.contains("in doubt"), "{stdout}\n{stderr}");
     // A default run has neither.
     let out = crate::support::csi_conform(&["list"], cwd.path()).await;

@@ -226,7 +226,11 @@ impl Plugin {
         let parameters = to_map(&req.parameters);
         let mutable = to_map(&req.mutable_parameters);
         let free = self.quirk_name_was_free(&req.name)?; // `race-create-duplicates`: made again if so
+        let clone_in_flight = self.quirk_clone_in_flight(source.as_ref()); // `clone-fanout-shares-source`
         self.store.transact(|state| {
+            if let Some(shared) = Plugin::quirk_shared_clone(state, &clone_in_flight) {
+                return Ok(v1::CreateVolumeResponse { volume: Some(self.volume_proto(shared)) });
+            }
             if let Some(existing) = state.volumes.values().find(|v| !v.static_volume && v.name == req.name && !free) {
                 // Quirk `same-name-any-capability`: the capabilities are not compared.
                 let compared: &[Capability] = if self.quirk(super::Quirk::SameNameAnyCapability) { &[] } else { &caps };
@@ -416,7 +420,7 @@ impl Plugin {
                     "node {node} already has the maximum of {max} volumes published"
                 )));
             }
-            if let Some(refused) = raced.as_deref().and_then(|d| Plugin::quirk_device_taken(state, &node, &req.volume_id, d)) {
+            if let Some(refused) = raced.as_deref().and_then(|d| self.quirk_device_taken(state, &node, &req.volume_id, d)) {
                 return Err(refused);
             }
             let publish_context: StringMap = [

@@ -172,6 +172,12 @@ pub enum Quirk {
     RaceCreateDuplicates,
     /// A NodeStageVolume while another for the same volume is in flight answers INTERNAL.
     StageNotReentrant,
+    /// Overlapping ControllerPublishVolume calls for one node pick the same device and both
+    /// answer OK with it.
+    PublishDeviceRace,
+    /// A CreateVolume cloning a volume while another clone of that source is in flight is
+    /// answered with that other clone.
+    CloneFanoutSharesSource,
     /// ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND.
     UnpublishNeedsKnownNode,
     /// A node plugin forgets on start what it had staged (its stage records), though the
@@ -270,6 +276,8 @@ impl Quirk {
         Quirk::LeakFdPerCall,
         Quirk::RaceCreateDuplicates,
         Quirk::StageNotReentrant,
+        Quirk::PublishDeviceRace,
+        Quirk::CloneFanoutSharesSource,
         Quirk::UnpublishNeedsKnownNode,
         Quirk::RestartLosesStaging,
         Quirk::RestartForgetsNames,
@@ -338,6 +346,8 @@ impl Quirk {
             Quirk::LeakFdPerCall => "leak-fd-per-call",
             Quirk::RaceCreateDuplicates => "race-create-duplicates",
             Quirk::StageNotReentrant => "stage-not-reentrant",
+            Quirk::PublishDeviceRace => "publish-device-race",
+            Quirk::CloneFanoutSharesSource => "clone-fanout-shares-source",
             Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
             Quirk::RestartLosesStaging => "restart-loses-staging",
             Quirk::RestartForgetsNames => "restart-forgets-names",
@@ -498,6 +508,8 @@ impl Quirk {
             Quirk::LeakFdPerCall => super::drift::LEAK_DESCRIPTION,
             Quirk::RaceCreateDuplicates => "CreateVolume looks the name up, pauses, then creates: identical calls that overlap each make a volume of that name and answer with different ids (a check-then-create without a lock; what a CO that lost its state and sent CreateVolume again meets)",
             Quirk::StageNotReentrant => "NodeStageVolume answers INTERNAL \"operation already in progress\" while another NodeStageVolume for the same volume is in flight, instead of waiting or ABORTED (hashicorp/nomad#15197: a stage sent again while the first was still running)",
+            Quirk::PublishDeviceRace => "ControllerPublishVolume calls for one node that overlap pick the same free device and both answer OK with it in publish_context (`devicePath` of EBS-style plugins; hashicorp/nomad#17996, #8336): two volumes attached at one device, so the node would stage one volume's data for the other",
+            Quirk::CloneFanoutSharesSource => "a CreateVolume cloning a volume while another clone of that source is in flight waits for it and answers with that clone, whatever its own name (in-flight requests coalesced by source instead of by name): clones of one source sent at once get one volume",
             Quirk::UnpublishNeedsKnownNode => "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)",
             Quirk::RestartLosesStaging => "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)",
             Quirk::RestartForgetsNames => "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume",

@@ -1,5 +1,6 @@
 //! The reference plugin's concurrency and lost-node quirks: overlapping calls that pick the
-//! same device (`attach-race`), make a volume each (`race-create-duplicates`) or refuse each
+//! same device (`attach-race`, `publish-device-race`), make a volume each
+//! (`race-create-duplicates`), share one clone (`clone-fanout-shares-source`) or refuse each
 //! other (`stage-not-reentrant`), and a controller that will not unpublish from a node it does
 //! not know (`unpublish-needs-known-node`). Each is behind a `self.quirk(..)` test.
 
@@ -7,18 +8,22 @@ use std::collections::BTreeSet;
 
 use tonic::Status;
 
-use super::{Plugin, Quirk};
+use super::{
+    Plugin, Quirk,
+    state::{Source, State, VolumeRecord},
+};
 
 /// How long a racy quirk pauses between reading the state and acting on it, so that calls
 /// sent together meet.
 const RACE_PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
 
 impl Plugin {
-    /// `attach-race`: the device a ControllerPublishVolume to `node` picks, read from the
-    /// state before a pause (so overlapping calls pick the same one): the lowest
-    /// `/dev/csi-conform/slot-N` no volume published there holds. `None` without the quirk.
+    /// `attach-race` and `publish-device-race`: the device a ControllerPublishVolume to
+    /// `node` picks, read from the state before a pause (so overlapping calls pick the same
+    /// one): the lowest `/dev/csi-conform/slot-N` no volume published there holds. `None`
+    /// without either quirk.
     pub(crate) fn quirk_attach_device(&self, node: &str) -> Result<Option<String>, Status> {
-        if !self.quirk(Quirk::AttachRace) {
+        if !self.quirk(Quirk::AttachRace) && !self.quirk(Quirk::PublishDeviceRace) {
             return Ok(None);
         }
         let state = self.store.snapshot()?;
@@ -34,8 +39,11 @@ impl Plugin {
     }
 
     /// `attach-race`: the refusal of an attach whose device another volume on `node` got
-    /// meanwhile.
-    pub(crate) fn quirk_device_taken(state: &super::state::State, node: &str, volume_id: &str, device: &str) -> Option<Status> {
+    /// meanwhile (`publish-device-race` answers OK with it instead).
+    pub(crate) fn quirk_device_taken(&self, state: &super::state::State, node: &str, volume_id: &str, device: &str) -> Option<Status> {
+        if !self.quirk(Quirk::AttachRace) {
+            return None;
+        }
         let holder = state.volumes.values().find(|v| {
             v.id != volume_id
                 && v.publications.get(node).is_some_and(|p| p.publish_context.get(super::keys::DEVICE_KEY).is_some_and(|d| d == device))
@@ -55,6 +63,34 @@ impl Plugin {
         let free = !self.store.snapshot()?.volumes.values().any(|v| !v.static_volume && v.name == name);
         std::thread::sleep(RACE_PAUSE);
         Ok(free)
+    }
+
+    /// `clone-fanout-shares-source`: for a CreateVolume from `source`, when it clones a
+    /// volume, either the mark of the one clone of that volume in flight (held while it is
+    /// made, after a pause so that clones sent at once meet it), or, when another one is in
+    /// flight, `Err(source volume id)` after waiting for it. `Ok(None)` without the quirk.
+    pub(crate) fn quirk_clone_in_flight(&self, source: Option<&Source>) -> Result<Option<CloneInFlight<'_>>, String> {
+        let Some(Source::Volume(source)) = source.filter(|_| self.quirk(Quirk::CloneFanoutSharesSource)) else { return Ok(None) };
+        let key = format!("clone:{source}");
+        if self.busy.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+            std::thread::sleep(RACE_PAUSE);
+            return Ok(Some(CloneInFlight { plugin: self, key }));
+        }
+        while self.busy.lock().unwrap_or_else(|p| p.into_inner()).contains(&key) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Err(source.clone())
+    }
+
+    /// `clone-fanout-shares-source`: the newest clone of the volume another clone of which was
+    /// in flight, which the waiting CreateVolume answers with, whatever its name.
+    pub(crate) fn quirk_shared_clone<'s, T>(state: &'s State, in_flight: &Result<T, String>) -> Option<&'s VolumeRecord> {
+        let Err(source) = in_flight else { return None };
+        state
+            .volumes
+            .values()
+            .filter(|v| matches!(&v.source, Some(Source::Volume(s)) if s == source))
+            .max_by(|a, b| a.id.cmp(&b.id))
     }
 
     /// `restart-loses-staging`: a node plugin starting forgets this node's stage records.
@@ -91,6 +127,18 @@ impl Plugin {
             return Ok(());
         }
         Err(Status::not_found(format!("node {node} does not exist")))
+    }
+}
+
+/// `clone-fanout-shares-source`: the clone of a source in flight, released when dropped.
+pub(crate) struct CloneInFlight<'a> {
+    plugin: &'a Plugin,
+    key: String,
+}
+
+impl Drop for CloneInFlight<'_> {
+    fn drop(&mut self) {
+        self.plugin.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
     }
 }
 

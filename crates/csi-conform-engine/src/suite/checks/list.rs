@@ -123,7 +123,7 @@ pub(super) const LIST_VOLUMES: Lister = Lister {
     noun: "volume",
     changed_by: &["CreateVolume", "DeleteVolume"],
 };
-const LIST_SNAPSHOTS: Lister = Lister {
+pub(super) const LIST_SNAPSHOTS: Lister = Lister {
     rpc: "ListSnapshots",
     request: "ListSnapshotsRequest",
     id: "snapshot.snapshot_id",

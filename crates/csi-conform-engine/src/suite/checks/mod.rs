@@ -51,6 +51,7 @@ checks! {
     publish_race,
     node_race,
     lifecycles,
+    fanout,
     restart_published,
     restart_create,
 }

@@ -7,7 +7,7 @@ use std::{collections::HashMap, path::Path};
 use prost_reflect::DynamicMessage;
 
 use super::{
-    list::{LIST_VOLUMES, page_to_end},
+    list::{LIST_SNAPSHOTS, LIST_VOLUMES, page_to_end},
     support::{call_ok, create_request, path_of},
 };
 use crate::{
@@ -220,6 +220,18 @@ pub(super) async fn listed_volumes(ctx: &mut ScenarioCtx) -> Result<Option<Vec<S
     let base = proto::to_dynamic(&v1::ListVolumesRequest::default());
     let mut seen: Vec<(String, Val)> = Vec::new();
     page_to_end(ctx, &LIST_VOLUMES, &base, 0, String::new(), &mut seen, false).await?;
+    Ok(Some(seen.into_iter().map(|(id, _)| id).collect()))
+}
+
+/// Every snapshot id ListSnapshots lists now, paged to the end as [`listed_volumes`] does;
+/// `None` when the plugin does not list snapshots.
+pub(super) async fn listed_snapshots(ctx: &mut ScenarioCtx) -> Result<Option<Vec<String>>, CheckOutcome> {
+    if !controller_has(ctx, ControllerCapability::ListSnapshots) {
+        return Ok(None);
+    }
+    let base = proto::to_dynamic(&v1::ListSnapshotsRequest::default());
+    let mut seen: Vec<(String, Val)> = Vec::new();
+    page_to_end(ctx, &LIST_SNAPSHOTS, &base, 0, String::new(), &mut seen, false).await?;
     Ok(Some(seen.into_iter().map(|(id, _)| id).collect()))
 }
 
