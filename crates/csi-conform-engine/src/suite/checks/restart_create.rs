@@ -59,12 +59,20 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
         Err(outcome) => return outcome,
     };
     let request = create_request(ctx, format!("{}-restart", ctx.name()), &capability);
+    // An in-process restart starts at once, where a command takes the time of a process start:
+    // it waits as long as the controller's calls take to be answered (their p90 so far, the
+    // listing above included), so that the create has reached the plugin when it restarts.
+    let in_process = ctx.config().restart_controller_cmd.is_none() && ctx.config().in_process_restart.is_some();
+    let reach = if in_process { ctx.latency("CreateVolume", None) } else { None };
     // The create and the restart at once: the create's answer may be lost with the process.
     let mut fork = ctx.fork();
     let (first, restarted) = {
         let create = fork.call("CreateVolume", request.clone(), None);
         let restart = async {
             tokio::task::yield_now().await;
+            if let Some(reach) = reach {
+                tokio::time::sleep(reach).await;
+            }
             restart_controller(ctx).await
         };
         tokio::join!(create, restart)
