@@ -185,7 +185,9 @@ fn init_logging(verbose: u8, quiet: bool, scrubber: &Scrubber) {
         .unwrap_or_else(|| default.parse().expect("the default log filter parses"));
     // Scrubbed first, then written past the progress bar (which lifts itself for the line).
     let log_scrubber = scrubber.clone();
+    // The fmt subscriber's own ceiling (INFO unless told) is lifted: `filter` alone decides.
     let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
         .with_writer(move || crate::scrub::ScrubbingWriter::new(log_scrubber.clone(), progress::log_writer()))
         .with_ansi(progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stderr())))
         .with_target(false)

@@ -25,7 +25,14 @@ fn main() -> ExitCode {
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| v.parse::<Targets>().ok())
         .unwrap_or_else(|| Targets::new().with_default(LevelFilter::WARN));
-    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).finish().with(filter).try_init();
+    // The fmt subscriber's own ceiling (INFO unless told) is lifted: `filter` alone decides.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(LevelFilter::TRACE)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .finish()
+        .with(filter)
+        .try_init();
     // Exit 2 for a usage or configuration error, as `csi-conform reference-plugin` does.
     if let Err(e) = reference::prepare(&args) {
         eprintln!("error: {e}");
