@@ -3,8 +3,8 @@
 //! file of `src/suite/` sits on a layer of [`LAYERS`] (the table in the module doc of
 //! `suite`), and its `super::` and `crate::suite::` imports outside `#[cfg(test)]` point to
 //! the same or a lower layer, through the module that defines a name (not through a
-//! re-export of `suite`'s own `mod.rs`); no file but the context's has `impl ScenarioCtx`; no
-//! `.rs` file of the workspace grows past [`MAX_LINES`].
+//! re-export of `suite`'s own `mod.rs`); no file but the context's (and its folder's) has
+//! `impl ScenarioCtx`; no `.rs` file of the workspace grows past [`MAX_LINES`].
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +47,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("load.rs", 5, "loading"),
     ("load/", 5, "loading"),
     ("ctx.rs", 6, "context"),
+    ("ctx/", 6, "context"),
     ("mounted.rs", 6, "context"),
     ("checks/", 7, "checks"),
     ("builtin.rs", 7, "checks"),
@@ -60,8 +61,8 @@ const LAYERS: &[(&str, u8, &str)] = &[
 /// Files outside the layers: the module's face (it re-exports every layer) and the tests.
 const UNLAYERED: &[&str] = &["mod.rs", "golden.rs"];
 
-/// The one file with `impl ScenarioCtx`.
-const CONTEXT: &str = "src/suite/ctx.rs";
+/// The files with `impl ScenarioCtx`: the context's module and its folder.
+const CONTEXT: &[&str] = &["src/suite/ctx.rs", "src/suite/ctx/"];
 
 fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -281,7 +282,10 @@ fn only_the_context_implements_scenario_ctx() {
     rs_files(&root.join("src"), &mut files);
     let offenders: Vec<_> = files
         .iter()
-        .filter(|p| p.as_path() != root.join(CONTEXT) && p.as_path() != root.join("src/layout.rs"))
+        .filter(|p| {
+            let rel = p.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            !CONTEXT.iter().any(|c| if c.ends_with('/') { rel.starts_with(c) } else { rel == *c }) && rel != "src/layout.rs"
+        })
         .filter(|p| {
             let code = code(&std::fs::read_to_string(p).unwrap());
             code.match_indices("impl").any(|(i, _)| {
@@ -291,7 +295,7 @@ fn only_the_context_implements_scenario_ctx() {
             })
         })
         .collect();
-    assert!(offenders.is_empty(), "only {CONTEXT} may have `impl ScenarioCtx` (use free functions): {offenders:?}");
+    assert!(offenders.is_empty(), "only {CONTEXT:?} may have `impl ScenarioCtx` (use free functions): {offenders:?}");
 }
 
 #[test]

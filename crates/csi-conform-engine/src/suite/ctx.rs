@@ -2,6 +2,13 @@
 //! resources, findings, paths, sending calls, teardown), the run-wide [`Shared`] state, how
 //! a scenario goes on ([`Flow`], [`CheckOutcome`]); re-exports the plugin's [`Response`] and
 //! the finding helpers of [`super::answer`]. Knows nothing of the runner or of step execution.
+//! Sending a call is its own folder: `ctx/send.rs` (the stages), `ctx/record.rs`,
+//! `ctx/settle.rs`.
+
+mod access;
+mod record;
+mod send;
+mod settle;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -17,7 +24,7 @@ use prost_reflect::{DynamicMessage, MethodDescriptor, ReflectMessage};
 use tonic::Code;
 
 use super::{
-    budget::{Budget, Retried},
+    budget::Budget,
     catalog::CheckArgs,
     builtin_vars,
     deleted,
@@ -25,15 +32,15 @@ use super::{
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{Plugin, RunConfig, RunFacts},
+    settings::{Plugin, RunConfig, RunFacts, Waits},
     vars::{Val, Vars},
-    verifier::{self, Deferred, Verifier, Watched},
+    verifier::Verifier,
 };
 pub use super::answer::{Response, call_finding};
 pub(crate) use super::answer::{ok_summary, rpc_error_finding, unreachable_finding};
 use crate::{
     client::{Connection, ErrorOrigin, RpcError},
-    rules::{RuleLog, Violation},
+    rules::RuleLog,
     fingerprint::{Capability, Fingerprint},
     orchestrator::{CallPattern, Profile},
     proto,
@@ -178,55 +185,55 @@ pub(crate) type Answer = Result<Response, RpcError>;
 /// One running scenario: its variables, resources, findings and paths. Named checks work
 /// through it too (calls made here are tracked and torn down like any step's).
 pub struct ScenarioCtx {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) vars: Vars,
-    pub(crate) tracker: Tracker,
-    pub(crate) findings: Vec<Finding>,
-    pub(crate) paths: ScenarioPaths,
+    shared: Arc<Shared>,
+    vars: Vars,
+    tracker: Tracker,
+    findings: Vec<Finding>,
+    paths: ScenarioPaths,
     /// Further paths of the scenario's directory that checks made (or that plugins make in
     /// them), removed after teardown like the built-in ones, in this order.
-    pub(crate) own_paths: Vec<PathBuf>,
-    pub(crate) name: String,
-    pub(crate) scenario_id: String,
+    own_paths: Vec<PathBuf>,
+    name: String,
+    scenario_id: String,
     /// The step being run (for findings).
-    pub(crate) step: Option<usize>,
-    pub(crate) step_name: Option<String>,
+    step: Option<usize>,
+    step_name: Option<String>,
     /// The running step's own requirement ids (`spec:` on the step).
-    pub(crate) step_spec: Vec<String>,
+    step_spec: Vec<String>,
     /// The budget lease this context works under (its scenario's, or a property case's).
-    pub(crate) holder: u64,
+    holder: u64,
     /// The last call retried for contention that still failed: its RPC and the note its
     /// findings carry.
-    pub(crate) contention: Option<(String, String)>,
+    contention: Option<(String, String)>,
     /// The call step being sent expects a contention code itself: it is not retried.
-    pub(crate) contention_expected: bool,
+    contention_expected: bool,
     /// RPCs sent to the plugin so far (retries included).
-    pub(crate) rpcs: u64,
+    rpcs: u64,
     /// Where the response rules' violations of this context's calls are collected.
-    pub(crate) rules: RuleLog,
+    rules: RuleLog,
     /// An answer the scenario cannot go on from (a creation without a usable id, a delete
     /// the plugin did not carry out): the scenario stops after the step that got it.
-    pub(crate) halted: bool,
+    halted: bool,
     /// The step and call refused for room held by what the plugin kept: what else that call's
     /// refusal would be blamed for in the step is that one finding's (see `room_held_by_kept`).
     room_blocked: Option<(Option<usize>, String)>,
     /// The ids of what a delete answered OK for and the plugin still showed after the grace
     /// period (see [`super::deleted`]).
-    pub(crate) kept: Vec<String>,
+    kept: Vec<String>,
     /// The orchestrator an instance follows (`None`: not an instance).
-    pub(crate) orchestrator: Option<Profile>,
+    orchestrator: Option<Profile>,
     /// The orchestrator's behaviour being exercised: findings are filed under it.
-    pub(crate) behaviour: Option<&'static str>,
+    behaviour: Option<&'static str>,
     /// Every behaviour exercised so far.
-    pub(crate) exercised: BTreeSet<&'static str>,
+    exercised: BTreeSet<&'static str>,
     /// Its ControllerPublishVolume calls overlap others on purpose (see `send`).
-    pub(crate) overlapping: bool,
+    overlapping: bool,
     /// Whether teardown's deletes (and, with `defer_steps`, the deletes of calls) are left
     /// to the run's [`Verifier`] rather than looked up at once: a scenario's (not the run's
     /// own work, nor an orchestrator's instance); `defer_steps` for a property case, and for a
     /// scenario's last step when it is one call: deletes no later step depends on.
-    pub(crate) defer_teardown: bool,
-    pub(crate) defer_steps: bool,
+    defer_teardown: bool,
+    defer_steps: bool,
 }
 
 impl ScenarioCtx {
@@ -358,6 +365,12 @@ impl ScenarioCtx {
         &self.shared.config
     }
 
+    /// How long the run waits where the spec sets no deadline (`--ready-timeout`,
+    /// `--settle-time`, `--delete-grace`): what a check's waits read of the settings.
+    pub fn waits(&self) -> Waits {
+        self.shared.config.waits()
+    }
+
     /// What the run learned of the plugin before its scenarios.
     pub fn facts(&self) -> &RunFacts {
         self.shared.facts()
@@ -451,367 +464,10 @@ impl ScenarioCtx {
         finding
     }
 
-    /// Records a broken response rule as a finding of the step that made the call: a MUST
-    /// fails, a tolerated MUST warns, what the spec leaves open is a note; the finding names
-    /// the rule's requirement. A violation breaks nothing else (the scenario goes on to its
-    /// subject), and the same broken field (rule, place and value) is one finding however many
-    /// answers of the scenario carry it: the first's.
-    pub(crate) fn push_violation(&mut self, v: &Violation, request: &DynamicMessage) {
-        let mut f = verifier::violation_finding(v, request);
-        f.step = self.step;
-        let same_field = |g: &Finding| {
-            g.kind == f.kind && g.requirements == f.requirements && g.expected == f.expected && g.got == f.got
-        };
-        if !self.findings.iter().any(|g| g.repeats(&f) || same_field(g)) {
-            self.push(f);
-        }
-    }
-
-    /// Notes what an OK answer shows of the spec version the plugin speaks, for the report;
-    /// evidence against the version the run judges by (judged when the run began, and not
-    /// changed mid-run) warns at the step that first got some, once per scenario: never a
-    /// failure, as a version is a guess. A listing's entries for objects other scenarios hold
-    /// go to the report only: whether they are there depends on timing, and a scenario's
-    /// verdict must not.
-    fn version_evidence(&mut self, rpc: &str, request: &DynamicMessage, response: &Response) {
-        let found = crate::version::answer_evidence(rpc, response.messages());
-        if found.is_empty() {
-            return;
-        }
-        let own = {
-            let ids = self.tracker.object_ids();
-            crate::version::answer_evidence_of(rpc, response.messages(), |id| ids.contains(id))
-        };
-        let shared = self.shared.clone();
-        let assumed = &shared.plugin.fingerprint.spec;
-        let mut contradicting = Vec::new();
-        {
-            let mut seen = self.shared.versions.lock().unwrap_or_else(|p| p.into_inner());
-            for evidence in found {
-                let scenarios = seen.entry(evidence.clone()).or_default();
-                if own.contains(&evidence)
-                    && scenarios.insert(self.scenario_id.clone())
-                    && assumed.contradicted_by(&evidence)
-                {
-                    contradicting.push(evidence);
-                }
-            }
-        }
-        // One warning per scenario is enough to say it; the report lists every piece.
-        let warned = self.findings.iter().any(|f| f.kind == "spec-version");
-        if let Some(evidence) = contradicting.into_iter().next().filter(|_| !warned) {
-            let mut f = call_finding(Severity::Warn, "spec-version", assumed.contradiction(&evidence), rpc, request);
-            f.got = Some(format!("{} (CSI v{})", evidence.what, evidence.version));
-            f.expected = Some(format!("what CSI v{} defines", assumed.version));
-            f.requirements = vec![evidence.requirement.to_owned()];
-            self.push(f);
-        }
-    }
-
-    /// A creation answered OK without a usable id: the plugin may now hold an object no CSI
-    /// call can name, so none can delete it. The finding says so (on the rule's finding of
-    /// that call), the scenario stops after this step, and the call is journaled as left
-    /// behind by the plugin (returned, for the tracker), never tried again by `cleanup`.
-    fn lost_by_plugin(&mut self, rpc: &str, request: &DynamicMessage, answer: &DynamicMessage) -> Option<String> {
-        let (noun, None) = crate::rules::created_id(rpc, answer)? else { return None };
-        let name = request.get_field_by_name("name").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-        let why = format!(
-            "{rpc} answered OK without a usable {noun} id: the plugin may now hold a {noun} named {name:?} that no CSI \
-             call can delete; it is recorded as left behind by the plugin (the journal and this report), not retried by \
-             `cleanup`, and the scenario stops here"
-        );
-        self.halted = true;
-        let step = self.step;
-        match self.findings.iter_mut().rev().find(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(rpc) && f.step == step) {
-            Some(f) => f.message = format!("{}; {why}", f.message),
-            None => {
-                let mut f = call_finding(Severity::Fail, "left-by-plugin", why.clone(), rpc, request);
-                let requirement = match rpc {
-                    "CreateSnapshot" => "CreateSnapshot.snapshot.fields",
-                    "CreateVolumeGroupSnapshot" => "CreateVolumeGroupSnapshot.answer",
-                    _ => "CreateVolume.volume.id-required",
-                };
-                f.requirements = vec![requirement.to_owned()];
-                self.push(f);
-            }
-        }
-        Some(why)
-    }
-
-    /// Whether the object a delete of `request` answered OK for at `answered` is gone, looked
-    /// up at once (see [`verifier::watch`]); the calls' rule violations wait in the rule log.
-    async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> Watched {
-        let shared = &self.shared;
-        let witnesses = &shared.verifier.witnesses;
-        verifier::watch(&shared.plugin, &shared.config, witnesses, &self.scenario_id, &self.rules, rpc, request, answered)
-            .await
-    }
-
-    /// Hands what a delete of `request` (`node`) answered OK for at `answered` to the run's
-    /// [`Verifier`]: the tracker forgets it, and the verifier tells the journal, and the
-    /// scenario's result, what became of it. `false`: the verifier cannot take it (look it up
-    /// at once).
-    fn defer(&mut self, rpc: &str, request: &DynamicMessage, node: usize, answered: Instant) -> bool {
-        let verifier = self.shared.verifier.clone();
-        let handed = self.tracker.hand_over_matching(rpc, request, node);
-        if handed.is_empty() {
-            return false;
-        }
-        let mut refused = Vec::new();
-        for tracked in handed {
-            let object = Deferred {
-                scenario: self.scenario_id.clone(),
-                rpc: rpc.to_owned(),
-                request: request.clone(),
-                tracked,
-                answered,
-                step: self.step,
-                step_name: self.step_name.clone(),
-            };
-            if let Err(object) = verifier.defer(object) {
-                refused.push(object.tracked);
-            }
-        }
-        let deferred = refused.is_empty();
-        for tracked in refused {
-            self.tracker.take_back(tracked);
-        }
-        deferred
-    }
-
-    /// A creation refused for room (RESOURCE_EXHAUSTED, or a message saying no space, after
-    /// the contention retries) while the plugin keeps objects it answered deleted: the room is
-    /// held by what it kept, so the refusal is that broken delete's doing, not this step's
-    /// subject. Filed once for the run, as the delete's rule citing what the plugin kept,
-    /// under the first scenario (by id) so refused; every other scenario so refused cites
-    /// that one finding (see [`super::witness::Witnesses::blocked`]). The scenario stops: its
-    /// verdict is the same whether it ran before the room ran out (its own delete is then
-    /// kept) or after, so at any `--jobs`.
-    fn room_held_by_kept(&mut self, e: &RpcError, request: &DynamicMessage) {
-        let refused = e.origin == ErrorOrigin::Plugin
-            && (e.code == Code::ResourceExhausted || super::budget::is_no_space(&e.rpc, e.code, &e.message));
-        if !refused || self.contention_expected || !matches!(e.rpc.as_str(), "CreateVolume" | "CreateSnapshot") {
-            return;
-        }
-        let kept = self.shared.verifier.witnesses.kept_objects();
-        let Some((delete, _)) = kept.first() else { return };
-        let delete = delete.clone();
-        let noun = if delete == "DeleteSnapshot" { "snapshot" } else { "volume" };
-        let same: Vec<_> = kept.into_iter().filter(|(d, _)| *d == delete).map(|(_, seen)| seen).collect();
-        let message = format!(
-            "{} answered {}: the plugin has no room while it keeps {} {noun}(s) that {delete} answered OK for (the \
-             run's other findings name where); what the step checks cannot be tried, and the scenario stops",
-            e.rpc,
-            e.code_name(),
-            same.len()
-        );
-        let mut f = rpc_error_finding(e, request, Severity::Fail, "room-held-by-kept", message, None);
-        f.requirements = vec![format!("{delete}.deletes")];
-        let mut short = f.clone();
-        short.message = format!(
-            "{} answered {}: no room, held by what the plugin kept after {delete} answered OK; what the step checks \
-             cannot be tried, and the scenario stops",
-            e.rpc,
-            e.code_name()
-        );
-        f.evidence = same.into_iter().take(3).collect();
-        let witnesses = &self.shared.verifier.witnesses;
-        let refusal = witnesses.observe(&e.rpc, self.scenario_id(), format!("answered {} for room", e.code_name()));
-        witnesses.blocked(self.scenario_id(), self.prepare(f), self.prepare(short), refusal);
-        self.room_blocked = Some((self.step, e.rpc.clone()));
-        self.halted = true;
-    }
-
-    /// Takes in what [`ScenarioCtx::watch`] found for the delete `request` (`node`): its calls and
-    /// their rule violations; when the witnesses disagreed, an inconclusive finding (the
-    /// scenario goes on); when the plugin kept the object, a finding of the current step
-    /// (rule `answer.delete-*.gone`, with the witnesses' evidence), the scenario stopping
-    /// after the step, and the object handed back to the plugin in the tracker (the journal:
-    /// kept by the plugin, never retried by `cleanup`).
-    fn settle_delete(&mut self, request: &DynamicMessage, node: usize, watched: Watched) {
-        self.rpcs += watched.calls;
-        // What the look-ups find is about what the plugin keeps, not about the orchestrator's
-        // call pattern the delete was sent in (Swarm's `rpc.unstage`: a staged volume deleted):
-        // filed under no behaviour, and never excused as the orchestrator's deviation.
-        let behaviour = self.behaviour.take();
-        for violation in self.rules.take() {
-            self.push_violation(&violation, &deleted::request(&violation.rpc, "", ""));
-        }
-        if let Some(f) = watched.undecided {
-            self.push(f);
-        }
-        let mut decided = None;
-        if let Some(kept) = watched.kept {
-            self.shared.verifier.witnesses.kept(&kept.rpc, &kept.evidence);
-            if let Some((violation, why)) = kept.violation(self.shared.config.delete_grace, self.step.is_some()) {
-                let mut f = verifier::violation_finding(&violation, request);
-                f.step = self.step;
-                f.evidence = kept.evidence.clone();
-                if !self.findings.iter().any(|g| g.repeats(&f)) {
-                    self.push(f);
-                }
-                decided = Some((kept, why));
-            }
-        }
-        self.behaviour = behaviour;
-        let Some((kept, why)) = decided else { return };
-        self.halted |= self.step.is_some();
-        self.tracker.kept(&kept.rpc, request, node, &why);
-        self.kept.push(kept.id);
-    }
-
     /// Records a failure at the current step.
     pub fn fail(&mut self, kind: &str, message: impl Into<String>) {
         self.push(Finding::new(Severity::Fail, kind, message));
     }
-    /// Sends one RPC: picks the connection, fills secrets, records what it creates and
-    /// releases (when `track`). Returns the request as sent and the answer.
-    pub(crate) async fn send(
-        &mut self,
-        method: &MethodDescriptor,
-        mut request: DynamicMessage,
-        node: Option<usize>,
-        secrets: &SecretsMode,
-        track: bool,
-    ) -> (DynamicMessage, Answer) {
-        let key = self.apply_secrets(&mut request, method.name(), secrets);
-        let node_index = node.unwrap_or(0);
-        let conn = match self.connection(method, node) {
-            Ok(c) => c.with_rules(&self.rules),
-            Err(e) => return (request, Err(e)),
-        };
-        let endpoint = conn.endpoint().to_string();
-        // A call that is not sent: the harness's own error, never the plugin's answer.
-        let not_sent = |code: Code, message: String| RpcError {
-            rpc: method.name().to_owned(),
-            code,
-            message,
-            elapsed: Duration::ZERO,
-            origin: ErrorOrigin::Transport,
-        };
-        if let Some(why) = self.shared.gone(&endpoint) {
-            return (request, Err(not_sent(Code::Unavailable, why)));
-        }
-        // With --orchestrator, ControllerPublishVolume calls never overlap (Nomad and Swarm
-        // serialise them) but where an instance overlaps them on purpose, as its orchestrator
-        // does (Kubernetes; that scenario runs alone): what overlapping calls break is then
-        // filed under that orchestrator alone.
-        let shared = self.shared.clone();
-        let _serial = match method.name() {
-            "ControllerPublishVolume" if !self.shared.config.orchestrators.is_empty() && !self.overlapping => {
-                Some(shared.controller_publish.lock().await)
-            }
-            _ => None,
-        };
-        if let Some(why) = super::existing::refusal(method.name(), &request, &self.shared.config.existing_volumes) {
-            self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
-            return (request, Err(not_sent(Code::Aborted, why)));
-        }
-        let scrubber = &self.shared.config.scrubber;
-        scrubber.add(proto::sensitive_values(&request));
-        tracing::debug!(rpc = method.name(), request = %self.shared.scrub(&proto::to_redacted_json(&request)), "call");
-        let sending =
-            if track { self.tracker.sending(method.name(), &request, node_index, key.as_deref()) } else { None };
-        // Contention while this run holds other resources on the plugin is retried after a
-        // release (bounded by --contention-timeout), not judged.
-        let holder = if self.contention_expected { None } else { Some(self.holder) };
-        // ABORTED while another of this run's calls on the same volume was in flight is the
-        // run's own concurrency (#concurrency): asked again once those calls are done.
-        let volume = super::inflight::volume_of(&request);
-        let overlapped = std::sync::atomic::AtomicBool::new(false);
-        let started = Instant::now();
-        let bound = self.shared.config.budgets.contention_timeout;
-        let mut own = 0u32;
-        let (answer, retried) = loop {
-            let (answer, retried) = self
-                .shared
-                .budget
-                .retry_contention(holder, || async {
-                    let call = self.shared.in_flight.begin(volume.as_deref());
-                    let answer = if method.is_server_streaming() {
-                        conn.call_dynamic_streaming(method, request.clone()).await.map(Response::Stream)
-                    } else {
-                        conn.call_dynamic(method, request.clone()).await.map(Response::Unary)
-                    };
-                    overlapped.store(call.is_some_and(|c| c.overlapped()), std::sync::atomic::Ordering::Relaxed);
-                    answer
-                })
-                .await;
-            self.rpcs += 1 + retried.map_or(0, |r| u64::from(r.times));
-            let ours = holder.is_some()
-                && overlapped.load(std::sync::atomic::Ordering::Relaxed)
-                && answer.as_ref().err().is_some_and(|e| e.code == Code::Aborted && e.origin == ErrorOrigin::Plugin);
-            let left = bound.saturating_sub(started.elapsed());
-            if let (Some(volume), true) = (&volume, ours && !left.is_zero()) {
-                own += 1;
-                tracing::info!(rpc = method.name(), volume, "ABORTED while another call of this run on the volume was in flight: asked again once those are done");
-                self.shared.in_flight.idle(volume, left).await;
-                continue;
-            }
-            break (answer, if ours { None } else { retried });
-        };
-        self.contention = match retried {
-            Some(r @ Retried { code: Some(_), .. }) => Some((method.name().to_owned(), r.note())),
-            _ if own > 0 && answer.is_err() => {
-                Some((method.name().to_owned(), super::inflight::note(own, started.elapsed(), bound)))
-            }
-            _ => None,
-        };
-        match &answer {
-            Ok(response) => response.messages().iter().for_each(|m| scrubber.add(proto::sensitive_values(m))),
-            Err(e) if e.is_unreachable() => self.shared.lost(&conn).await,
-            Err(_) => {}
-        }
-        for violation in self.rules.take() {
-            self.push_violation(&violation, &request);
-        }
-        if let Ok(response) = &answer {
-            self.version_evidence(method.name(), &request, response);
-        }
-        if let Err(e) = &answer {
-            self.room_held_by_kept(e, &request);
-        }
-        let lost = match &answer {
-            Ok(Response::Unary(m)) => self.lost_by_plugin(method.name(), &request, m),
-            _ => None,
-        };
-        // A delete a step made, answered OK, of something the scenario holds: is it gone?
-        // (A property case's goes to the run's verifier; teardown looks at its deletes
-        // together, see `teardown`.)
-        if track && answer.is_ok() && self.tracker.holds(method.name(), &request, node_index) {
-            let answered = Instant::now();
-            if !(self.defer_steps && self.defer(method.name(), &request, node_index, answered)) {
-                let watched = self.watch(method.name(), &request, answered).await;
-                self.settle_delete(&request, node_index, watched);
-            }
-        }
-        if track {
-            let outcome = match &answer {
-                Ok(Response::Unary(m)) => Some(Ok(m)),
-                Ok(Response::Stream(_)) => None,
-                Err(e) => Some(Err(e.code)),
-            };
-            if let Some(outcome) = outcome {
-                self.tracker.observe_call(
-                    sending.as_ref(),
-                    method.name(),
-                    &request,
-                    outcome,
-                    node_index,
-                    key.as_deref(),
-                );
-            }
-            // Only an answer from the plugin settles the call: after a timeout, a lost
-            // connection or an undecodable answer, it may have made something.
-            let heard = answer.as_ref().err().is_none_or(|e| e.origin == ErrorOrigin::Plugin);
-            match &lost {
-                Some(why) => self.tracker.lost(sending, why),
-                None => self.tracker.answered(sending, heard),
-            }
-        }
-        (request, answer)
-    }
-
     /// Sends a unary RPC by name with `secrets: auto`, tracked: the way named checks call.
     pub async fn call(
         &mut self,

@@ -13,7 +13,7 @@
 //! | 3 model | `model`, `assert`, `profile` | the typed suite (a check step points at a [`CheckSpec`]), assertions over values, the csi-sanity profile |
 //! | 4 settings and scheduler | `settings`, `paths`, `builtin_vars`, `budget`, `budget/`, `verifier`, `patience`, `inflight` | the run's settings, its paths, the built-in variables, the budgets and each scenario's demand (the sum of its steps' and its checks' specs, never a check's name), the look-ups after deletes and the run-wide delete verifier, the bounds of waits without a spec deadline, the run's own calls in flight per volume |
 //! | 5 loading | `load`, `load/` | YAML to the model, given a [`Catalog`] (so it never imports the checks); above the settings because it checks `${...}` against the built-in variables' types |
-//! | 6 context | `ctx` | [`ScenarioCtx`], the only `impl ScenarioCtx`: variables, calls, findings, teardown |
+//! | 6 context | `ctx`, `ctx/` | [`ScenarioCtx`], the only `impl ScenarioCtx`: variables, calls (`ctx/send`: its stages), findings, teardown |
 //! | 7 checks | `checks/` (one file per named check, a folder for `lifecycle`), `builtin` | the named checks and properties in one registry table ([`Registry`] implements [`Catalog`]), the built-in suites |
 //! | 8 engine | `property`, `steps`, `probe`, `run` | property cases and shrinking, step execution, what the run learns of the plugin before its scenarios (smallest volume size, deleted ids), the runner |
 //!
@@ -87,6 +87,6 @@ pub use profile::{CSI_SANITY_NOWHERE, Profile};
 pub use resources::{Resource, ResourceObserver, Sending, Tracked, Tracker, set_secrets};
 pub use ctx::{CheckOutcome, Response, ScenarioCtx};
 pub use run::{run, run_until};
-pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_GRACE, DEFAULT_PROPERTY_CASES, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig, StressSize};
+pub use settings::{RunFacts, AccessType, DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_GRACE, DEFAULT_PROPERTY_CASES, DEFAULT_PROPERTY_TIME, GIB, Plugin, Progress, Reconnect, RunConfig, StressSize, Waits};
 pub use vars::{FieldPath, Seg, Val, Vars, did_you_mean};
 pub use crate::yaml::Pos;

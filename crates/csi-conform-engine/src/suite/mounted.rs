@@ -97,7 +97,7 @@ pub(crate) fn mounts_under(ctx: &ScenarioCtx, inspector: &Inspector, dir: &Path)
 /// The inconclusive finding of the two witnesses disagreeing about `path`.
 fn disagreement(ctx: &ScenarioCtx, path: &Path, table: &[MountInfo], root: bool) -> Finding {
     let shown = path.display().to_string();
-    let witnesses = &ctx.shared.verifier.witnesses;
+    let witnesses = ctx.witnesses();
     let table_says = match table.last() {
         Some(m) => format!("lists {} mounted there ({} from {})", plural(table.len()), m.fs_type, m.source),
         None => "lists nothing mounted there".to_owned(),

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::settings::RunConfig;
+use super::settings::Waits;
 use crate::{client::Scaled, report::Finding};
 
 /// The default bound of a wait for readiness where no `poll:` step says otherwise (the data
@@ -29,8 +29,8 @@ pub const SETTLE_LONGEST_PAUSE: Duration = Duration::from_secs(1);
 
 /// The bound of a wait for readiness: `--ready-timeout` when given, else `own` (a `poll:`
 /// step's `timeout`, or [`DEFAULT_READY_TIMEOUT`]), with how a finding names it.
-pub fn ready_bound(config: &RunConfig, own: Option<Duration>) -> (Duration, String) {
-    match (config.ready_timeout, own) {
+pub fn ready_bound(waits: Waits, own: Option<Duration>) -> (Duration, String) {
+    match (waits.ready_timeout, own) {
         (Some(flag), _) => (flag, "--ready-timeout".to_owned()),
         (None, Some(step)) => (step, "the step's poll.timeout; --ready-timeout overrides it".to_owned()),
         (None, None) => (DEFAULT_READY_TIMEOUT, "--ready-timeout".to_owned()),
@@ -40,9 +40,9 @@ pub fn ready_bound(config: &RunConfig, own: Option<Duration>) -> (Duration, Stri
 /// How long an effect on the node that the plugin answered OK for is looked for again
 /// before it is judged: `--settle-time`, or [`SETTLE_FACTOR`] times the p90 of the plugin's
 /// answer times so far when that is longer (never more than `--ready-timeout`'s bound).
-pub fn settle(config: &RunConfig, p90: Option<Duration>) -> Duration {
-    let cap = config.ready_timeout.unwrap_or(DEFAULT_READY_TIMEOUT);
-    Scaled { factor: SETTLE_FACTOR, floor: config.settle_time, cap }.of(p90)
+pub fn settle(waits: Waits, p90: Option<Duration>) -> Duration {
+    let cap = waits.ready_timeout.unwrap_or(DEFAULT_READY_TIMEOUT);
+    Scaled { factor: SETTLE_FACTOR, floor: waits.settle_time, cap }.of(p90)
 }
 
 /// How a finding names a settle wait of `waited`.
@@ -62,23 +62,24 @@ pub fn ran_out(message: impl Into<String>) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::suite::settings::RunConfig;
 
     #[test]
     fn a_settle_wait_is_the_flag_or_the_plugins_pace_whichever_is_longer() {
         let mut config = RunConfig { settle_time: Duration::from_millis(250), ..RunConfig::default() };
-        assert_eq!(settle(&config, None), Duration::from_millis(250));
-        assert_eq!(settle(&config, Some(Duration::from_millis(2))), Duration::from_millis(250));
-        assert_eq!(settle(&config, Some(Duration::from_millis(400))), Duration::from_secs(2));
+        assert_eq!(settle(config.waits(), None), Duration::from_millis(250));
+        assert_eq!(settle(config.waits(), Some(Duration::from_millis(2))), Duration::from_millis(250));
+        assert_eq!(settle(config.waits(), Some(Duration::from_millis(400))), Duration::from_secs(2));
         config.ready_timeout = Some(Duration::from_secs(1));
-        assert_eq!(settle(&config, Some(Duration::from_millis(400))), Duration::from_secs(1), "never past --ready-timeout");
+        assert_eq!(settle(config.waits(), Some(Duration::from_millis(400))), Duration::from_secs(1), "never past --ready-timeout");
     }
 
     #[test]
     fn the_ready_bound_is_the_flag_when_given_else_the_steps_own() {
         let mut config = RunConfig::default();
-        assert_eq!(ready_bound(&config, Some(Duration::from_secs(7))).0, Duration::from_secs(7));
-        assert_eq!(ready_bound(&config, None), (DEFAULT_READY_TIMEOUT, "--ready-timeout".to_owned()));
+        assert_eq!(ready_bound(config.waits(), Some(Duration::from_secs(7))).0, Duration::from_secs(7));
+        assert_eq!(ready_bound(config.waits(), None), (DEFAULT_READY_TIMEOUT, "--ready-timeout".to_owned()));
         config.ready_timeout = Some(Duration::from_secs(3));
-        assert_eq!(ready_bound(&config, Some(Duration::from_secs(7))).0, Duration::from_secs(3));
+        assert_eq!(ready_bound(config.waits(), Some(Duration::from_secs(7))).0, Duration::from_secs(3));
     }
 }

@@ -40,7 +40,7 @@ pub(crate) async fn probe(shared: &Arc<Shared>) -> RunFacts {
     let mut ctx = ScenarioCtx::for_run(shared.clone(), PROBE_ID);
     let facts = learn(&mut ctx).await;
     ctx.teardown().await;
-    for f in &ctx.findings {
+    for f in ctx.findings() {
         tracing::warn!("probe: {}", shared.scrub(&f.message));
     }
     tracing::info!(?facts, "what the run learned of the plugin");
@@ -77,7 +77,7 @@ async fn learn(ctx: &mut ScenarioCtx) -> RunFacts {
     let capability = builtin_vars::wire_capability(config.access_type == AccessType::Block);
     // A plugin that serves 1-byte volumes serves 1 MiB ones: the data checks need the room.
     let minimum = if can(ctx, "GetCapacity") { minimum_size(ctx, &capability).await } else { None }.map(|m| m.max(MIB));
-    if !can(ctx, "CreateVolume") || ctx.shared.plugin.controller.is_none() {
+    if !can(ctx, "CreateVolume") || ctx.controller().is_none() {
         facts.small = minimum.map(|m| {
             let m = m.min(test);
             (m, format!("{}: GetCapacity's minimum_volume_size, at least 1 MiB", human_bytes(m)))
@@ -195,7 +195,7 @@ async fn gone_group_snapshot(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<S
 /// did not keep it (an id it still shows is no id of a deleted object).
 async fn deleted(ctx: &mut ScenarioCtx, rpc: &str, request: DynamicMessage, id: String) -> Option<String> {
     ctx.call(rpc, request, None).await.ok()?;
-    Some(id).filter(|id| !id.is_empty() && !ctx.kept.contains(id))
+    Some(id).filter(|id| !id.is_empty() && !ctx.kept().contains(id))
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ pub(crate) async fn property_step(ctx: &mut ScenarioCtx, step: &PropertyStep, in
             }
             let lease = match (creates, base_free) {
                 (false, _) | (true, true) => None,
-                (true, false) => match ctx.shared.budget.try_extra(Demand::volume(ctx.small_size())) {
+                (true, false) => match ctx.budget().try_extra(Demand::volume(ctx.small_size())) {
                     Some(lease) => Some(lease),
                     None => break,
                 },
@@ -133,9 +133,9 @@ pub(crate) async fn property_step(ctx: &mut ScenarioCtx, step: &PropertyStep, in
                     let input = CaseInput { args: args.clone(), name: format!("{}-p{next}", ctx.name()) };
                     let mut fork = ctx.fork();
                     // A case's delete is its last call: nothing of the scenario waits for it.
-                    fork.defer_steps = fork.defer_teardown;
+                    fork.set_defer_steps(fork.defer_teardown());
                     if let Some(lease) = &lease {
-                        fork.holder = lease.id();
+                        fork.work_under(lease);
                     }
                     base_free &= !on_base;
                     let case = next;

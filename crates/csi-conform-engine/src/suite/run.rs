@@ -528,14 +528,14 @@ async fn run_scenario(shared: &Arc<Shared>, si: usize, ci: usize, ticket: &Ticke
     ctx.teardown().await;
     if let Ok(run_paths) = &shared.paths {
         if scenario.uses_paths() {
-            run_paths.release(&ctx.paths, &ctx.own_paths).await;
+            run_paths.release(ctx.paths(), ctx.added_paths()).await;
         } else {
-            run_paths.release_own(&ctx.own_paths);
+            run_paths.release_own(ctx.added_paths());
         }
     }
-    result.findings = ctx.findings.iter().map(|f| scrub_finding(shared, f)).collect();
-    result.rpcs = ctx.rpcs;
-    result.exercised = ctx.exercised.iter().map(|b| (*b).to_owned()).collect();
+    result.findings = ctx.findings().iter().map(|f| scrub_finding(shared, f)).collect();
+    result.rpcs = ctx.rpcs();
+    result.exercised = ctx.exercised().map(str::to_owned).collect();
     if let Flow::Skip(reason) = flow {
         result.outcome = Severity::Skip;
         result.skip_reason = Some(shared.scrub(&reason));

@@ -271,7 +271,24 @@ impl Default for RunConfig {
     }
 }
 
+/// The narrow view of [`RunConfig`] that waits read (see [`super::patience`]): how long the
+/// run waits for what the spec lets a plugin finish later.
+#[derive(Debug, Clone, Copy)]
+pub struct Waits {
+    /// `--ready-timeout` (see [`RunConfig::ready_timeout`]).
+    pub ready_timeout: Option<Duration>,
+    /// `--settle-time` (see [`RunConfig::settle_time`]).
+    pub settle_time: Duration,
+    /// `--delete-grace` (see [`RunConfig::delete_grace`]).
+    pub delete_grace: Duration,
+}
+
 impl RunConfig {
+    /// What waits read of the run's settings.
+    pub fn waits(&self) -> Waits {
+        Waits { ready_timeout: self.ready_timeout, settle_time: self.settle_time, delete_grace: self.delete_grace }
+    }
+
     /// The expansion target: `expand_size`, or volume_size + 1 GiB.
     pub fn expand_size(&self) -> i64 {
         self.expand_size.unwrap_or(self.volume_size.saturating_add(GIB))

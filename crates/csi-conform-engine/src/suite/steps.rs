@@ -25,22 +25,20 @@ use crate::{
 
 pub(crate) async fn run_steps(ctx: &mut ScenarioCtx, steps: &[Step]) -> Flow {
     for (i, step) in steps.iter().enumerate() {
-        if let Some(reason) = ctx.shared.stopped() {
+        if let Some(reason) = ctx.stopped() {
             ctx.push(Finding::new(Severity::Error, "interrupted", format!("stopped before step {i}: {reason}")));
             return Flow::Stop;
         }
-        if !step.when.iter().all(|c| ctx.shared.plugin.fingerprint.supports(c.capability) != c.negated) {
+        if !step.when.iter().all(|c| ctx.fingerprint().supports(c.capability) != c.negated) {
             continue;
         }
-        ctx.step = Some(i);
-        ctx.step_name = step.name.clone();
-        ctx.step_spec = step.spec.clone();
+        ctx.begin_step(i, step.name.clone(), step.spec.clone());
         // A delete by the last step, when it is one call, goes to the run's verifier as
         // teardown's do: nothing later can depend on the object being gone. (A check's calls
         // are not deferred: its own later calls may depend on it.)
-        let defer_steps = ctx.defer_steps;
+        let defer_steps = ctx.defer_steps();
         if i + 1 == steps.len() && matches!(step.action, Action::Call(_)) {
-            ctx.defer_steps |= ctx.defer_teardown;
+            ctx.set_defer_steps(defer_steps || ctx.defer_teardown());
         }
         let flow = match &step.action {
             Action::Call(call) => call_step(ctx, call).await,
@@ -48,30 +46,29 @@ pub(crate) async fn run_steps(ctx: &mut ScenarioCtx, steps: &[Step]) -> Flow {
             Action::Check(c) => check_step(ctx, c).await,
             Action::Property(p) => property::property_step(ctx, p, i).await,
         };
-        ctx.defer_steps = defer_steps;
-        ctx.step_name = None;
-        ctx.step_spec = Vec::new();
+        ctx.set_defer_steps(defer_steps);
+        ctx.end_step();
         if flow != Flow::Continue {
             return flow;
         }
         // An answer nothing can follow (a creation without a usable id) ends the scenario.
-        if ctx.halted {
+        if ctx.halted() {
             return Flow::Stop;
         }
     }
-    ctx.step = None;
+    ctx.end_steps();
     Flow::Continue
 }
 
 pub(crate) fn assert_step(ctx: &mut ScenarioCtx, step: &AssertStep) -> Flow {
     let root = Val::Null;
-    match assert::check_all(&step.only_if, &root, &ctx.vars) {
+    match assert::check_all(&step.only_if, &root, ctx.vars()) {
         Ok(()) => {}
         // The rule does not bind this plugin: the step is passed over.
         Err(AssertError::Failed(_)) => return Flow::Continue,
         Err(e) => return assertion_failed(ctx, e, step.otherwise, None, None, None),
     }
-    match assert::check_all(&step.assertions, &root, &ctx.vars) {
+    match assert::check_all(&step.assertions, &root, ctx.vars()) {
         Ok(()) => Flow::Continue,
         Err(e) => assertion_failed(ctx, e, step.otherwise, None, None, None),
     }
@@ -112,13 +109,13 @@ pub(crate) async fn check_step(ctx: &mut ScenarioCtx, step: &CheckStep) -> Flow 
         Ok(args) => args,
         Err(flow) => return flow,
     };
-    let before = ctx.findings.iter().filter(|f| f.severity >= Severity::Fail).count();
+    let before = ctx.findings().iter().filter(|f| f.severity >= Severity::Fail).count();
     let def = checks::find(step.check.name).expect("a check step names a registered check");
     match (def.run)(ctx, args).await {
         CheckOutcome::Skip(reason) => Flow::Skip(reason),
         CheckOutcome::Stop => Flow::Stop,
         CheckOutcome::Done(outputs) => {
-            let failed = ctx.findings.iter().filter(|f| f.severity >= Severity::Fail).count() > before;
+            let failed = ctx.findings().iter().filter(|f| f.severity >= Severity::Fail).count() > before;
             let root = Val::Map(outputs);
             if save(ctx, &step.save, &root).is_err() || failed {
                 return Flow::Stop;
@@ -139,7 +136,7 @@ pub(crate) fn save(ctx: &mut ScenarioCtx, saves: &[Save], root: &Val) -> Result<
                 ));
                 return Err(());
             }
-            Ok(v) => ctx.vars.insert(save.var.clone(), v),
+            Ok(v) => ctx.vars_mut().insert(save.var.clone(), v),
             Err(e) => {
                 ctx.push(Finding::new(Severity::Error, "suite", format!("cannot save {}: {e}", save.var)));
                 return Err(());
@@ -155,7 +152,7 @@ pub(crate) fn save(ctx: &mut ScenarioCtx, saves: &[Save], root: &Val) -> Result<
 /// Not where a create command makes staging paths (the run cannot remake one there).
 fn remake_staging(ctx: &ScenarioCtx, request: &DynamicMessage) {
     use prost_reflect::ReflectMessage;
-    let staging = &ctx.paths.staging;
+    let staging = &ctx.paths().staging;
     if request.descriptor().name() == "NodeStageVolumeRequest"
         && ctx.config().paths.create_staging_cmd.is_none()
         && proto::str_at(request, &["staging_target_path"]).is_some_and(|p| std::path::Path::new(&p) == staging)
@@ -166,7 +163,7 @@ fn remake_staging(ctx: &ScenarioCtx, request: &DynamicMessage) {
 }
 
 pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
-    let request = match build_request(&call.method, &call.request, &ctx.vars) {
+    let request = match build_request(&call.method, &call.request, ctx.vars()) {
         Ok(r) => r,
         Err(e) => {
             let mut f = Finding::new(
@@ -181,31 +178,30 @@ pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
     };
     let times = match call.repeat {
         Repeat::Times(n) => n.max(1),
-        Repeat::Idempotency => ctx.shared.config.idempotency_count.max(1),
+        Repeat::Idempotency => ctx.config().idempotency_count.max(1),
     };
     remake_staging(ctx, &request);
     let poll = call.poll.as_ref();
     // A poll looks again at the plugin's own pace, backing off to the step's interval, until
     // its bound (see `patience`); it ends at the first conclusive answer.
     let mut pacer = poll.map(|p| Pacer::new(ctx.latency(call.method.name(), call.node), p.interval));
-    let bound = poll.map(|p| patience::ready_bound(ctx.config(), Some(p.timeout)));
+    let bound = poll.map(|p| patience::ready_bound(ctx.waits(), Some(p.timeout)));
     let deadline = bound.as_ref().map(|(within, _)| Instant::now() + *within);
     let mut first: Option<Val> = None;
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         if attempt > 1
-            && let Some(reason) = ctx.shared.stopped()
+            && let Some(reason) = ctx.stopped()
         {
             let rpc = call.method.name();
             let message = format!("stopped before call {attempt} of {rpc}: {reason}");
             ctx.push(call_finding(Severity::Error, "interrupted", message, rpc, &request));
             return Flow::Stop;
         }
-        ctx.contention_expected =
-            [Code::ResourceExhausted, Code::Aborted].iter().any(|c| call.expect.codes.names(*c));
+        ctx.expect_contention([Code::ResourceExhausted, Code::Aborted].iter().any(|c| call.expect.codes.names(*c)));
         let (sent, answer) = ctx.send(&call.method, request.clone(), call.node, &call.secrets, true).await;
-        ctx.contention_expected = false;
+        ctx.expect_contention(false);
         let root = match judge(ctx, call, &sent, answer) {
             Judged::Response(r) => r.to_val(),
             Judged::Accepted if attempt >= times => return Flow::Continue,
@@ -261,7 +257,7 @@ pub(crate) fn poll_condition(
     root: &Val,
     sent: &DynamicMessage,
 ) -> Option<Flow> {
-    match assert::check_all(&poll.until, root, &ctx.vars) {
+    match assert::check_all(&poll.until, root, ctx.vars()) {
         Ok(()) => Some(Flow::Continue),
         Err(e @ AssertError::Invalid(_)) => {
             Some(assertion_failed(ctx, e, Severity::Error, Some(call.method.name()), Some(sent), None))
@@ -283,7 +279,7 @@ fn poll_ran_out(
     sent: &DynamicMessage,
 ) -> Flow {
     let rpc = call.method.name();
-    let unmet = match assert::check_all(&poll.until, root, &ctx.vars) {
+    let unmet = match assert::check_all(&poll.until, root, ctx.vars()) {
         Err(AssertError::Failed(e)) => e.to_string(),
         _ => String::new(),
     };
@@ -392,7 +388,7 @@ pub(crate) fn judge(ctx: &mut ScenarioCtx, call: &Call, sent: &DynamicMessage, a
         return Judged::Accepted;
     };
     let root = response.to_val();
-    match assert::check_all(&call.expect.fields, &root, &ctx.vars) {
+    match assert::check_all(&call.expect.fields, &root, ctx.vars()) {
         Ok(()) => Judged::Response(response),
         Err(e) => {
             let warn = matches!(e, AssertError::Failed(_)) && matches!(call.expect.otherwise, Severity::Warn | Severity::Pass);

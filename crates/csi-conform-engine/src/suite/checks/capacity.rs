@@ -114,7 +114,7 @@ async fn ask(ctx: &mut ScenarioCtx, request: &DynamicMessage) -> Result<(Claim, 
     };
     let reply = answer.transcode_to::<v1::GetCapacityResponse>().unwrap_or_default();
     let claim = Claim { available: reply.available_capacity, minimum: reply.minimum_volume_size, maximum: reply.maximum_volume_size };
-    let seen = ctx.shared.verifier.witnesses.observe("GetCapacity", "the storage", claim.words());
+    let seen = ctx.witnesses().observe("GetCapacity", "the storage", claim.words());
     Ok((claim, seen))
 }
 
@@ -155,7 +155,7 @@ async fn capacity_holds(ctx: &mut ScenarioCtx, args: Room) -> CheckOutcome {
         Err(e) => e,
     };
     // Refused for room held by objects the plugin kept after deletes: that delete's finding.
-    if ctx.halted {
+    if ctx.halted() {
         return CheckOutcome::Stop;
     }
     if !disproves(&refusal, before, size) {
@@ -165,7 +165,7 @@ async fn capacity_holds(ctx: &mut ScenarioCtx, args: Room) -> CheckOutcome {
             refusal.message
         ));
     }
-    let refused = ctx.shared.verifier.witnesses.observe(
+    let refused = ctx.witnesses().observe(
         "CreateVolume",
         &format!("{size} bytes"),
         format!("answered {} ({})", refusal.code_name(), refusal.message),

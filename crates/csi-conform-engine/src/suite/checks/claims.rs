@@ -113,7 +113,7 @@ pub(super) async fn try_capability(
         .nodes
         .first()
         .is_some_and(|n| n.capabilities.contains(&NodeCapability::StageUnstageVolume));
-    let staging = ctx.paths.staging.display().to_string();
+    let staging = ctx.paths().staging.display().to_string();
     if stages {
         let request = |cap: &DynamicMessage| {
             with_capability(
@@ -140,7 +140,7 @@ pub(super) async fn try_capability(
                 volume_id: probe.volume_id.clone(),
                 publish_context: publish_context.clone(),
                 staging_target_path: if stages { staging.clone() } else { String::new() },
-                target_path: ctx.paths.target.display().to_string(),
+                target_path: ctx.paths().target.display().to_string(),
                 volume_context: probe.volume_context.clone(),
                 readonly: false,
                 ..Default::default()

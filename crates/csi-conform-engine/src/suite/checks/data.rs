@@ -290,7 +290,7 @@ impl Data<'_> {
     async fn too_small(&mut self, published: &Published, new: u64, done: &str) -> Step<Option<String>> {
         let (tolerance, what) = if self.block { (0, "block volume") } else { (fs_overhead(new), "file system") };
         let p90 = self.ctx.latency("NodeExpandVolume", Some(0)).max(self.ctx.latency("ControllerExpandVolume", None));
-        let settle = patience::settle(self.ctx.config(), p90);
+        let settle = patience::settle(self.ctx.waits(), p90);
         let deadline = Instant::now() + settle;
         let mut pacer = Pacer::new(p90, patience::SETTLE_LONGEST_PAUSE);
         loop {
@@ -432,7 +432,7 @@ impl Data<'_> {
     /// The staging and target paths of publication `slot` (0: the scenario's own; others in
     /// a directory of their own inside the scenario's directory, removed after teardown).
     fn paths(&mut self, slot: usize) -> Step<(PathBuf, PathBuf)> {
-        let paths = &self.ctx.paths;
+        let paths = self.ctx.paths();
         let (dir, staging, target) = if slot == 0 {
             (None, paths.staging.clone(), paths.target.clone())
         } else {
@@ -710,7 +710,7 @@ impl Data<'_> {
             parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
             ..Default::default()
         };
-        let (within, by) = patience::ready_bound(self.ctx.config(), None);
+        let (within, by) = patience::ready_bound(self.ctx.waits(), None);
         let deadline = Instant::now() + within;
         let mut pacer = Pacer::new(self.ctx.latency("CreateSnapshot", None), READY_LONGEST_PAUSE);
         loop {
@@ -775,7 +775,7 @@ impl Data<'_> {
             parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
             ..Default::default()
         };
-        let (within, by) = patience::ready_bound(self.ctx.config(), None);
+        let (within, by) = patience::ready_bound(self.ctx.waits(), None);
         let deadline = Instant::now() + within;
         let mut pacer = Pacer::new(self.ctx.latency("CreateVolumeGroupSnapshot", None), READY_LONGEST_PAUSE);
         let group = loop {

@@ -437,7 +437,7 @@ pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: LifecycleArgs) -> 
         if i > 0 && pattern.is_none() {
             // The last volume's unstaging may have removed the staging directory, which is
             // the CO's to make (in an instance, the orchestrator's layout makes its own).
-            let _ = std::fs::create_dir_all(&ctx.paths.staging);
+            let _ = std::fs::create_dir_all(&ctx.paths().staging);
         }
         let context = volume.context.clone().into_iter().collect();
         // In an instance each volume gets paths of its own in the orchestrator's layout.
@@ -574,7 +574,7 @@ impl Lifecycle<'_> {
         if info.node_id.is_empty() {
             return Err(self.fail("assertion", format!("NodeGetInfo of node endpoint {index} returned no node_id")));
         }
-        let paths = self.ctx.paths.clone();
+        let paths = self.ctx.paths().clone();
         let (staging, target) = if index == 0 && self.plan.long_paths {
             // Paths over 128 bytes: the spec's minimum a plugin must accept for them.
             let name = format!("long-{}", "p".repeat(LONG_PATH_COMPONENT - 5));

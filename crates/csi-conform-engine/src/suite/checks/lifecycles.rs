@@ -119,7 +119,7 @@ async fn lifecycles(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome 
         match worker(ctx, &format!("w{w}")) {
             Ok(mut fork) => {
                 if let Some(lease) = leases.get(w.wrapping_sub(1)) {
-                    fork.holder = lease.id();
+                    fork.work_under(lease);
                 }
                 forks.push(fork);
             }
@@ -167,7 +167,7 @@ async fn one_lifecycle(ctx: &mut ScenarioCtx, plan: &Plan, i: usize) -> Result<S
     } else {
         Default::default()
     };
-    let (staging, target) = (ctx.paths.staging.clone(), ctx.paths.target.clone());
+    let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
     if plan.stages {
         call_ok(ctx, "NodeStageVolume", stage_request(&volume, &publish_context, &staging, &plan.typed), Some(0)).await?;
     }

@@ -310,7 +310,7 @@ async fn page_on(
         }
         if tokens.contains(&got.next_token) {
             // The response rule answer.list-*.token-not-repeated has recorded it at this call.
-            if !ctx.findings.iter().any(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(lister.rpc)) {
+            if !ctx.findings().iter().any(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(lister.rpc)) {
                 let again = format!("{} returned next_token {:?} again on page {page}", lister.rpc, got.next_token);
                 ctx.fail("pagination", format!("{again}; paging would never end"));
             }
@@ -320,7 +320,7 @@ async fn page_on(
         token = got.next_token;
     }
     // The response rule answer.list-*.pages-end has recorded it at the last call.
-    if !ctx.findings.iter().any(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(lister.rpc)) {
+    if !ctx.findings().iter().any(|f| f.kind == "response-rule" && f.rpc.as_deref() == Some(lister.rpc)) {
         ctx.fail("pagination", format!("{} did not reach the last page within {MAX_PAGES} pages (a fixed bound, no flag sets it)", lister.rpc));
     }
     Err(CheckOutcome::Stop)

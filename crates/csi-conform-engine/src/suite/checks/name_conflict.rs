@@ -153,7 +153,7 @@ async fn name_conflict(ctx: &mut ScenarioCtx, args: Pair) -> CheckOutcome {
         ("volume_id".to_owned(), field("volume.volume_id")),
         ("volume_context".to_owned(), field("volume.volume_context")),
     ]);
-    if let Some(parameters) = ctx.vars.get("parameters") {
+    if let Some(parameters) = ctx.var("parameters") {
         ask.insert("parameters".to_owned(), parameters.clone());
     }
     let confirms = async |ctx: &mut ScenarioCtx, capability: &DynamicMessage| {

@@ -151,7 +151,7 @@ async fn node_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
     } else {
         Default::default()
     };
-    let (staging, target) = (ctx.paths.staging.clone(), ctx.paths.target.clone());
+    let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
     let stages = node_has(ctx, NodeCapability::StageUnstageVolume);
     if mounts_at(ctx, &target).is_none() {
         note(ctx, "node 0's mount table cannot be read here: the mounts at the staging and target paths are not counted".into());

@@ -34,7 +34,7 @@ pub(super) async fn restart_controller(ctx: &mut ScenarioCtx) -> Result<Duration
     let Some(command) = ctx.config().restart_controller_cmd.clone() else {
         return Err(CheckOutcome::Skip("restarting the controller plugin needs --restart-controller-cmd".into()));
     };
-    let Some(conn) = ctx.shared.plugin.controller.clone() else {
+    let Some(conn) = ctx.controller().cloned() else {
         return Err(CheckOutcome::Skip("the run has no controller endpoint to restart".into()));
     };
     let endpoint = conn.endpoint().to_string();
@@ -90,7 +90,7 @@ async fn restart(
     let deadline = returned + RESTART_TIMEOUT;
     loop {
         let mut identity = conn.identity();
-        let checked = conn.with_rules(&ctx.rules);
+        let checked = conn.with_rules(ctx.rules());
         let probe = checked.call("Probe", v1::ProbeRequest {}, |r| async move { identity.probe(r).await }).await;
         match probe {
             Ok(r) if r.ready != Some(false) => return Ok(returned.elapsed()),

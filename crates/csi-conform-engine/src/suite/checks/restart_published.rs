@@ -118,7 +118,7 @@ async fn restart_published(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckO
     } else {
         Default::default()
     };
-    let (staging, target) = (ctx.paths.staging.clone(), ctx.paths.target.clone());
+    let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
     let stages = node_has(ctx, NodeCapability::StageUnstageVolume);
     if stages {
         let request = stage_request(&volume, &publish_context, &staging, &typed);

@@ -44,15 +44,15 @@ pub(super) fn worker(ctx: &mut ScenarioCtx, label: &str) -> Result<ScenarioCtx, 
         ));
     }
     let mut fork = ctx.fork();
-    fork.name = format!("{}-{label}", ctx.name());
-    let dir = ctx.paths.dir.join(label);
+    let dir = ctx.paths().dir.join(label);
     let staging = dir.join("staging");
     if let Err(e) = std::fs::create_dir_all(&staging) {
         ctx.push(Finding::new(Severity::Error, "setup", format!("cannot create {}: {e}", staging.display())));
         return Err(CheckOutcome::Stop);
     }
-    fork.paths = ScenarioPaths::in_dir(dir.clone(), staging.clone());
-    fork.own_paths = vec![fork.paths.target.clone(), fork.paths.target2.clone(), staging, dir];
+    let paths = ScenarioPaths::in_dir(dir.clone(), staging.clone());
+    let own = vec![paths.target.clone(), paths.target2.clone(), staging, dir];
+    fork.relocate(format!("{}-{label}", ctx.name()), paths, own);
     Ok(fork)
 }
 
@@ -66,7 +66,7 @@ pub(super) fn extra_leases(ctx: &ScenarioCtx, want: u32, publish: bool) -> Vec<L
         publish: if publish { vec![1] } else { Vec::new() },
         ..Demand::default()
     };
-    (0..want).map_while(|_| ctx.shared.budget.try_extra(demand.clone())).collect()
+    (0..want).map_while(|_| ctx.budget().try_extra(demand.clone())).collect()
 }
 
 /// Whether the controller advertises `capability`.
@@ -230,8 +230,7 @@ pub(super) async fn found(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<bool
     if !controller_has(ctx, ControllerCapability::GetVolume) {
         return None;
     }
-    let shared = ctx.shared.clone();
-    if !shared.verifier.witnesses.credible("ControllerGetVolume", &shared.plugin, &shared.config).await {
+    if !ctx.credible("ControllerGetVolume").await {
         return None;
     }
     let request = proto::to_dynamic(&v1::ControllerGetVolumeRequest { volume_id: volume_id.to_owned() });

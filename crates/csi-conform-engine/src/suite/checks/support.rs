@@ -45,7 +45,7 @@ impl Args for OwnCapability {
 /// The VolumeCapability of a `capability` argument as given (Null: the run's `${capability}`).
 pub(super) fn capability_arg(ctx: &ScenarioCtx, given: &Val) -> Result<DynamicMessage, String> {
     let value = match given {
-        Val::Null => ctx.vars.get("capability").cloned().unwrap_or(Val::Null),
+        Val::Null => ctx.var("capability").cloned().unwrap_or(Val::Null),
         v => v.clone(),
     };
     let desc = proto::message("VolumeCapability").expect("VolumeCapability is in the pool");

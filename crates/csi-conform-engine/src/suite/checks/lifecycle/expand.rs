@@ -33,7 +33,7 @@ impl Lifecycle<'_> {
         // What the controller answers is filed under the expansion row, which only
         // NodeExpandVolume exercises.
         if self.pattern.is_some() {
-            self.ctx.behaviour = Some(ids::EXPAND_STAGING_PATH);
+            self.ctx.set_behaviour(Some(ids::EXPAND_STAGING_PATH));
         }
         let node_expands = self.node_supports(0, NodeCapability::ExpandVolume);
         if !self.supports(Capability::Controller(ControllerCapability::ExpandVolume)) {

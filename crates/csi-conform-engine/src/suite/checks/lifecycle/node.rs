@@ -117,7 +117,7 @@ impl Lifecycle<'_> {
         node: &NodeUse,
         expect: Second,
     ) -> Result<Option<(NodeUse, PathBuf)>, CheckOutcome> {
-        let target = self.ctx.paths.target2.clone();
+        let target = self.ctx.paths().target2.clone();
         match expect {
             Second::None => Ok(None),
             Second::Works => {
@@ -346,7 +346,7 @@ impl Lifecycle<'_> {
     fn fail_in_row(&mut self, row: &'static str, kind: &str, message: String, requirements: &[&str]) -> CheckOutcome {
         let mut f = Finding::new(Severity::Fail, kind, message);
         f.requirements = requirements.iter().map(|r| (*r).to_owned()).collect();
-        if let Some(p) = self.pattern.filter(|_| self.ctx.behaviour.is_some()) {
+        if let Some(p) = self.pattern.filter(|_| self.ctx.behaviour().is_some()) {
             let o = p.orchestrator;
             let fallback = (row == ids::MOUNT_OPTIONS).then_some(ids::CAPABILITY);
             let filed = [Some(row), fallback].into_iter().flatten().find(|id| o.behaviour(id).is_some()).unwrap_or(row);

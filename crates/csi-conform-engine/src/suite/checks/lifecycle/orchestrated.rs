@@ -219,9 +219,10 @@ impl Lifecycle<'_> {
             return;
         }
         let request = self.validate_request(capability);
-        let behaviour = self.ctx.behaviour.take();
+        let behaviour = self.ctx.behaviour();
+        self.ctx.set_behaviour(None);
         let (_, answer) = self.send("ValidateVolumeCapabilities", proto::to_dynamic(&request), None).await;
-        self.ctx.behaviour = behaviour;
+        self.ctx.set_behaviour(behaviour);
         if let Ok(response) = answer {
             self.declined = self.declines(&capability::reconcile(&request, &typed(&response)));
         }
@@ -272,7 +273,7 @@ impl Lifecycle<'_> {
     /// whose name ends in `suffix` (a second use on the node is a second allocation).
     pub(super) fn place_use(&mut self, node: &mut NodeUse, read_only: bool, suffix: &str) -> Result<(), CheckOutcome> {
         let Some(p) = self.pattern else { return Ok(()) };
-        let dir = &self.ctx.paths.dir;
+        let dir = &self.ctx.paths().dir;
         let root = if node.index == 0 { dir.join("co") } else { dir.join(format!("node{}", node.index)).join("co") };
         let volume = format!("vol{}", self.volume_index);
         let kind = if p.layout.kubelet() { "pod" } else { "alloc" };

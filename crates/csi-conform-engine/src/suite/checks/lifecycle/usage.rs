@@ -62,7 +62,7 @@ impl Lifecycle<'_> {
     pub(super) async fn second_usage(&mut self, first: &NodeUse) -> Result<(), CheckOutcome> {
         let Some(p) = self.pattern else { return Ok(()) };
         let title = p.orchestrator.title();
-        let resume = self.ctx.behaviour;
+        let resume = self.ctx.behaviour();
         self.exercise(ids::STAGING_PER_USAGE);
         let mut second = first.clone();
         self.place_use(&mut second, true, "-ro")?;
@@ -87,7 +87,7 @@ impl Lifecycle<'_> {
                 (f.got, f.plugin_message) = (Some(e.code_name().to_owned()), Some(e.message.clone()));
                 f.requirements = vec![ONCE_PER_NODE.to_owned()];
                 self.ctx.push(f);
-                self.ctx.behaviour = resume;
+                self.ctx.set_behaviour(resume);
                 return Ok(());
             }
         }
@@ -113,7 +113,7 @@ impl Lifecycle<'_> {
             );
             return Err(self.fail("path-state", message));
         }
-        self.ctx.behaviour = resume;
+        self.ctx.set_behaviour(resume);
         Ok(())
     }
 }
