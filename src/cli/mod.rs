@@ -167,7 +167,7 @@ const OUR_CRATES: [&str; 7] =
 /// crates (tonic, h2, hyper, tower) stay at `debug` at most, as their trace output is frame
 /// by frame: `RUST_LOG` overrides everything, and even then every line is scrubbed.
 fn init_logging(verbose: u8, quiet: bool, scrubber: &Scrubber) {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::{filter::Targets, prelude::*};
     // A log line's target is its module path, so every crate of the workspace is named.
     let ours = |level: &str| OUR_CRATES.iter().map(|c| format!(",{c}={level}")).collect::<String>();
     let default = match (quiet, verbose) {
@@ -177,14 +177,22 @@ fn init_logging(verbose: u8, quiet: bool, scrubber: &Scrubber) {
         (false, 2) => format!("info{}", ours("debug")),
         (false, _) => format!("debug{}", ours("trace")),
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // RUST_LOG holds `target=level` directives and a bare level for every other target.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| default.parse().expect("the default log filter parses"));
     // Scrubbed first, then written past the progress bar (which lifts itself for the line).
     let log_scrubber = scrubber.clone();
+    // The fmt subscriber's own ceiling (INFO unless told) is lifted: `filter` alone decides.
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_max_level(tracing::Level::TRACE)
         .with_writer(move || crate::scrub::ScrubbingWriter::new(log_scrubber.clone(), progress::log_writer()))
         .with_ansi(progress::color_for(std::io::IsTerminal::is_terminal(&std::io::stderr())))
         .with_target(false)
+        .finish()
+        .with(filter)
         .try_init();
 }
 

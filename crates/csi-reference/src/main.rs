@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use csi_reference::reference;
+use tracing_subscriber::{filter::{LevelFilter, Targets}, prelude::*};
 
 /// Serve the bundled reference plugin: every CSI v1.13 RPC (v1.12 with --spec-version 1.12),
 /// as the spec says.
@@ -18,9 +19,20 @@ struct Cli {
 
 fn main() -> ExitCode {
     let Cli { args } = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    // RUST_LOG's `target=level` directives (a bare level for every other target), else `warn`.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::WARN));
+    // The fmt subscriber's own ceiling (INFO unless told) is lifted: `filter` alone decides.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(LevelFilter::TRACE)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .finish()
+        .with(filter)
+        .try_init();
     // Exit 2 for a usage or configuration error, as `csi-conform reference-plugin` does.
     if let Err(e) = reference::prepare(&args) {
         eprintln!("error: {e}");
