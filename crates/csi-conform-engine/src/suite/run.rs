@@ -645,13 +645,19 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
 mod opt_in_tests {
     use super::*;
 
-    /// The default suites leave `General.concurrency.graceful` to `--suite stress`; a run
-    /// that loads it has nothing left to credit.
+    /// The default suites leave `General.concurrency.graceful` and the snapshot fan-out's
+    /// `CreateSnapshot.snapshot.id-unique` to `--suite stress`; a run that loads it has
+    /// nothing left to credit.
     #[test]
     fn a_run_credits_what_only_the_opt_in_suites_it_did_not_load_check() {
         let mut suites = super::super::builtin::builtin();
         let only = opt_in_coverage(&suites);
-        assert_eq!(only, BTreeMap::from([("General.concurrency.graceful".to_owned(), vec!["stress".to_owned()])]));
+        let stress = || vec!["stress".to_owned()];
+        let want = BTreeMap::from([
+            ("CreateSnapshot.snapshot.id-unique".to_owned(), stress()),
+            ("General.concurrency.graceful".to_owned(), stress()),
+        ]);
+        assert_eq!(only, want);
         suites.push(super::super::builtin::opt_in_suite("stress").unwrap().unwrap());
         assert!(opt_in_coverage(&suites).is_empty());
     }
