@@ -32,7 +32,7 @@ use super::{
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{Plugin, RunConfig, RunFacts, Waits},
+    settings::{DeleteLookups, Plugin, RunConfig, RunFacts, Waits},
     vars::{Val, Vars},
     verifier::Verifier,
 };
@@ -52,6 +52,9 @@ use crate::{
 pub(crate) struct Shared {
     pub(crate) plugin: Plugin,
     pub(crate) config: RunConfig,
+    /// What the look-ups after a delete read of the settings (the verifier's and the
+    /// scenarios' alike).
+    pub(crate) lookups: DeleteLookups,
     pub(crate) suites: Vec<Suite>,
     pub(crate) run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).

@@ -71,6 +71,8 @@ pub async fn run_until(
     )
     .await;
     let budget = Budget::new(limits, config.budgets.contention_timeout);
+    let secrets = config.secrets();
+    let lookups = config.delete_lookups(secrets.clone());
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
@@ -87,7 +89,8 @@ pub async fn run_until(
         versions: Mutex::new(BTreeMap::new()),
         controller_publish: tokio::sync::Mutex::new(()),
         in_flight: super::inflight::InFlight::default(),
-        verifier: Verifier::new(plugin.clone(), config.clone(), budget),
+        verifier: Verifier::new(plugin.clone(), lookups.clone(), config.observer.clone(), budget),
+        lookups,
     });
     shared.verifier.start();
     let selected: Vec<(usize, usize)> = suites

@@ -283,10 +283,78 @@ pub struct Waits {
     pub delete_grace: Duration,
 }
 
+/// The secrets file (csi-sanity key, `CreateVolumeSecret`, → values), shared: views that
+/// fill requests' `secrets` hold it. Its `Debug` shows the keys only.
+#[derive(Clone, Default)]
+pub struct Secrets(Arc<BTreeMap<String, BTreeMap<String, String>>>);
+
+impl Secrets {
+    /// The values for `key` (none: the file has no such key).
+    pub fn get(&self, key: &str) -> Option<&BTreeMap<String, String>> {
+        self.0.get(key)
+    }
+
+    /// Whether the file has values for `key` (perhaps an empty map).
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// Whether the run was given no secrets at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+/// The ids the run sends for objects that do not exist (`--nonexistent-volume-id`,
+/// `--nonexistent-snapshot-id`; none: ids of the run's own choosing): what
+/// [`Witnesses::credible`](super::witness::Witnesses::credible) asks about.
+#[derive(Debug, Clone, Default)]
+pub struct NonexistentIds {
+    /// `--nonexistent-volume-id`.
+    pub volume: Option<String>,
+    /// `--nonexistent-snapshot-id`.
+    pub snapshot: Option<String>,
+}
+
+/// The narrow view of [`RunConfig`] that the look-ups after a delete read (see
+/// [`super::verifier`]): how long a deleted object may still show, the secrets look-ups and
+/// listings carry, and the ids that test whether a look-up may be believed.
+#[derive(Debug, Clone)]
+pub struct DeleteLookups {
+    /// `--delete-grace` (see [`RunConfig::delete_grace`]).
+    pub delete_grace: Duration,
+    /// The secrets file.
+    pub secrets: Secrets,
+    /// The ids of objects that do not exist.
+    pub nonexistent: NonexistentIds,
+}
+
 impl RunConfig {
     /// What waits read of the run's settings.
     pub fn waits(&self) -> Waits {
         Waits { ready_timeout: self.ready_timeout, settle_time: self.settle_time, delete_grace: self.delete_grace }
+    }
+
+    /// The secrets file, to share among the views that carry it (a copy: build it once).
+    pub fn secrets(&self) -> Secrets {
+        Secrets(Arc::new(self.secrets.clone()))
+    }
+
+    /// The ids the run sends for objects that do not exist.
+    pub fn nonexistent_ids(&self) -> NonexistentIds {
+        NonexistentIds { volume: self.nonexistent_volume_id.clone(), snapshot: self.nonexistent_snapshot_id.clone() }
+    }
+
+    /// What the look-ups after a delete read of the run's settings (`secrets`: from
+    /// [`RunConfig::secrets`], built once).
+    pub fn delete_lookups(&self, secrets: Secrets) -> DeleteLookups {
+        DeleteLookups { delete_grace: self.delete_grace, secrets, nonexistent: self.nonexistent_ids() }
     }
 
     /// The expansion target: `expand_size`, or volume_size + 1 GiB.
