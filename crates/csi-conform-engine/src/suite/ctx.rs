@@ -32,7 +32,7 @@ use super::{
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{DeleteLookups, Plugin, RunConfig, RunFacts, Waits},
+    settings::{DeleteLookups, NodeAccess, Plugin, Requests, RunConfig, RunFacts, Safety, Waits},
     vars::{Val, Vars},
     verifier::Verifier,
 };
@@ -55,6 +55,12 @@ pub(crate) struct Shared {
     /// What the look-ups after a delete read of the settings (the verifier's and the
     /// scenarios' alike).
     pub(crate) lookups: DeleteLookups,
+    /// How node endpoints' paths and mounts are reached.
+    pub(crate) node_access: NodeAccess,
+    /// What requests carry.
+    pub(crate) requests: Requests,
+    /// What keeps the run off what is not its own, and secrets out of the report.
+    pub(crate) safety: Safety,
     pub(crate) suites: Vec<Suite>,
     pub(crate) run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
@@ -90,7 +96,7 @@ static NO_FACTS: RunFacts =
 
 impl Shared {
     pub(crate) fn scrub(&self, text: &str) -> String {
-        self.config.scrubber.scrub(text).into_owned()
+        self.safety.scrubber.scrub(text).into_owned()
     }
 
     /// Why nothing more is sent to `endpoint`, if so.
@@ -374,6 +380,16 @@ impl ScenarioCtx {
         self.shared.config.waits()
     }
 
+    /// What the run's requests carry (parameters, access type, sizes, secrets).
+    pub fn requests(&self) -> &Requests {
+        &self.shared.requests
+    }
+
+    /// The volumes the run did not create, whether it may write to them, the scrubber.
+    pub fn safety(&self) -> &Safety {
+        &self.shared.safety
+    }
+
     /// What the run learned of the plugin before its scenarios.
     pub fn facts(&self) -> &RunFacts {
         self.shared.facts()
@@ -410,7 +426,7 @@ impl ScenarioCtx {
     /// endpoint.
     pub async fn identify_node(&self, node: usize) -> Option<Inspector> {
         let conn = self.shared.plugin.nodes.get(node)?;
-        let found = node_inspector(node, conn, &self.shared.config).await;
+        let found = node_inspector(node, conn, &self.shared.node_access).await;
         if let Some(slot) = self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(node) {
             *slot = found.clone();
         }
@@ -584,7 +600,7 @@ impl ScenarioCtx {
             SecretsMode::Auto => crate::secrets::secret_key(rpc),
             SecretsMode::Key(k) => k.clone(),
         };
-        let values = self.shared.config.secrets.get(&key)?;
+        let values = self.shared.requests.secrets.get(&key)?;
         super::resources::set_secrets(request, values);
         Some(key)
     }
@@ -636,16 +652,16 @@ impl ScenarioCtx {
     }
 }
 
-/// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
 /// Records a check's bad argument (an error of the suite) and stops the scenario.
 pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
     ctx.push(Finding::new(Severity::Error, "suite", message));
     CheckOutcome::Stop
 }
 
-pub(crate) async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
-    if let Some(agent) = config.node_agents.get(index) {
+/// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
+pub(crate) async fn node_inspector(index: usize, conn: &Connection, access: &NodeAccess) -> Inspector {
+    if let Some(agent) = access.agents.get(index) {
         return Inspector::through_agent(index, agent.clone());
     }
-    Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
+    Inspector::for_node(index, conn.endpoint(), access.check_path_cmd.as_ref(), access.mount_check).await
 }

@@ -80,7 +80,7 @@ async fn marker_step(ctx: &mut ScenarioCtx, args: MarkerArgs) -> CheckOutcome {
     };
     let block = match access {
         Some(a) => a == "block",
-        None => ctx.config().access_type == AccessType::Block,
+        None => ctx.requests().access_type == AccessType::Block,
     };
     let created = ctx.tracker().teardown_order().iter().any(|t| {
         matches!(&t.resource, Resource::Volume { volume_id: id } if *id == volume_id)

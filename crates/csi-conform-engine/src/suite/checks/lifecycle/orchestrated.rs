@@ -153,7 +153,7 @@ impl Lifecycle<'_> {
             volume_id: self.volume_id.clone(),
             volume_context: self.context.clone(),
             volume_capabilities: vec![capability],
-            parameters: self.ctx.config().parameters.clone().into_iter().collect(),
+            parameters: self.ctx.requests().parameters.as_ref().clone().into_iter().collect(),
             ..Default::default()
         }
     }
