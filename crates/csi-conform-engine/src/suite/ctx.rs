@@ -32,7 +32,8 @@ use super::{
     model::*,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{DeleteLookups, NodeAccess, Plugin, Requests, RunConfig, RunFacts, Safety, Waits},
+    settings::{DeleteLookups, NodeAccess, Plugin, Requests, Restarts, RunConfig, RunFacts, Safety, StressSize, Waits},
+    paths::PathSettings,
     vars::{Val, Vars},
     verifier::Verifier,
 };
@@ -61,6 +62,8 @@ pub(crate) struct Shared {
     pub(crate) requests: Requests,
     /// What keeps the run off what is not its own, and secrets out of the report.
     pub(crate) safety: Safety,
+    /// The commands that restart the plugin.
+    pub(crate) restarts: Restarts,
     pub(crate) suites: Vec<Suite>,
     pub(crate) run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
@@ -369,7 +372,8 @@ impl ScenarioCtx {
         }
     }
 
-    /// The run's configuration.
+    /// The run's whole configuration, for the engine (property steps): checks read the narrow
+    /// view or value they need ([`ScenarioCtx::waits`], [`ScenarioCtx::requests`], ...).
     pub fn config(&self) -> &RunConfig {
         &self.shared.config
     }
@@ -388,6 +392,48 @@ impl ScenarioCtx {
     /// The volumes the run did not create, whether it may write to them, the scrubber.
     pub fn safety(&self) -> &Safety {
         &self.shared.safety
+    }
+
+    /// The commands that restart the plugin (`--allow-restart-cmd`,
+    /// `--restart-controller-cmd`).
+    pub fn restarts(&self) -> &Restarts {
+        &self.shared.restarts
+    }
+
+    /// `--strict`: whether warnings fail the run (what a reconciliation's verdict weighs).
+    pub fn strict(&self) -> bool {
+        self.shared.config.strict
+    }
+
+    /// The run's seed (data markers, property cases; never names).
+    pub fn seed(&self) -> u64 {
+        self.shared.config.seed
+    }
+
+    /// How big the `stress` and `disruption` suites' scenarios are.
+    pub fn stress(&self) -> StressSize {
+        self.shared.config.stress
+    }
+
+    /// `--idempotency-count`: how often `repeat: idempotency` calls.
+    pub fn idempotency_count(&self) -> u32 {
+        self.shared.config.idempotency_count
+    }
+
+    /// csi-sanity's mount and staging directories and path commands.
+    pub fn path_settings(&self) -> &PathSettings {
+        &self.shared.config.paths
+    }
+
+    /// `--contention-timeout`: how long the run waits out its own contention.
+    pub fn contention_timeout(&self) -> std::time::Duration {
+        self.shared.config.budgets.contention_timeout
+    }
+
+    /// The expansion target of checks that start from the small size
+    /// ([`RunFacts::small_expand_size`]).
+    pub fn small_expand_size(&self) -> i64 {
+        self.shared.facts().small_expand_size(&self.shared.config)
     }
 
     /// What the run learned of the plugin before its scenarios.

@@ -96,6 +96,7 @@ pub async fn run_until(
         node_access,
         requests,
         safety: config.safety(),
+        restarts: config.restarts(),
     });
     shared.verifier.start();
     let selected: Vec<(usize, usize)> = suites

@@ -381,7 +381,22 @@ pub struct Safety {
     pub scrubber: Scrubber,
 }
 
+/// The narrow view of [`RunConfig`] that restarting a plugin reads: the commands that do it
+/// (none: that restart is not run, and the checks that need it skip).
+#[derive(Debug, Clone, Default)]
+pub struct Restarts {
+    /// `--allow-restart-cmd`: restarts a node plugin.
+    pub node: Option<String>,
+    /// `--restart-controller-cmd`: restarts the controller plugin.
+    pub controller: Option<String>,
+}
+
 impl RunConfig {
+    /// The commands that restart the plugin.
+    pub fn restarts(&self) -> Restarts {
+        Restarts { node: self.restart_cmd.clone(), controller: self.restart_controller_cmd.clone() }
+    }
+
     /// What building requests reads of the run's settings (`secrets`: from
     /// [`RunConfig::secrets`], built once).
     pub fn requests(&self, secrets: Secrets) -> Requests {

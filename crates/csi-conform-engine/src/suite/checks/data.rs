@@ -336,7 +336,7 @@ impl Data<'_> {
     }
 
     fn marker(&self, label: &str) -> Marker {
-        Marker::new(self.ctx.config().seed, self.ctx.name(), label)
+        Marker::new(self.ctx.seed(), self.ctx.name(), label)
     }
 
     fn access(&self) -> &'static str {
@@ -862,7 +862,7 @@ impl Data<'_> {
         let mut published = self.publish(&volume, 0, 0, false).await?;
         let a = self.marker("A");
         let at = self.write(&volume, &published, &a, None).await?;
-        let new = self.ctx.facts().small_expand_size(self.ctx.config()).max(volume.capacity);
+        let new = self.ctx.small_expand_size().max(volume.capacity);
         let range = Some(v1::CapacityRange { required_bytes: new, limit_bytes: 0 });
         let mut steps = Vec::new();
         if !online {

@@ -227,7 +227,7 @@ impl Plan {
             configured_context: args.volume_context.clone(),
             secrets: if secrets_word == "none" { SecretsMode::None } else { SecretsMode::Auto },
             secrets_required: secrets_word == "required",
-            times: if repeat { ctx.config().idempotency_count.clamp(1, at_most) } else { 1 },
+            times: if repeat { ctx.idempotency_count().clamp(1, at_most) } else { 1 },
             nodes,
             second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
             second_target: second(args.second_target.clone()),
@@ -262,7 +262,7 @@ impl Plan {
                 "without controller:PUBLISH_UNPUBLISH_VOLUME no RPC can refuse a second node before it mounts".into(),
             );
         }
-        if self.restart && ctx.config().restart_cmd.is_none() {
+        if self.restart && ctx.restarts().node.is_none() {
             return Some("restarting the node plugin needs --allow-restart-cmd".into());
         }
         self.expand_skip_reason(ctx).or_else(|| self.second_usage_skip(ctx))
@@ -670,7 +670,7 @@ impl Lifecycle<'_> {
         let sent = proto::to_dynamic(&request);
         let response = self.call("ValidateVolumeCapabilities", sent.clone(), None, 1).await?;
         let reconciliation = capability::reconcile(&request, &typed(&response));
-        let severity = super::confirm::severity(reconciliation.verdict, self.ctx.config().strict);
+        let severity = super::confirm::severity(reconciliation.verdict, self.ctx.strict());
         if severity > Severity::Pass {
             let message = format!(
                 "ValidateVolumeCapabilities does not confirm the capability the lifecycle publishes with: {}",

@@ -15,7 +15,7 @@ use crate::{
 /// Runs the restart command for node endpoint `index` (node id `node_id`) and waits for the
 /// node plugin to answer Probe ready; how long that took after the command returned.
 pub(super) async fn restart_node(ctx: &mut ScenarioCtx, index: usize, node_id: &str) -> Result<Duration, CheckOutcome> {
-    let Some(command) = ctx.config().restart_cmd.clone() else {
+    let Some(command) = ctx.restarts().node.clone() else {
         return Err(CheckOutcome::Skip("restarting the node plugin needs --allow-restart-cmd".into()));
     };
     let conn = ctx.node_connections()[index].clone();
@@ -31,7 +31,7 @@ pub(super) async fn restart_node(ctx: &mut ScenarioCtx, index: usize, node_id: &
 /// Runs `--restart-controller-cmd` and waits for the controller plugin to answer Probe ready;
 /// how long that took after the command returned.
 pub(super) async fn restart_controller(ctx: &mut ScenarioCtx) -> Result<Duration, CheckOutcome> {
-    let Some(command) = ctx.config().restart_controller_cmd.clone() else {
+    let Some(command) = ctx.restarts().controller.clone() else {
         return Err(CheckOutcome::Skip("restarting the controller plugin needs --restart-controller-cmd".into()));
     };
     let Some(conn) = ctx.controller().cloned() else {

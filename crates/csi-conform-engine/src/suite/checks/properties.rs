@@ -125,7 +125,7 @@ fn verdict_outcome(
     request: &prost_reflect::DynamicMessage,
     context: &str,
 ) -> CaseOutcome {
-    match confirm::finding(reconciliation, ctx.config().strict, request) {
+    match confirm::finding(reconciliation, ctx.strict(), request) {
         Some(mut f) if f.severity >= Severity::Fail => {
             f.message = format!("{context}{}", f.message);
             CaseOutcome::Fails(f)

@@ -51,7 +51,7 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };
-    if ctx.config().restart_controller_cmd.is_none() {
+    if ctx.restarts().controller.is_none() {
         return CheckOutcome::Skip("restarting the controller plugin needs --restart-controller-cmd".into());
     }
     let before = match listed_volumes(ctx).await {

@@ -203,7 +203,7 @@ impl Lifecycle<'_> {
     /// the CO to ValidateVolumeCapabilities), so a plugin that said so may then refuse them.
     pub(super) fn declines(&self, reconciliation: &capability::Reconciliation) -> Option<String> {
         let unconfirmed = matches!(reconciliation.verdict, Verdict::Unconfirmed | Verdict::UnconfirmedSilent);
-        let tolerated = super::super::confirm::severity(reconciliation.verdict, self.ctx.config().strict) < Severity::Fail;
+        let tolerated = super::super::confirm::severity(reconciliation.verdict, self.ctx.strict()) < Severity::Fail;
         (unconfirmed && tolerated && self.plan.node_capability() != self.plan.volume_capability())
             .then(|| reconciliation.summary())
     }
