@@ -33,7 +33,8 @@ use super::{
     node_of::NodeCalls,
     paths::{PathError, RunPaths, ScenarioPaths},
     resources::Tracker,
-    settings::{Plugin, RunConfig, RunFacts, Waits},
+    settings::{DeleteLookups, NodeAccess, Plugin, Requests, Restarts, RunConfig, RunFacts, Safety, StressSize, Waits},
+    paths::PathSettings,
     vars::{Val, Vars},
     verifier::Verifier,
 };
@@ -53,6 +54,17 @@ use crate::{
 pub(crate) struct Shared {
     pub(crate) plugin: Plugin,
     pub(crate) config: RunConfig,
+    /// What the look-ups after a delete read of the settings (the verifier's and the
+    /// scenarios' alike).
+    pub(crate) lookups: DeleteLookups,
+    /// How node endpoints' paths and mounts are reached.
+    pub(crate) node_access: NodeAccess,
+    /// What requests carry.
+    pub(crate) requests: Requests,
+    /// What keeps the run off what is not its own, and secrets out of the report.
+    pub(crate) safety: Safety,
+    /// The commands that restart the plugin.
+    pub(crate) restarts: Restarts,
     pub(crate) suites: Vec<Suite>,
     pub(crate) run_id: String,
     /// The run's path roots, or why they could not be made (every scenario then errors).
@@ -88,7 +100,7 @@ static NO_FACTS: RunFacts =
 
 impl Shared {
     pub(crate) fn scrub(&self, text: &str) -> String {
-        self.config.scrubber.scrub(text).into_owned()
+        self.safety.scrubber.scrub(text).into_owned()
     }
 
     /// Why nothing more is sent to `endpoint`, if so.
@@ -365,7 +377,8 @@ impl ScenarioCtx {
         }
     }
 
-    /// The run's configuration.
+    /// The run's whole configuration, for the engine (property steps): checks read the narrow
+    /// view or value they need ([`ScenarioCtx::waits`], [`ScenarioCtx::requests`], ...).
     pub fn config(&self) -> &RunConfig {
         &self.shared.config
     }
@@ -374,6 +387,58 @@ impl ScenarioCtx {
     /// `--settle-time`, `--delete-grace`): what a check's waits read of the settings.
     pub fn waits(&self) -> Waits {
         self.shared.config.waits()
+    }
+
+    /// What the run's requests carry (parameters, access type, sizes, secrets).
+    pub fn requests(&self) -> &Requests {
+        &self.shared.requests
+    }
+
+    /// The volumes the run did not create, whether it may write to them, the scrubber.
+    pub fn safety(&self) -> &Safety {
+        &self.shared.safety
+    }
+
+    /// The commands that restart the plugin (`--allow-restart-cmd`,
+    /// `--restart-controller-cmd`).
+    pub fn restarts(&self) -> &Restarts {
+        &self.shared.restarts
+    }
+
+    /// `--strict`: whether warnings fail the run (what a reconciliation's verdict weighs).
+    pub fn strict(&self) -> bool {
+        self.shared.config.strict
+    }
+
+    /// The run's seed (data markers, property cases; never names).
+    pub fn seed(&self) -> u64 {
+        self.shared.config.seed
+    }
+
+    /// How big the `stress` and `disruption` suites' scenarios are.
+    pub fn stress(&self) -> StressSize {
+        self.shared.config.stress
+    }
+
+    /// `--idempotency-count`: how often `repeat: idempotency` calls.
+    pub fn idempotency_count(&self) -> u32 {
+        self.shared.config.idempotency_count
+    }
+
+    /// csi-sanity's mount and staging directories and path commands.
+    pub fn path_settings(&self) -> &PathSettings {
+        &self.shared.config.paths
+    }
+
+    /// `--contention-timeout`: how long the run waits out its own contention.
+    pub fn contention_timeout(&self) -> std::time::Duration {
+        self.shared.config.budgets.contention_timeout
+    }
+
+    /// The expansion target of checks that start from the small size
+    /// ([`RunFacts::small_expand_size`]).
+    pub fn small_expand_size(&self) -> i64 {
+        self.shared.facts().small_expand_size(&self.shared.config)
     }
 
     /// What the run learned of the plugin before its scenarios.
@@ -413,7 +478,7 @@ impl ScenarioCtx {
     /// endpoint.
     pub async fn identify_node(&self, node: usize) -> Option<Inspector> {
         let conn = self.shared.plugin.nodes.get(node)?;
-        let found = node_inspector(node, conn, &self.shared.config).await;
+        let found = node_inspector(node, conn, &self.shared.node_access).await;
         if let Some(slot) = self.shared.inspectors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(node) {
             *slot = found.clone();
         }
@@ -590,7 +655,7 @@ impl ScenarioCtx {
             SecretsMode::Auto => crate::secrets::secret_key(rpc),
             SecretsMode::Key(k) => k.clone(),
         };
-        let values = self.shared.config.secrets.get(&key)?;
+        let values = self.shared.requests.secrets.get(&key)?;
         super::resources::set_secrets(request, values);
         Some(key)
     }
@@ -642,16 +707,16 @@ impl ScenarioCtx {
     }
 }
 
-/// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
 /// Records a check's bad argument (an error of the suite) and stops the scenario.
 pub(crate) fn bad_arg(ctx: &mut ScenarioCtx, message: String) -> CheckOutcome {
     ctx.push(Finding::new(Severity::Error, "suite", message));
     CheckOutcome::Stop
 }
 
-pub(crate) async fn node_inspector(index: usize, conn: &Connection, config: &RunConfig) -> Inspector {
-    if let Some(agent) = config.node_agents.get(index) {
+/// Where node endpoint `index`'s paths and mounts are (see [`Inspector::for_node`]).
+pub(crate) async fn node_inspector(index: usize, conn: &Connection, access: &NodeAccess) -> Inspector {
+    if let Some(agent) = access.agents.get(index) {
         return Inspector::through_agent(index, agent.clone());
     }
-    Inspector::for_node(index, conn.endpoint(), config.check_path_cmd.as_ref(), config.mount_check).await
+    Inspector::for_node(index, conn.endpoint(), access.check_path_cmd.as_ref(), access.mount_check).await
 }

@@ -72,9 +72,9 @@ fn can(ctx: &ScenarioCtx, rpc: &str) -> bool {
 
 async fn learn(ctx: &mut ScenarioCtx) -> RunFacts {
     let mut facts = RunFacts::default();
-    let config = ctx.config().clone();
-    let test = config.volume_size;
-    let capability = builtin_vars::wire_capability(config.access_type == AccessType::Block);
+    let requests = ctx.requests().clone();
+    let test = requests.volume_size;
+    let capability = builtin_vars::wire_capability(requests.access_type == AccessType::Block);
     // A plugin that serves 1-byte volumes serves 1 MiB ones: the data checks need the room.
     let minimum = if can(ctx, "GetCapacity") { minimum_size(ctx, &capability).await } else { None }.map(|m| m.max(MIB));
     if !can(ctx, "CreateVolume") || ctx.controller().is_none() {
@@ -95,7 +95,7 @@ async fn learn(ctx: &mut ScenarioCtx) -> RunFacts {
             name: format!("{}-{step}", ctx.name()),
             capacity_range: Some(v1::CapacityRange { required_bytes: size, limit_bytes: 0 }),
             volume_capabilities: vec![capability.clone()],
-            parameters: config.parameters.clone().into_iter().collect(),
+            parameters: requests.parameters.as_ref().clone().into_iter().collect(),
             ..Default::default()
         };
         match ctx.call("CreateVolume", proto::to_dynamic(&request), None).await {
@@ -144,7 +144,7 @@ async fn learn(ctx: &mut ScenarioCtx) -> RunFacts {
 async fn minimum_size(ctx: &mut ScenarioCtx, capability: &v1::VolumeCapability) -> Option<i64> {
     let request = v1::GetCapacityRequest {
         volume_capabilities: vec![capability.clone()],
-        parameters: ctx.config().parameters.clone().into_iter().collect(),
+        parameters: ctx.requests().parameters.as_ref().clone().into_iter().collect(),
         ..Default::default()
     };
     let answer = ctx.call("GetCapacity", proto::to_dynamic(&request), None).await.ok()?;
@@ -165,7 +165,7 @@ async fn gone_snapshot(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<String>
     let request = v1::CreateSnapshotRequest {
         source_volume_id: volume_id.to_owned(),
         name: format!("{}-snapshot", ctx.name()),
-        parameters: ctx.config().snapshot_parameters.clone().into_iter().collect(),
+        parameters: ctx.requests().snapshot_parameters.as_ref().clone().into_iter().collect(),
         ..Default::default()
     };
     let answer = ctx.call("CreateSnapshot", proto::to_dynamic(&request), None).await.ok()?;
@@ -178,7 +178,7 @@ async fn gone_group_snapshot(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<S
     let request = v1::CreateVolumeGroupSnapshotRequest {
         name: format!("{}-group", ctx.name()),
         source_volume_ids: vec![volume_id.to_owned()],
-        parameters: ctx.config().snapshot_parameters.clone().into_iter().collect(),
+        parameters: ctx.requests().snapshot_parameters.as_ref().clone().into_iter().collect(),
         ..Default::default()
     };
     let answer = ctx.call("CreateVolumeGroupSnapshot", proto::to_dynamic(&request), None).await.ok()?;

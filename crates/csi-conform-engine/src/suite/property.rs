@@ -87,7 +87,7 @@ pub(crate) async fn property_step(ctx: &mut ScenarioCtx, step: &PropertyStep, in
         return Flow::Stop;
     }
     let cases = ctx.config().property_cases;
-    let seed = case_seed(ctx.config().seed, ctx.scenario_id(), index);
+    let seed = case_seed(ctx.seed(), ctx.scenario_id(), index);
     let config = Config { failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
     let generator = strategy::capability_set(&bounds);
@@ -206,7 +206,7 @@ pub(crate) async fn property_step(ctx: &mut ScenarioCtx, step: &PropertyStep, in
         step.property.name,
         finding.message,
         show_set(&caps),
-        ctx.config().seed,
+        ctx.seed(),
         replay_command(ctx),
     );
     ctx.push(finding);

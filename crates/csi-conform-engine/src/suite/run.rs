@@ -56,9 +56,10 @@ pub async fn run_until(
     let run_id = builtin_vars::run_id();
     config.scrubber.add(config.secrets.values().flat_map(|m| m.values()));
     let paths = RunPaths::open_journaled(&config.paths, &config.work_dir, &run_id, config.observer.clone()).await;
+    let node_access = config.node_access();
     let mut inspectors = Vec::new();
     for (index, conn) in plugin.nodes.iter().enumerate() {
-        inspectors.push(node_inspector(index, conn, config).await);
+        inspectors.push(node_inspector(index, conn, &node_access).await);
     }
     let default_capability = builtin_vars::wire_capability(config.access_type == AccessType::Block);
     let limits = budget::Limits::read(
@@ -71,6 +72,9 @@ pub async fn run_until(
     )
     .await;
     let budget = Budget::new(limits, config.budgets.contention_timeout);
+    let secrets = config.secrets();
+    let lookups = config.delete_lookups(secrets.clone());
+    let requests = config.requests(secrets);
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         config: config.clone(),
@@ -87,7 +91,12 @@ pub async fn run_until(
         versions: Mutex::new(BTreeMap::new()),
         controller_publish: tokio::sync::Mutex::new(()),
         in_flight: super::inflight::InFlight::default(),
-        verifier: Verifier::new(plugin.clone(), config.clone(), budget),
+        verifier: Verifier::new(plugin.clone(), lookups.clone(), config.observer.clone(), budget),
+        lookups,
+        node_access,
+        requests,
+        safety: config.safety(),
+        restarts: config.restarts(),
     });
     shared.verifier.start();
     let selected: Vec<(usize, usize)> = suites
@@ -492,7 +501,7 @@ fn gate(shared: &Shared, scenario: &Scenario) -> Option<String> {
         }
     }
     for key in &scenario.requires.secrets {
-        if shared.config.secrets.get(key).is_none_or(BTreeMap::is_empty) {
+        if shared.requests.secrets.get(key).is_none_or(BTreeMap::is_empty) {
             return Some(format!("requires secrets for {key} from the secrets file (--secrets), and the run has none"));
         }
     }

@@ -15,7 +15,7 @@ use regex::Regex;
 use super::{
     existing::ExistingVolume,
     budget::{self, BudgetConfig},
-    inspect::{MountCheck, PathCommand},
+    inspect::{MountCheck, NodeAgent, PathCommand},
     model::*,
     paths::PathSettings,
     profile::Profile,
@@ -128,7 +128,7 @@ pub struct RunConfig {
     pub check_path_cmd: Option<PathCommand>,
     /// `--node-agents`: the agent playing node 0, 1, ... (none: the node endpoints' paths are
     /// inspected from here, or through --check-path-cmd).
-    pub node_agents: Vec<Arc<dyn super::inspect::NodeAgent>>,
+    pub node_agents: Vec<Arc<dyn NodeAgent>>,
     /// `--mount-check`: whether node mounts are verified (where the node plugin's mount
     /// namespace can be found) or never.
     pub mount_check: MountCheck,
@@ -315,10 +315,177 @@ pub struct Waits {
     pub delete_grace: Duration,
 }
 
+/// The secrets file (csi-sanity key, `CreateVolumeSecret`, → values), shared: views that
+/// fill requests' `secrets` hold it. Its `Debug` shows the keys only.
+#[derive(Clone, Default)]
+pub struct Secrets(Arc<BTreeMap<String, BTreeMap<String, String>>>);
+
+impl Secrets {
+    /// The values for `key` (none: the file has no such key).
+    pub fn get(&self, key: &str) -> Option<&BTreeMap<String, String>> {
+        self.0.get(key)
+    }
+
+    /// Whether the file has values for `key` (perhaps an empty map).
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// Whether the run was given no secrets at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+/// The ids the run sends for objects that do not exist (`--nonexistent-volume-id`,
+/// `--nonexistent-snapshot-id`; none: ids of the run's own choosing): what
+/// [`Witnesses::credible`](super::witness::Witnesses::credible) asks about.
+#[derive(Debug, Clone, Default)]
+pub struct NonexistentIds {
+    /// `--nonexistent-volume-id`.
+    pub volume: Option<String>,
+    /// `--nonexistent-snapshot-id`.
+    pub snapshot: Option<String>,
+}
+
+/// The narrow view of [`RunConfig`] that the look-ups after a delete read (see
+/// [`super::verifier`]): how long a deleted object may still show, the secrets look-ups and
+/// listings carry, and the ids that test whether a look-up may be believed.
+#[derive(Debug, Clone)]
+pub struct DeleteLookups {
+    /// `--delete-grace` (see [`RunConfig::delete_grace`]).
+    pub delete_grace: Duration,
+    /// The secrets file.
+    pub secrets: Secrets,
+    /// The ids of objects that do not exist.
+    pub nonexistent: NonexistentIds,
+}
+
+/// The narrow view of [`RunConfig`] that finding where node endpoints' paths and mounts are
+/// reads (see `ctx::node_inspector`): the node agents, `--check-path-cmd`, `--mount-check`.
+#[derive(Debug, Clone)]
+pub struct NodeAccess {
+    /// `--node-agents`: the agent playing node 0, 1, ... (see [`RunConfig::node_agents`]).
+    pub agents: Arc<[Arc<dyn NodeAgent>]>,
+    /// `--check-path-cmd` (see [`RunConfig::check_path_cmd`]).
+    pub check_path_cmd: Option<PathCommand>,
+    /// `--mount-check` (see [`RunConfig::mount_check`]).
+    pub mount_check: MountCheck,
+}
+
+/// The narrow view of [`RunConfig`] that building requests reads: what the run's
+/// CreateVolume and CreateSnapshot requests carry (parameters, access type, sizes) and the
+/// secrets file that fills their `secrets`.
+#[derive(Debug, Clone)]
+pub struct Requests {
+    /// `--access-type`.
+    pub access_type: AccessType,
+    /// `--test-volume-size`, bytes.
+    pub volume_size: i64,
+    /// The expansion target ([`RunConfig::expand_size`]).
+    pub expand_size: i64,
+    /// `--test-volume-parameters`.
+    pub parameters: Arc<BTreeMap<String, String>>,
+    /// `--test-volume-mutable-parameters`.
+    pub mutable_parameters: Arc<BTreeMap<String, String>>,
+    /// `--test-snapshot-parameters`.
+    pub snapshot_parameters: Arc<BTreeMap<String, String>>,
+    /// The secrets file.
+    pub secrets: Secrets,
+}
+
+/// The narrow view of [`RunConfig`] that keeps the run from harming what is not its own and
+/// from leaking secrets: the volumes it did not create, whether it may write to them, and
+/// the scrubber of sensitive values.
+#[derive(Debug, Clone)]
+pub struct Safety {
+    /// `--existing-volume` (see [`RunConfig::existing_volumes`]).
+    pub existing_volumes: Arc<[ExistingVolume]>,
+    /// `--existing-volume-writable`.
+    pub existing_writable: bool,
+    /// Hides sensitive values in free text (see [`RunConfig::scrubber`]; shared).
+    pub scrubber: Scrubber,
+}
+
+/// The narrow view of [`RunConfig`] that restarting a plugin reads: the commands that do it
+/// (none: that restart is not run, and the checks that need it skip).
+#[derive(Debug, Clone, Default)]
+pub struct Restarts {
+    /// `--allow-restart-cmd`: restarts a node plugin.
+    pub node: Option<String>,
+    /// `--restart-controller-cmd`: restarts the controller plugin.
+    pub controller: Option<String>,
+    /// The run's own restart of the bundled plugin it started, where no command is given.
+    pub in_process: Option<Arc<dyn Restarter>>,
+}
+
 impl RunConfig {
+    /// The commands that restart the plugin.
+    pub fn restarts(&self) -> Restarts {
+        Restarts {
+            node: self.restart_cmd.clone(),
+            controller: self.restart_controller_cmd.clone(),
+            in_process: self.in_process_restart.clone(),
+        }
+    }
+
+    /// What building requests reads of the run's settings (`secrets`: from
+    /// [`RunConfig::secrets`], built once).
+    pub fn requests(&self, secrets: Secrets) -> Requests {
+        Requests {
+            access_type: self.access_type,
+            volume_size: self.volume_size,
+            expand_size: self.expand_size(),
+            parameters: Arc::new(self.parameters.clone()),
+            mutable_parameters: Arc::new(self.mutable_parameters.clone()),
+            snapshot_parameters: Arc::new(self.snapshot_parameters.clone()),
+            secrets,
+        }
+    }
+
+    /// What keeps the run off what is not its own and its secrets out of the report.
+    pub fn safety(&self) -> Safety {
+        Safety {
+            existing_volumes: self.existing_volumes.iter().cloned().collect(),
+            existing_writable: self.existing_writable,
+            scrubber: self.scrubber.clone(),
+        }
+    }
+
+    /// How node endpoints' paths and mounts are reached.
+    pub fn node_access(&self) -> NodeAccess {
+        NodeAccess {
+            agents: self.node_agents.iter().cloned().collect(),
+            check_path_cmd: self.check_path_cmd.clone(),
+            mount_check: self.mount_check,
+        }
+    }
+
     /// What waits read of the run's settings.
     pub fn waits(&self) -> Waits {
         Waits { ready_timeout: self.ready_timeout, settle_time: self.settle_time, delete_grace: self.delete_grace }
+    }
+
+    /// The secrets file, to share among the views that carry it (a copy: build it once).
+    pub fn secrets(&self) -> Secrets {
+        Secrets(Arc::new(self.secrets.clone()))
+    }
+
+    /// The ids the run sends for objects that do not exist.
+    pub fn nonexistent_ids(&self) -> NonexistentIds {
+        NonexistentIds { volume: self.nonexistent_volume_id.clone(), snapshot: self.nonexistent_snapshot_id.clone() }
+    }
+
+    /// What the look-ups after a delete read of the run's settings (`secrets`: from
+    /// [`RunConfig::secrets`], built once).
+    pub fn delete_lookups(&self, secrets: Secrets) -> DeleteLookups {
+        DeleteLookups { delete_grace: self.delete_grace, secrets, nonexistent: self.nonexistent_ids() }
     }
 
     /// The expansion target: `expand_size`, or volume_size + 1 GiB.

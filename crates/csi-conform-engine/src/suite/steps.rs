@@ -154,7 +154,7 @@ fn remake_staging(ctx: &ScenarioCtx, request: &DynamicMessage) {
     use prost_reflect::ReflectMessage;
     let staging = &ctx.paths().staging;
     if request.descriptor().name() == "NodeStageVolumeRequest"
-        && ctx.config().paths.create_staging_cmd.is_none()
+        && ctx.path_settings().create_staging_cmd.is_none()
         && proto::str_at(request, &["staging_target_path"]).is_some_and(|p| std::path::Path::new(&p) == staging)
         && !staging.exists()
     {
@@ -178,7 +178,7 @@ pub(crate) async fn call_step(ctx: &mut ScenarioCtx, call: &Call) -> Flow {
     };
     let times = match call.repeat {
         Repeat::Times(n) => n.max(1),
-        Repeat::Idempotency => ctx.config().idempotency_count.max(1),
+        Repeat::Idempotency => ctx.idempotency_count().max(1),
     };
     remake_staging(ctx, &request);
     let poll = call.poll.as_ref();

@@ -35,7 +35,8 @@ use super::{
     budget::Budget,
     deleted::{self, Look},
     resources::{Tracked, set_secrets},
-    settings::{Plugin, RunConfig},
+    resources::ResourceObserver,
+    settings::{DeleteLookups, Plugin},
     witness::Witnesses,
 };
 use crate::{
@@ -125,10 +126,10 @@ fn controller(plugin: &Plugin, rules: &RuleLog) -> Result<Connection, String> {
 
 /// A look-up's request for `id` (a listing's page at `token`), with the secrets the run has
 /// for it.
-fn look_up_request(config: &RunConfig, lookup: &str, id: &str, token: &str) -> DynamicMessage {
+fn look_up_request(lookups: &DeleteLookups, lookup: &str, id: &str, token: &str) -> DynamicMessage {
     let mut request = deleted::request(lookup, id, token);
     if request.descriptor().get_field_by_name("secrets").is_some()
-        && let Some(values) = config.secrets.get(&crate::secrets::secret_key(lookup))
+        && let Some(values) = lookups.secrets.get(&crate::secrets::secret_key(lookup))
     {
         set_secrets(&mut request, values);
     }
@@ -137,7 +138,13 @@ fn look_up_request(config: &RunConfig, lookup: &str, id: &str, token: &str) -> D
 
 /// One look at `id` through `method` (every page of a listing, at most
 /// [`crate::rules::MAX_PAGES`], until it shows), and the calls it took.
-async fn look_up(plugin: &Plugin, config: &RunConfig, rules: &RuleLog, method: &MethodDescriptor, id: &str) -> (Look, u64) {
+async fn look_up(
+    plugin: &Plugin,
+    lookups: &DeleteLookups,
+    rules: &RuleLog,
+    method: &MethodDescriptor,
+    id: &str,
+) -> (Look, u64) {
     let conn = match controller(plugin, rules) {
         Ok(c) => c,
         Err(e) => return (Look::Unknown(e), 0),
@@ -146,7 +153,7 @@ async fn look_up(plugin: &Plugin, config: &RunConfig, rules: &RuleLog, method: &
     let mut seen = HashSet::new();
     let mut calls = 0;
     while calls < crate::rules::MAX_PAGES as u64 {
-        let answer = conn.call_dynamic(method, look_up_request(config, method.name(), id, &token)).await;
+        let answer = conn.call_dynamic(method, look_up_request(lookups, method.name(), id, &token)).await;
         calls += 1;
         match deleted::look(method.name(), id, answer.as_ref().map_err(|e| (e.code, e.message.as_str()))) {
             Look::Next(next) if seen.insert(next.clone()) => token = next,
@@ -183,7 +190,7 @@ fn claim(look: &Look) -> String {
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn watch(
     plugin: &Plugin,
-    config: &RunConfig,
+    lookups: &DeleteLookups,
     witnesses: &Witnesses,
     scenario: &str,
     rules: &RuleLog,
@@ -198,7 +205,7 @@ pub(crate) async fn watch(
         witnesses.relied(get, scenario);
     }
     let get = match get {
-        Some(get) if witnesses.credible(get, plugin, config).await => Some(get),
+        Some(get) if witnesses.credible(get, plugin, &lookups.nonexistent).await => Some(get),
         _ => None,
     };
     let listing = deleted::listing(rpc, &plugin.fingerprint);
@@ -207,14 +214,14 @@ pub(crate) async fn watch(
         tracing::debug!(rpc, "the plugin advertises no way to look a deleted {noun} up that the run believes: not checked");
         return out;
     }
-    let grace = config.delete_grace;
+    let grace = lookups.delete_grace;
     let mut pause = Duration::from_millis(100);
     let mut looks = 0;
     loop {
         looks += 1;
         let mut still: Vec<(String, Evidence)> = Vec::new();
         for method in &methods {
-            let (look, n) = look_up(plugin, config, rules, method, &id).await;
+            let (look, n) = look_up(plugin, lookups, rules, method, &id).await;
             out.calls += n;
             let evidence = witnesses.observe(method.name(), &id, claim(&look));
             match look {
@@ -319,7 +326,10 @@ pub(crate) struct Verifier {
     /// scenarios' alike).
     pub(crate) witnesses: Witnesses,
     plugin: Plugin,
-    config: RunConfig,
+    /// What its look-ups read of the run's settings.
+    lookups: DeleteLookups,
+    /// Hears of what it finds released or kept.
+    observer: Option<Arc<dyn ResourceObserver>>,
     /// Told of every object taken and decided: a create refused for room while objects wait
     /// here is contention (see [`Budget::delete_unseen`]).
     budget: Arc<Budget>,
@@ -328,11 +338,17 @@ pub(crate) struct Verifier {
 }
 
 impl Verifier {
-    pub(crate) fn new(plugin: Plugin, config: RunConfig, budget: Arc<Budget>) -> Arc<Verifier> {
+    pub(crate) fn new(
+        plugin: Plugin,
+        lookups: DeleteLookups,
+        observer: Option<Arc<dyn ResourceObserver>>,
+        budget: Arc<Budget>,
+    ) -> Arc<Verifier> {
         Arc::new(Verifier {
             witnesses: Witnesses::new(Instant::now()),
             plugin,
-            config,
+            lookups,
+            observer,
             budget,
             state: Mutex::default(),
             wake: tokio::sync::Notify::new(),
@@ -346,7 +362,7 @@ impl Verifier {
     /// Takes `object` to decide later; hands it back when it cannot (the run's scenarios are
     /// done, no listing is advertised for it, or the grace is too short for one).
     pub(crate) fn defer(&self, object: Deferred) -> Result<(), Box<Deferred>> {
-        if self.config.delete_grace < MIN_GRACE || deleted::listing(&object.rpc, &self.plugin.fingerprint).is_none() {
+        if self.lookups.delete_grace < MIN_GRACE || deleted::listing(&object.rpc, &self.plugin.fingerprint).is_none() {
             return Err(Box::new(object));
         }
         if let Some(get) = deleted::get_lookup(&object.rpc, &self.plugin.fingerprint) {
@@ -368,7 +384,7 @@ impl Verifier {
 
     /// How long before an object's deadline its listing is taken.
     fn margin(&self) -> Duration {
-        (self.config.delete_grace / 2).min(Duration::from_secs(1))
+        (self.lookups.delete_grace / 2).min(Duration::from_secs(1))
     }
 
     /// Starts listing whenever the oldest waiting object nears its deadline, until
@@ -390,7 +406,7 @@ impl Verifier {
             match due {
                 None => self.wake.notified().await,
                 Some(answered) => {
-                    let at = answered + self.config.delete_grace.saturating_sub(self.margin());
+                    let at = answered + self.lookups.delete_grace.saturating_sub(self.margin());
                     tokio::select! {
                         () = tokio::time::sleep_until(at.into()) => self.round().await,
                         // A create waits for room these objects may hold: look now (a listing
@@ -429,7 +445,7 @@ impl Verifier {
             }
         };
         if interrupted {
-            if tokio::time::timeout(self.config.delete_grace, flush).await.is_err() {
+            if tokio::time::timeout(self.lookups.delete_grace, flush).await.is_err() {
                 abort.iter().for_each(tokio::task::AbortHandle::abort);
                 self.state().follow_ups.drain(..).for_each(|h| h.abort());
             }
@@ -439,7 +455,7 @@ impl Verifier {
         // Whether a witness lies is decided for every look-up some delete needed, whatever
         // the timing let the run ask; each lie is filed once.
         for get in self.witnesses.untried() {
-            self.witnesses.credible(get, &self.plugin, &self.config).await;
+            self.witnesses.credible(get, &self.plugin, &self.lookups.nonexistent).await;
         }
         let mut filings = self.witnesses.filings();
         filings.extend(self.witnesses.room_filings());
@@ -487,7 +503,7 @@ impl Verifier {
             // of RPCs counts it).
             let listed = self.list(listing).await;
             for (key, object) in objects {
-                let in_time = started <= object.answered + self.config.delete_grace;
+                let in_time = started <= object.answered + self.lookups.delete_grace;
                 match &listed {
                     Some(ids) if in_time && !ids.contains(&object.id()) => self.settle(key, Watched::default()),
                     _ => {
@@ -507,7 +523,7 @@ impl Verifier {
         let (Some(method), Ok(conn)) = (proto::method(listing), controller(&self.plugin, &rules)) else {
             return None;
         };
-        let answer = conn.call_dynamic(&method, look_up_request(&self.config, listing, "", "")).await;
+        let answer = conn.call_dynamic(&method, look_up_request(&self.lookups, listing, "", "")).await;
         let answer = match answer {
             Ok(answer) => answer,
             Err(e) => {
@@ -528,7 +544,7 @@ impl Verifier {
         let rules = RuleLog::new();
         let watched = watch(
             &self.plugin,
-            &self.config,
+            &self.lookups,
             &self.witnesses,
             &object.scenario,
             &rules,
@@ -562,14 +578,14 @@ impl Verifier {
             amendment.findings.push(at_step(f, &object));
         }
         let evidence = watched.kept.as_ref().map(|k| k.evidence.clone()).unwrap_or_default();
-        let kept = watched.kept.and_then(|k| k.violation(self.config.delete_grace, false));
+        let kept = watched.kept.and_then(|k| k.violation(self.lookups.delete_grace, false));
         if let Some((violation, _)) = &kept {
             let mut f = violation_finding(violation, &object.request);
             f.evidence = evidence;
             amendment.findings.push(at_step(f, &object));
         }
         drop(state);
-        if let Some(observer) = &self.config.observer {
+        if let Some(observer) = &self.observer {
             match &kept {
                 Some((_, why)) => observer.kept(&object.tracked, why),
                 None => observer.released(&object.tracked),

@@ -22,7 +22,7 @@ use tonic::Code;
 
 use super::{
     deleted,
-    settings::{Plugin, RunConfig},
+    settings::{NonexistentIds, Plugin},
 };
 use crate::{
     proto,
@@ -120,7 +120,7 @@ impl Witnesses {
     /// created (`--nonexistent-volume-id` / `--nonexistent-snapshot-id` when given); an OK
     /// there breaks its rule (see the module's documentation). Any other answer lets it be
     /// believed (a plugin may refuse an id of a foreign format with INVALID_ARGUMENT).
-    pub(crate) async fn credible(&self, get: &'static str, plugin: &Plugin, config: &RunConfig) -> bool {
+    pub(crate) async fn credible(&self, get: &'static str, plugin: &Plugin, ids: &NonexistentIds) -> bool {
         if let Some(known) = self.state().credible.get(get) {
             return *known;
         }
@@ -129,8 +129,8 @@ impl Witnesses {
             return *known;
         }
         let unknown = match get {
-            "GetSnapshot" => config.nonexistent_snapshot_id.clone(),
-            _ => config.nonexistent_volume_id.clone(),
+            "GetSnapshot" => ids.snapshot.clone(),
+            _ => ids.volume.clone(),
         }
         .unwrap_or_else(|| format!("csi-conform-never-created-{}", std::process::id()));
         let (Some(method), Some(conn)) = (proto::method(get), plugin.controller.as_ref()) else {

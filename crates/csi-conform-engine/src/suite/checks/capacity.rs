@@ -135,7 +135,7 @@ async fn capacity_holds(ctx: &mut ScenarioCtx, args: Room) -> CheckOutcome {
         _ => return bad_arg(ctx, "capacity-holds needs a positive `size`".into()),
     };
     let mut question = proto::to_dynamic(&v1::GetCapacityRequest {
-        parameters: ctx.config().parameters.clone().into_iter().collect(),
+        parameters: ctx.requests().parameters.as_ref().clone().into_iter().collect(),
         ..Default::default()
     });
     question.set_field_by_name("volume_capabilities", prost_reflect::Value::List(vec![prost_reflect::Value::Message(capability.clone())]));

@@ -297,7 +297,7 @@ async fn confirmation_holds(ctx: &mut ScenarioCtx, args: Claim) -> CheckOutcome 
         Verdict::Unconfirmed | Verdict::UnconfirmedSilent => return CheckOutcome::Done(BTreeMap::new()),
         // A confirmation of something never asked about is wrong whatever the node does.
         Verdict::MismatchedConfirmation | Verdict::IncompleteConfirmation => {
-            if let Some(f) = confirm::finding(&reconciliation, ctx.config().strict, &request) {
+            if let Some(f) = confirm::finding(&reconciliation, ctx.strict(), &request) {
                 ctx.push(f);
             }
             return CheckOutcome::Done(BTreeMap::new());

@@ -54,7 +54,7 @@ async fn create_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome
         Ok(c) => c,
         Err(e) => return bad_arg(ctx, e),
     };
-    let calls = ctx.config().stress.calls.max(2) as usize;
+    let calls = ctx.stress().calls.max(2) as usize;
     let before = match listed_volumes(ctx).await {
         Ok(listed) => listed,
         Err(outcome) => return outcome,

@@ -166,7 +166,7 @@ pub(crate) async fn run(ctx: &mut ScenarioCtx, args: DataArgs) -> CheckOutcome {
     let DataArgs { scenario, access, expansion } = args;
     let block = match access {
         Some(a) => a == "block",
-        None => ctx.config().access_type == AccessType::Block,
+        None => ctx.requests().access_type == AccessType::Block,
     };
     let online = expansion.as_deref() != Some("offline");
     let nodes = if matches!(scenario.as_str(), "move" | "shared") { 2 } else { 1 };
@@ -336,7 +336,7 @@ impl Data<'_> {
     }
 
     fn marker(&self, label: &str) -> Marker {
-        Marker::new(self.ctx.config().seed, self.ctx.name(), label)
+        Marker::new(self.ctx.seed(), self.ctx.name(), label)
     }
 
     fn access(&self) -> &'static str {
@@ -396,12 +396,12 @@ impl Data<'_> {
                 requisite.push(t);
             }
         }
-        let config = self.ctx.config();
+        let requests = self.ctx.requests();
         let mut request = v1::CreateVolumeRequest {
             name: format!("{}-{suffix}", self.ctx.name()),
             capacity_range: Some(v1::CapacityRange { required_bytes: self.ctx.small_size(), limit_bytes: 0 }),
             volume_capabilities: vec![self.capability(mode)],
-            parameters: config.parameters.clone().into_iter().collect(),
+            parameters: requests.parameters.as_ref().clone().into_iter().collect(),
             volume_content_source: source,
             ..Default::default()
         };
@@ -707,7 +707,7 @@ impl Data<'_> {
         let request = v1::CreateSnapshotRequest {
             source_volume_id: volume.id.clone(),
             name: format!("{}-snap", self.ctx.name()),
-            parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
+            parameters: self.ctx.requests().snapshot_parameters.as_ref().clone().into_iter().collect(),
             ..Default::default()
         };
         let (within, by) = patience::ready_bound(self.ctx.waits(), None);
@@ -772,7 +772,7 @@ impl Data<'_> {
         let request = v1::CreateVolumeGroupSnapshotRequest {
             name: format!("{}-group", self.ctx.name()),
             source_volume_ids: sources.iter().map(|s| s.0.id.clone()).collect(),
-            parameters: self.ctx.config().snapshot_parameters.clone().into_iter().collect(),
+            parameters: self.ctx.requests().snapshot_parameters.as_ref().clone().into_iter().collect(),
             ..Default::default()
         };
         let (within, by) = patience::ready_bound(self.ctx.waits(), None);
@@ -862,7 +862,7 @@ impl Data<'_> {
         let mut published = self.publish(&volume, 0, 0, false).await?;
         let a = self.marker("A");
         let at = self.write(&volume, &published, &a, None).await?;
-        let new = self.ctx.facts().small_expand_size(self.ctx.config()).max(volume.capacity);
+        let new = self.ctx.small_expand_size().max(volume.capacity);
         let range = Some(v1::CapacityRange { required_bytes: new, limit_bytes: 0 });
         let mut steps = Vec::new();
         if !online {

@@ -124,7 +124,7 @@ async fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> Result<(), CheckOutc
         return Err(CheckOutcome::Skip("neither controller:CLONE_VOLUME nor controller:CREATE_DELETE_SNAPSHOT is advertised".into()));
     }
     let node = data_node(ctx, &typed);
-    let calls = ctx.config().stress.calls.max(2);
+    let calls = ctx.stress().calls.max(2);
     let leases = extra_leases(ctx, calls - 1, false);
     let volumes_at_once = 1 + leases.len();
     if volumes_at_once < calls as usize {
@@ -208,7 +208,7 @@ fn snapshot_request(ctx: &ScenarioCtx, source: &Volume, i: u32) -> DynamicMessag
     proto::to_dynamic(&v1::CreateSnapshotRequest {
         source_volume_id: source.id.clone(),
         name: format!("{}-s{i}", ctx.name()),
-        parameters: ctx.config().snapshot_parameters.clone().into_iter().collect(),
+        parameters: ctx.requests().snapshot_parameters.as_ref().clone().into_iter().collect(),
         ..Default::default()
     })
 }
@@ -448,7 +448,7 @@ async fn take_down(ctx: &mut ScenarioCtx, node: &Node, volume: &Volume) -> Resul
 /// back from the source itself: no content verdict then.
 async fn write_source(ctx: &mut ScenarioCtx, node: &Node, source: &Volume) -> Result<Option<(Marker, Placement)>, CheckOutcome> {
     let local = publish(ctx, node, source).await?;
-    let marker = Marker::new(ctx.config().seed, ctx.name(), "source");
+    let marker = Marker::new(ctx.seed(), ctx.name(), "source");
     let written = local.as_ref().and_then(|local| {
         let placement = marker::write(local, node.block, &marker, None).ok()?;
         matches!(marker::verify(local, &placement, &marker, &[]), Ok(None)).then_some(placement)

@@ -179,7 +179,7 @@ impl Plan {
     fn from_args(ctx: &ScenarioCtx, args: &LifecycleArgs) -> Result<Plan, String> {
         let block = match args.access.as_deref() {
             Some(a) => a == "block",
-            None => ctx.config().access_type == AccessType::Block,
+            None => ctx.requests().access_type == AccessType::Block,
         };
         let mode_name = &args.mode;
         let mode = v1::volume_capability::access_mode::Mode::from_str_name(mode_name)
@@ -227,7 +227,7 @@ impl Plan {
             configured_context: args.volume_context.clone(),
             secrets: if secrets_word == "none" { SecretsMode::None } else { SecretsMode::Auto },
             secrets_required: secrets_word == "required",
-            times: if repeat { ctx.config().idempotency_count.clamp(1, at_most) } else { 1 },
+            times: if repeat { ctx.idempotency_count().clamp(1, at_most) } else { 1 },
             nodes,
             second_node: if nodes == 2 && second_node == Second::None { Second::Works } else { second_node },
             second_target: second(args.second_target.clone()),
@@ -252,7 +252,7 @@ impl Plan {
                 ctx.node_connections().len()
             ));
         }
-        if self.secrets_required && ctx.config().secrets.is_empty() {
+        if self.secrets_required && ctx.requests().secrets.is_empty() {
             return Some("the lifecycle with secrets needs a secrets file (--secrets), and the run has none".into());
         }
         if matches!(self.second_node, Second::Refused(_))
@@ -262,7 +262,7 @@ impl Plan {
                 "without controller:PUBLISH_UNPUBLISH_VOLUME no RPC can refuse a second node before it mounts".into(),
             );
         }
-        if self.restart && ctx.config().restart_cmd.is_none() {
+        if self.restart && ctx.restarts().node.is_none() {
             return Some("restarting the node plugin needs --allow-restart-cmd".into());
         }
         self.expand_skip_reason(ctx).or_else(|| self.second_usage_skip(ctx))
@@ -377,7 +377,7 @@ impl Plan {
         let cap = &volume.capability;
         let mut plan = self.clone();
         plan.existing = true;
-        plan.writes = ctx.config().existing_writable;
+        plan.writes = ctx.safety().existing_writable;
         plan.block = cap.block.unwrap_or(self.block);
         plan.request_mount = MountOptions { fs_type: cap.fs_type.clone(), mount_flags: cap.mount_flags.clone() };
         if let Some(mode) = cap.mode {
@@ -410,7 +410,7 @@ fn allows_several_targets(mode: AccessMode) -> bool {
 /// tracked (and journaled), never the volume; it is not written to without
 /// `--existing-volume-writable`.
 pub(crate) async fn run_existing(ctx: &mut ScenarioCtx, args: LifecycleArgs) -> CheckOutcome {
-    let volumes = ctx.config().existing_volumes.clone();
+    let volumes = ctx.safety().existing_volumes.to_vec();
     if volumes.is_empty() {
         return CheckOutcome::Skip(NO_EXISTING_VOLUME.into());
     }
@@ -614,12 +614,12 @@ impl Lifecycle<'_> {
     }
 
     async fn create_volume(&mut self, nodes: &[NodeUse]) -> Result<(), CheckOutcome> {
-        let config = self.ctx.config();
+        let requests = self.ctx.requests();
         let mut request = v1::CreateVolumeRequest {
             name: self.volume_name(),
             capacity_range: Some(v1::CapacityRange { required_bytes: self.ctx.small_size(), limit_bytes: 0 }),
             volume_capabilities: vec![self.plan.volume_capability()],
-            parameters: config.parameters.clone().into_iter().collect(),
+            parameters: requests.parameters.as_ref().clone().into_iter().collect(),
             ..Default::default()
         };
         if self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints))
@@ -670,7 +670,7 @@ impl Lifecycle<'_> {
         let sent = proto::to_dynamic(&request);
         let response = self.call("ValidateVolumeCapabilities", sent.clone(), None, 1).await?;
         let reconciliation = capability::reconcile(&request, &typed(&response));
-        let severity = super::confirm::severity(reconciliation.verdict, self.ctx.config().strict);
+        let severity = super::confirm::severity(reconciliation.verdict, self.ctx.strict());
         if severity > Severity::Pass {
             let message = format!(
                 "ValidateVolumeCapabilities does not confirm the capability the lifecycle publishes with: {}",
@@ -801,7 +801,7 @@ impl Lifecycle<'_> {
             Err(e)
                 if self.plan.secrets == SecretsMode::None
                     && matches!(e.code, Code::Unauthenticated | Code::PermissionDenied)
-                    && self.ctx.config().secrets.contains_key(&crate::secrets::secret_key(rpc)) =>
+                    && self.ctx.requests().secrets.contains_key(&crate::secrets::secret_key(rpc)) =>
             {
                 Err(CheckOutcome::Skip(format!(
                     "the plugin needs the secrets file's {} for {rpc} ({} without it), so the lifecycle without \

@@ -102,7 +102,7 @@ async fn lifecycles(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome 
         stages: node_has(ctx, NodeCapability::StageUnstageVolume),
         controller: Default::default(),
     };
-    let stress = ctx.config().stress;
+    let stress = ctx.stress();
     let volumes = stress.volumes.max(1) as usize;
     let want = stress.workers.clamp(1, stress.volumes.max(1));
     let leases = extra_leases(ctx, want - 1, true);
@@ -191,7 +191,7 @@ async fn one_lifecycle(ctx: &mut ScenarioCtx, plan: &Plan, i: usize) -> Result<S
 /// fails, a write the node refuses is left to the data suite (no verdict here).
 fn round_trip(ctx: &mut ScenarioCtx, plan: &Plan, volume: &Volume, target: &std::path::Path, i: usize) {
     let Some(local) = ctx.inspector(0).and_then(|n| n.local_path(target)) else { return };
-    let marker = Marker::new(ctx.config().seed, ctx.name(), &format!("stress-{i}"));
+    let marker = Marker::new(ctx.seed(), ctx.name(), &format!("stress-{i}"));
     let placement = match marker::write(&local, plan.block, &marker, None) {
         Ok(p) => p,
         Err(e) => {

@@ -223,7 +223,7 @@ pub(super) async fn page_to_end(
     changing: bool,
 ) -> Result<(), CheckOutcome> {
     let started = Instant::now();
-    let bound = ctx.config().budgets.contention_timeout;
+    let bound = ctx.contention_timeout();
     let mut restarts = 0u32;
     let mut token = token;
     // The first token was cut by a page the caller asked for: what changed since is unknown.
@@ -357,7 +357,7 @@ async fn list_all(
         // step's asserts judge it once it caught up, or once --delete-grace is over.
         let shows = |id: &str| seen.iter().any(|(s, _)| s == id);
         let behind = listed.as_deref().is_some_and(|id| !shows(id)) || unlisted.as_deref().is_some_and(shows);
-        let left = ctx.config().delete_grace.saturating_sub(started.elapsed());
+        let left = ctx.waits().delete_grace.saturating_sub(started.elapsed());
         match pacer.pause(left).filter(|_| behind) {
             Some(pause) => tokio::time::sleep(pause).await,
             None => break,

@@ -80,7 +80,7 @@ async fn marker_step(ctx: &mut ScenarioCtx, args: MarkerArgs) -> CheckOutcome {
     };
     let block = match access {
         Some(a) => a == "block",
-        None => ctx.config().access_type == AccessType::Block,
+        None => ctx.requests().access_type == AccessType::Block,
     };
     let created = ctx.tracker().teardown_order().iter().any(|t| {
         matches!(&t.resource, Resource::Volume { volume_id: id } if *id == volume_id)
@@ -101,7 +101,7 @@ async fn marker_step(ctx: &mut ScenarioCtx, args: MarkerArgs) -> CheckOutcome {
     let Some(files) = ctx.inspector(node).filter(|i| i.reaches_files()) else {
         return CheckOutcome::Skip(unreachable_files(ctx, node).unwrap_or_default());
     };
-    let marker = Marker::new(ctx.config().seed, ctx.name(), &label);
+    let marker = Marker::new(ctx.seed(), ctx.name(), &label);
     let placement = match (block, tail) {
         (false, _) => Some(Placement::File),
         (true, Some(tail)) => Some(Placement::Block { tail }),

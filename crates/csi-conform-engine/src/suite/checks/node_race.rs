@@ -137,7 +137,7 @@ async fn node_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome {
         Ok(id) => id,
         Err(outcome) => return outcome,
     };
-    let calls = ctx.config().stress.calls.max(2) as usize;
+    let calls = ctx.stress().calls.max(2) as usize;
     let volume: Volume = match create(ctx, "node", &capability).await {
         Ok(v) => v,
         Err(outcome) => return outcome,

@@ -55,8 +55,8 @@ pub(super) async fn restart_node(ctx: &mut ScenarioCtx, index: usize, node_id: &
         ("CSI_CONFORM_NODE_INDEX", index.to_string()),
         ("CSI_CONFORM_NODE_ID", node_id.to_owned()),
     ];
-    let restarter = ctx.config().in_process_restart.clone();
-    let how = match (ctx.config().restart_cmd.clone(), &restarter) {
+    let restarter = ctx.restarts().in_process.clone();
+    let how = match (ctx.restarts().node.clone(), &restarter) {
         (Some(command), _) => How::Command { command, flag: "--allow-restart-cmd", env: &env },
         (None, Some(r)) => How::InProcess(r.restart_node(index)),
         (None, None) => return Err(CheckOutcome::Skip("restarting the node plugin needs --allow-restart-cmd".into())),
@@ -73,8 +73,8 @@ pub(super) async fn restart_controller(ctx: &mut ScenarioCtx) -> Result<Restarte
     };
     let endpoint = conn.endpoint().to_string();
     let env = [("CSI_CONFORM_CONTROLLER_ENDPOINT", endpoint.clone())];
-    let restarter = ctx.config().in_process_restart.clone();
-    let how = match (ctx.config().restart_controller_cmd.clone(), &restarter) {
+    let restarter = ctx.restarts().in_process.clone();
+    let how = match (ctx.restarts().controller.clone(), &restarter) {
         (Some(command), _) => How::Command { command, flag: "--restart-controller-cmd", env: &env },
         (None, Some(r)) => How::InProcess(r.restart_controller()),
         (None, None) => {
@@ -86,7 +86,7 @@ pub(super) async fn restart_controller(ctx: &mut ScenarioCtx) -> Result<Restarte
 
 /// Whether the run can restart the controller plugin: a command, or in-process.
 pub(super) fn can_restart_controller(ctx: &ScenarioCtx) -> bool {
-    ctx.config().restart_controller_cmd.is_some() || ctx.config().in_process_restart.is_some()
+    ctx.restarts().controller.is_some() || ctx.restarts().in_process.is_some()
 }
 
 /// Runs the command `how` names (or restarts in-process), then Probes `conn` until it answers

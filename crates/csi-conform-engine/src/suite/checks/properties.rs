@@ -125,7 +125,7 @@ fn verdict_outcome(
     request: &prost_reflect::DynamicMessage,
     context: &str,
 ) -> CaseOutcome {
-    match confirm::finding(reconciliation, ctx.config().strict, request) {
+    match confirm::finding(reconciliation, ctx.strict(), request) {
         Some(mut f) if f.severity >= Severity::Fail => {
             f.message = format!("{context}{}", f.message);
             CaseOutcome::Fails(f)
@@ -174,7 +174,7 @@ const CREATE_REFUSALS: [Code; 3] = [Code::InvalidArgument, Code::OutOfRange, Cod
 async fn create_then_validate(ctx: &mut ScenarioCtx, input: &CaseInput, caps: &[VolumeCapability]) -> CaseOutcome {
     let parameters: BTreeMap<String, String> = match input.args.get("parameters") {
         Some(Val::Map(m)) => m.iter().map(|(k, v)| (k.clone(), v.to_text().unwrap_or_default())).collect(),
-        _ => ctx.config().parameters.clone(),
+        _ => ctx.requests().parameters.as_ref().clone(),
     };
     let wire_caps: Vec<v1::VolumeCapability> = caps.iter().map(Into::into).collect();
     let create = proto::to_dynamic(&v1::CreateVolumeRequest {

@@ -63,7 +63,7 @@ async fn publish_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcom
         Ok(id) => id,
         Err(outcome) => return outcome,
     };
-    let want = ctx.config().stress.volumes.max(2);
+    let want = ctx.stress().volumes.max(2);
     let leases = extra_leases(ctx, want - 2, true);
     let count = 2 + leases.len();
     if count < want as usize {

@@ -62,7 +62,7 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
     // An in-process restart starts at once, where a command takes the time of a process start:
     // it waits as long as the controller's calls take to be answered (their p90 so far, the
     // listing above included), so that the create has reached the plugin when it restarts.
-    let in_process = ctx.config().restart_controller_cmd.is_none() && ctx.config().in_process_restart.is_some();
+    let in_process = ctx.restarts().controller.is_none() && ctx.restarts().in_process.is_some();
     let reach = if in_process { ctx.latency("CreateVolume", None) } else { None };
     // The create and the restart at once: the create's answer may be lost with the process.
     let mut fork = ctx.fork();

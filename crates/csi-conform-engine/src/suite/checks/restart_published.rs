@@ -133,7 +133,7 @@ async fn restart_published(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckO
     // What was there before the restart: the mounts, and a marker in the volume.
     let mounted_before = mounts_at(ctx, &target);
     let local = ctx.inspector(0).and_then(|n| n.local_path(&target));
-    let marker = Marker::new(ctx.config().seed, ctx.name(), "before-restart");
+    let marker = Marker::new(ctx.seed(), ctx.name(), "before-restart");
     let written: Option<Placement> = local.as_ref().and_then(|l| marker::write(l, block, &marker, None).ok());
 
     match restart_node(ctx, 0, &node).await {

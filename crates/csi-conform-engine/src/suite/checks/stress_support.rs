@@ -35,7 +35,7 @@ pub(super) fn note(ctx: &mut ScenarioCtx, message: String) {
 /// directory (`<dir>/<label>`, with a `staging` directory in it), so that workers running at
 /// once never share a volume name or a path. Its paths are removed with the scenario's.
 pub(super) fn worker(ctx: &mut ScenarioCtx, label: &str) -> Result<ScenarioCtx, CheckOutcome> {
-    let paths = &ctx.config().paths;
+    let paths = ctx.path_settings();
     if paths.create_mount_cmd.is_some() || paths.create_staging_cmd.is_some() {
         // Those commands make the scenario's paths where the node sees them; workers' paths
         // of their own are made here only.

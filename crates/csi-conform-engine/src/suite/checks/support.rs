@@ -53,11 +53,10 @@ pub(super) fn capability_arg(ctx: &ScenarioCtx, given: &Val) -> Result<DynamicMe
 }
 
 pub(super) fn create_request(ctx: &ScenarioCtx, name: String, capability: &DynamicMessage) -> DynamicMessage {
-    let config = ctx.config();
     let mut request = proto::to_dynamic(&v1::CreateVolumeRequest {
         name,
         capacity_range: Some(v1::CapacityRange { required_bytes: ctx.small_size(), limit_bytes: 0 }),
-        parameters: config.parameters.clone().into_iter().collect(),
+        parameters: ctx.requests().parameters.as_ref().clone().into_iter().collect(),
         ..Default::default()
     });
     request.set_field_by_name(

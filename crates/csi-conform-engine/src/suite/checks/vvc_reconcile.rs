@@ -65,7 +65,7 @@ async fn vvc_reconcile(ctx: &mut ScenarioCtx, args: Request) -> CheckOutcome {
         Err(e) => return ctx.call_failed(&e, &request, "OK"),
     };
     let verdict = reconciliation.verdict;
-    if let Some(finding) = confirm::finding(&reconciliation, ctx.config().strict, &request) {
+    if let Some(finding) = confirm::finding(&reconciliation, ctx.strict(), &request) {
         ctx.push(finding);
     }
     CheckOutcome::Done(BTreeMap::from([("verdict".to_owned(), Val::Str(verdict.kind().to_owned()))]))

@@ -66,7 +66,7 @@ impl ScenarioCtx {
     /// run (tried once per run, see [`Witnesses::credible`]).
     pub(crate) async fn credible(&self, get: &'static str) -> bool {
         let shared = self.shared.clone();
-        shared.verifier.witnesses.credible(get, &shared.plugin, &shared.config).await
+        shared.verifier.witnesses.credible(get, &shared.plugin, &shared.lookups.nonexistent).await
     }
 
     /// The resources the scenario holds.

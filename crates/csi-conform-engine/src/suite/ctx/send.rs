@@ -67,7 +67,7 @@ impl ScenarioCtx {
     /// Prepare: a call that would touch one of the volumes the run was told to leave alone
     /// (`--existing-volume`) is not sent; the refusal is the run's error.
     fn refuse_protected(&mut self, method: &MethodDescriptor, request: &DynamicMessage) -> Result<(), RpcError> {
-        match existing::refusal(method.name(), request, &self.shared.config.existing_volumes) {
+        match existing::refusal(method.name(), request, &self.shared.safety.existing_volumes) {
             Some(why) => {
                 self.push(Finding::new(Severity::Error, "protected-volume", why.clone()));
                 Err(not_sent(method, Code::Aborted, why))
@@ -79,7 +79,7 @@ impl ScenarioCtx {
     /// Prepare: the request's sensitive values are scrubbed from everything the run writes
     /// from now on; the call is logged, scrubbed.
     fn register_secrets(&self, method: &MethodDescriptor, request: &DynamicMessage) {
-        self.shared.config.scrubber.add(proto::sensitive_values(request));
+        self.shared.safety.scrubber.add(proto::sensitive_values(request));
         tracing::debug!(rpc = method.name(), request = %self.shared.scrub(&proto::to_redacted_json(request)), "call");
     }
 
@@ -138,7 +138,7 @@ impl ScenarioCtx {
     async fn hear(&self, conn: &Connection, answer: &Answer) {
         match answer {
             Ok(response) => {
-                response.messages().iter().for_each(|m| self.shared.config.scrubber.add(proto::sensitive_values(m)))
+                response.messages().iter().for_each(|m| self.shared.safety.scrubber.add(proto::sensitive_values(m)))
             }
             Err(e) if e.is_unreachable() => self.shared.lost(conn).await,
             Err(_) => {}

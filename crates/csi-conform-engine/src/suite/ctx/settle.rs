@@ -32,7 +32,7 @@ impl ScenarioCtx {
     pub(super) async fn watch(&self, rpc: &str, request: &DynamicMessage, answered: Instant) -> Watched {
         let shared = &self.shared;
         let witnesses = &shared.verifier.witnesses;
-        verifier::watch(&shared.plugin, &shared.config, witnesses, &self.scenario_id, &self.rules, rpc, request, answered)
+        verifier::watch(&shared.plugin, &shared.lookups, witnesses, &self.scenario_id, &self.rules, rpc, request, answered)
             .await
     }
 
@@ -90,7 +90,7 @@ impl ScenarioCtx {
         let mut decided = None;
         if let Some(kept) = watched.kept {
             self.shared.verifier.witnesses.kept(&kept.rpc, &kept.evidence);
-            if let Some((violation, why)) = kept.violation(self.shared.config.delete_grace, self.step.is_some()) {
+            if let Some((violation, why)) = kept.violation(self.shared.lookups.delete_grace, self.step.is_some()) {
                 let mut f = verifier::violation_finding(&violation, request);
                 f.step = self.step;
                 f.evidence = kept.evidence.clone();

@@ -52,7 +52,7 @@ impl Lifecycle<'_> {
 
     /// The capacity the volume is expanded to: twice the size it was created with.
     fn expanded_range(&self) -> v1::CapacityRange {
-        v1::CapacityRange { required_bytes: self.ctx.facts().small_expand_size(self.ctx.config()), limit_bytes: 0 }
+        v1::CapacityRange { required_bytes: self.ctx.small_expand_size(), limit_bytes: 0 }
     }
 
     /// NodeExpandVolume of the volume published on `node`, at its target path, with the

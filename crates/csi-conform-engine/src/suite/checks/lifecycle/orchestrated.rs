@@ -153,7 +153,7 @@ impl Lifecycle<'_> {
             volume_id: self.volume_id.clone(),
             volume_context: self.context.clone(),
             volume_capabilities: vec![capability],
-            parameters: self.ctx.config().parameters.clone().into_iter().collect(),
+            parameters: self.ctx.requests().parameters.as_ref().clone().into_iter().collect(),
             ..Default::default()
         }
     }
@@ -203,7 +203,7 @@ impl Lifecycle<'_> {
     /// the CO to ValidateVolumeCapabilities), so a plugin that said so may then refuse them.
     pub(super) fn declines(&self, reconciliation: &capability::Reconciliation) -> Option<String> {
         let unconfirmed = matches!(reconciliation.verdict, Verdict::Unconfirmed | Verdict::UnconfirmedSilent);
-        let tolerated = super::super::confirm::severity(reconciliation.verdict, self.ctx.config().strict) < Severity::Fail;
+        let tolerated = super::super::confirm::severity(reconciliation.verdict, self.ctx.strict()) < Severity::Fail;
         (unconfirmed && tolerated && self.plan.node_capability() != self.plan.volume_capability())
             .then(|| reconciliation.summary())
     }
