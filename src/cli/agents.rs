@@ -94,22 +94,6 @@ async fn resolve(spec: &str, timeout: Duration) -> Result<Vec<Endpoint>, CliErro
     Ok(vec![endpoint])
 }
 
-/// The first flag of `args` that makes or checks a node's paths by a command
-/// (`--create-mount-path-cmd` and the like, `--check-path-cmd`): with node agents, the agents
-/// do that on their nodes, and a command would run on the run's host instead.
-pub(super) fn path_commands(args: &super::args::RunArgs) -> Option<&'static str> {
-    let p = &args.paths;
-    [
-        (p.create_mount_path_cmd.is_some(), "--create-mount-path-cmd"),
-        (p.create_staging_path_cmd.is_some(), "--create-staging-path-cmd"),
-        (p.remove_mount_path_cmd.is_some(), "--remove-mount-path-cmd"),
-        (p.remove_staging_path_cmd.is_some(), "--remove-staging-path-cmd"),
-        (args.check_path_cmd.is_some(), "--check-path-cmd"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag))
-}
-
 /// Whether `dir` is inside `root` as written.
 fn inside(root: &Path, dir: &Path) -> bool {
     crate::agent::forward::inside(root, dir)

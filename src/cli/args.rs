@@ -678,3 +678,21 @@ pub struct FingerprintArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }
+
+impl RunArgs {
+    /// The first flag given that makes or checks a node's paths by a command
+    /// (`--create-mount-path-cmd` and the like, `--check-path-cmd`): with node agents, the
+    /// agents do that on their nodes, and a command would run on the run's host instead.
+    pub(super) fn path_command_flag(&self) -> Option<&'static str> {
+        let p = &self.paths;
+        [
+            (p.create_mount_path_cmd.is_some(), "--create-mount-path-cmd"),
+            (p.create_staging_path_cmd.is_some(), "--create-staging-path-cmd"),
+            (p.remove_mount_path_cmd.is_some(), "--remove-mount-path-cmd"),
+            (p.remove_staging_path_cmd.is_some(), "--remove-staging-path-cmd"),
+            (self.check_path_cmd.is_some(), "--check-path-cmd"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}

@@ -206,7 +206,7 @@ pub(super) async fn run(args: RunArgs, quiet: bool, rerun: String, scrubber: &Sc
         if targets.controller.is_none() {
             return Err(CliError::usage("--node-agents needs --controller-endpoint (or --endpoint) for the controller"));
         }
-        if let Some(flag) = agents::path_commands(&args) {
+        if let Some(flag) = args.path_command_flag() {
             return Err(CliError::usage(format!(
                 "--node-agents and {flag} exclude each other: each agent makes the run's directories on its node and \
                  checks the paths there itself (a command would run here, not on the node)"
