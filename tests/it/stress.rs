@@ -192,6 +192,32 @@ async fn restart_and_lost_node_findings_turn_the_orchestrator_cells() {
     assert_eq!(cells, want);
 }
 
+/// `--orchestrator` says which orchestrator a publish race hurts: two volumes given one device
+/// by publishes sent at once turn `concurrency.controller` where the orchestrator overlaps
+/// such calls (Kubernetes' attach workers, Nomad before its serializer) and leave it green
+/// where it serialises them (current Nomad, Swarm).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_race_turns_the_concurrency_cell_only_where_the_orchestrator_overlaps_publishes() {
+    let mut profiles = csi_conform::orchestrator::Profile::parse("all").unwrap();
+    profiles.extend(csi_conform::orchestrator::Profile::parse("nomad@1.5").unwrap());
+    let report = run_as(&[Quirk::PublishDeviceRace], 4, profiles).await;
+    let raced = report.scenario("stress.controller-publish.volumes-at-once").unwrap();
+    assert_eq!(raced.outcome, Severity::Warn, "{raced:#?}");
+    let cells: BTreeMap<String, (Severity, Vec<String>)> = report
+        .orchestrators
+        .iter()
+        .map(|o| {
+            let b = o.behaviours.iter().find(|b| b.id == "concurrency.controller").unwrap();
+            (o.name.clone(), (b.outcome, b.findings.iter().map(|f| f.kind.clone()).collect()))
+        })
+        .collect();
+    let want = |s: Severity, kinds: &[&str]| (s, kinds.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>());
+    assert_eq!(cells["kubernetes"], want(Severity::Warn, &["device-shared"]), "{cells:#?}");
+    assert_eq!(cells["nomad@1.5"], want(Severity::Warn, &["device-shared"]), "{cells:#?}");
+    assert_eq!(cells["nomad"], want(Severity::Pass, &[]), "{cells:#?}");
+    assert_eq!(cells["swarm"], want(Severity::Pass, &[]), "{cells:#?}");
+}
+
 /// The fan-out reads the source's marker back from its copies: a plugin whose volumes restored
 /// from a snapshot are blank (`snapshot-empty`) fails it once, under the restore rule, and
 /// nothing else in either suite.

@@ -192,15 +192,25 @@ pub mod ids {
     /// `disruption.lost-node.controller-unpublish`).
     pub const LOST_NODE: &str = "lost-node.controller-unpublish";
 
-    /// The rows fed by a plain scenario rather than by orchestrator instances: the row, the
-    /// scenario whose findings of these kinds (at warn or fail: the plugin's fault) turn every
-    /// orchestrator's cell, and the kinds. The disruption suite's scenarios drive no call
-    /// pattern (a restart or a lost node is the same calls under every CO); what differs is
-    /// how each CO is hurt, which its row says.
+    /// The rows fed by a plain scenario (also, or rather than, by orchestrator instances):
+    /// the row, the scenario whose findings of these kinds (at warn or fail: the plugin's
+    /// fault) turn the cell of every orchestrator the defect reaches
+    /// ([`CallPattern::exposed`](super::CallPattern::exposed)), and the kinds. The opt-in
+    /// suites' scenarios drive no call pattern (a restart, a lost node or a burst of
+    /// publishes is the same calls under every CO); what differs is whether and how each CO
+    /// is hurt, which its row says.
     pub const FED_BY: &[(&str, &str, &[&str])] = &[
         (RESTART_NODE, "disruption.restart.while-published", &["restart-lost-state", "restart-lost-publication"]),
         (LOST_NODE, "disruption.lost-node.controller-unpublish", &["lost-node"]),
+        // Publishes of different volumes to one node, sent at once: refused under the overlap,
+        // or two of them given one device. Only a CO that overlaps such calls meets either.
+        (CONCURRENCY_CONTROLLER, "stress.controller-publish.volumes-at-once", &["race-refused", "device-shared"]),
     ];
+
+    /// The rows of [`FED_BY`] that orchestrator instances drive as well (the orchestrated
+    /// lifecycle's overlapping publishes): without their scenario in the run, a skipped cell
+    /// gives the instances' reason.
+    pub const ALSO_BY_INSTANCES: &[&str] = &[CONCURRENCY_CONTROLLER];
 
     /// Every driven id, in the matrix's order.
     pub const DRIVEN: &[&str] = &[
@@ -321,6 +331,13 @@ impl CallPattern {
     /// Why the run does not follow behaviour `id`, if it does not.
     pub fn undriven(&self, id: &str) -> Option<&'static str> {
         self.undriven.iter().find(|(b, _)| *b == id).map(|(_, why)| *why)
+    }
+
+    /// Whether a defect that the scenario feeding row `id` ([`ids::FED_BY`]) finds reaches
+    /// this orchestrator: a race between ControllerPublishVolume calls for one node only where
+    /// it overlaps them (`concurrency.controller`); every other fed row reaches every CO.
+    pub fn exposed(&self, id: &str) -> bool {
+        id != ids::CONCURRENCY_CONTROLLER || self.parallel_controller_publish
     }
 }
 

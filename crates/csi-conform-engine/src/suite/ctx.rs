@@ -368,6 +368,15 @@ impl ScenarioCtx {
         fork
     }
 
+    /// A fork whose ControllerPublishVolume calls overlap its siblings' whatever the run's
+    /// orchestrators (which otherwise serialise them): for a check whose subject is that
+    /// overlap (`publish-race`, whose scenario runs alone).
+    pub fn fork_racing(&self) -> ScenarioCtx {
+        let mut fork = self.fork();
+        fork.overlapping = true;
+        fork
+    }
+
     /// In an instance: from now on, what is found is filed under behaviour `id`, which
     /// counts as exercised. Nothing outside an instance.
     pub fn exercise(&mut self, id: &'static str) {

@@ -59,19 +59,36 @@ pub fn with_instances(suites: &[Suite], orchestrators: &[Profile], only: bool) -
 }
 
 /// Feeds `cell` of a row of [`ids::FED_BY`] (nothing for another row) from the plain
-/// scenario that drives it: the scenario ran (passed, at least), and each finding of the
-/// row's kinds at warn or fail turns the cell, a failure where the orchestrator is stuck for
-/// good (`stuck`).
-fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], stuck: bool) {
+/// scenario that drives it: the scenario ran (passed, at least), and, where the defect
+/// reaches the orchestrator (`exposed`), each finding of the row's kinds at warn or fail
+/// turns the cell, a failure where the orchestrator is stuck for good (`stuck`).
+fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], exposed: bool, stuck: bool) {
     let Some((_, scenario, kinds)) = ids::FED_BY.iter().find(|(r, ..)| *r == row) else { return };
     for s in suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id == *scenario && s.outcome != Severity::Skip) {
         cell.instances.push(s.id.clone());
         if cell.outcome == Severity::Skip {
             cell.outcome = Severity::Pass;
         }
+        if !exposed {
+            continue;
+        }
         for f in s.findings.iter().filter(|f| kinds.contains(&f.kind.as_str()) && matches!(f.severity, Severity::Warn | Severity::Fail)) {
             cell.outcome = cell.outcome.max(if stuck { Severity::Fail } else { f.severity });
             cell.findings.push(f.clone());
+        }
+    }
+}
+
+/// Why the cell of a row of [`ids::FED_BY`] is a skip, from its scenario: skipped, or not in
+/// the run (then nothing for a row the instances drive too: theirs is the reason).
+fn fed_skip(row: &str, suites: &[SuiteResult]) -> Option<String> {
+    let (_, scenario, _) = ids::FED_BY.iter().find(|(r, ..)| *r == row)?;
+    match suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == *scenario) {
+        Some(s) => Some(format!("{scenario} was skipped: {}", s.skip_reason.as_deref().unwrap_or("(no reason given)"))),
+        None if ids::ALSO_BY_INSTANCES.contains(&row) => None,
+        None => {
+            let suite = scenario.split('.').next().unwrap_or(scenario);
+            Some(format!("{scenario} is not in this run: it is in the opt-in suite {suite} (--suite {suite})"))
         }
     }
 }
@@ -118,15 +135,12 @@ pub fn matrix(orchestrators: &[Profile], suites: &[SuiteResult]) -> Vec<Orchestr
                         cell.findings.push(f.clone());
                     }
                 }
-                feed(&mut cell, b.id, suites, pattern.stuck_for_good.contains(&b.id));
+                feed(&mut cell, b.id, suites, pattern.exposed(b.id), pattern.stuck_for_good.contains(&b.id));
                 if cell.outcome == Severity::Skip {
                     cell.skip_reason = Some(if let Some(why) = pattern.undriven(b.id) {
                         why.to_owned()
-                    } else if let Some((_, scenario, _)) = ids::FED_BY.iter().find(|(row, ..)| *row == b.id) {
-                        match suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == *scenario) {
-                            Some(s) => format!("{scenario} was skipped: {}", s.skip_reason.as_deref().unwrap_or("(no reason given)")),
-                            None => format!("{scenario} is not in this run: it is in the opt-in suite disruption (--suite disruption)"),
-                        }
+                    } else if let Some(why) = fed_skip(b.id, suites) {
+                        why
                     } else if instances.is_empty() {
                         format!("no scenario ran as {} calls the plugin (none selected, or all skipped)", o.title())
                     } else {
@@ -220,5 +234,47 @@ mod tests {
         assert_eq!(cell("paths.staging").outcome, Severity::Skip);
         assert!(cell("paths.staging").skip_reason.is_some());
         assert!(m[0].behaviours.iter().all(|b| ids::DRIVEN.contains(&b.id.as_str())));
+    }
+
+    /// A publish race the stress suite finds turns `concurrency.controller` only for the
+    /// orchestrators that overlap ControllerPublishVolume calls for one node (Kubernetes, and
+    /// Nomad before its serializer); the others ran it and are not hurt. Without the stress
+    /// scenario, the cell keeps the instances' reason.
+    #[test]
+    fn a_publish_race_turns_the_concurrency_cell_only_where_the_orchestrator_overlaps_publishes() {
+        let shared = Finding::new(Severity::Warn, "device-shared", "two volumes at one device");
+        let scenario = ScenarioResult {
+            id: "stress.controller-publish.volumes-at-once".into(),
+            title: String::new(),
+            requirements: Vec::new(),
+            tags: Vec::new(),
+            parity: Vec::new(),
+            outcome: Severity::Warn,
+            skip_reason: None,
+            findings: vec![shared, Finding::new(Severity::Warn, "other-kind", "not this row's")],
+            duration: std::time::Duration::ZERO,
+            expectation: None,
+            rpcs: 0,
+            exercised: Vec::new(),
+        };
+        let suites = vec![SuiteResult { id: "stress".into(), title: String::new(), source: String::new(), scenarios: vec![scenario] }];
+        let profiles: Vec<Profile> = vec![
+            Orchestrator::Nomad.into(),
+            Profile::parse("nomad@1.5").unwrap().remove(0),
+            Orchestrator::Kubernetes.into(),
+            Orchestrator::Swarm.into(),
+        ];
+        let m = matrix(&profiles, &suites);
+        let cell = |i: usize| m[i].behaviours.iter().find(|b| b.id == ids::CONCURRENCY_CONTROLLER).unwrap();
+        for (i, want) in [(0, Severity::Pass), (1, Severity::Warn), (2, Severity::Warn), (3, Severity::Pass)] {
+            assert_eq!(cell(i).outcome, want, "{}", m[i].name);
+            assert_eq!(cell(i).instances, ["stress.controller-publish.volumes-at-once"], "{}", m[i].name);
+            assert_eq!(cell(i).findings.len(), usize::from(want == Severity::Warn), "{}", m[i].name);
+        }
+        let m = matrix(&profiles, &[]);
+        let reason = m[2].behaviours.iter().find(|b| b.id == ids::CONCURRENCY_CONTROLLER).unwrap().skip_reason.clone().unwrap();
+        assert!(reason.contains("no scenario ran as Kubernetes"), "{reason}");
+        let reason = m[2].behaviours.iter().find(|b| b.id == ids::LOST_NODE).unwrap().skip_reason.clone().unwrap();
+        assert!(reason.contains("opt-in suite disruption (--suite disruption)"), "{reason}");
     }
 }

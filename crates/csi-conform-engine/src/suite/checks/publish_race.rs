@@ -76,7 +76,9 @@ async fn publish_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcom
             Err(outcome) => return outcome,
         }
     }
-    let mut forks: Vec<ScenarioCtx> = volumes.iter().map(|_| ctx.fork()).collect();
+    // Racing forks: with --orchestrator the run serialises ControllerPublishVolume calls, which
+    // would hide the very overlap this check is about.
+    let mut forks: Vec<ScenarioCtx> = volumes.iter().map(|_| ctx.fork_racing()).collect();
     let answers = futures_util::future::join_all(forks.iter_mut().zip(&volumes).map(|(fork, volume)| {
         let (node, typed) = (node.clone(), typed.clone());
         async move { controller_publish(fork, volume, &node, &typed).await }

@@ -176,9 +176,10 @@ impl ScenarioCtx {
 }
 
 /// Serialise: with --orchestrator, ControllerPublishVolume calls never overlap (Nomad and
-/// Swarm serialise them) but where an instance overlaps them on purpose, as its orchestrator
-/// does (Kubernetes; that scenario runs alone): what overlapping calls break is then filed
-/// under that orchestrator alone. The guard is held until the call is answered.
+/// Swarm serialise them) but where a check overlaps them on purpose: an instance, as its
+/// orchestrator does (Kubernetes), or `publish-race`, whose subject the overlap is (each runs
+/// alone). What overlapping calls break is then filed under that orchestrator, or by the
+/// publish race's scenario, alone. The guard is held until the call is answered.
 async fn serialise<'a>(shared: &'a Shared, method: &MethodDescriptor, overlapping: bool) -> Option<MutexGuard<'a, ()>> {
     match method.name() {
         "ControllerPublishVolume" if !shared.config.orchestrators.is_empty() && !overlapping => {
