@@ -260,9 +260,11 @@ async fn a_lapsed_lease_undoes_the_runs_work_on_the_node() {
     assert!(theirs.iter().any(|x| x.mount_point.display().to_string() == table.resolved[0]), "the agent reads the plugin's table");
 
     // The run stops renewing (as a run that was killed): once the lease lapses, the agent
-    // undoes the marker, the publication and the staging, in that order.
+    // undoes the marker, the publication and the staging, in that order, and then says so in
+    // its log (waited for too: the mounts go before the directories, and a loaded machine
+    // once caught the directory still there between the two).
     let started = Instant::now();
-    while !host.mounts_under(&scenario).is_empty() {
+    while !host.mounts_under(&scenario).is_empty() || !host.log().contains("lapsed: undid") {
         // Only turns a hang into a failure: the lease is 2 s.
         assert!(started.elapsed() < Duration::from_secs(60), "still mounted: {:?}\n{}", host.mounts_under(&scenario), host.log());
         tokio::time::sleep(Duration::from_millis(100)).await;
