@@ -43,6 +43,28 @@ impl Check for RestartCreate {
     }
 }
 
+/// Waits until the CreateVolume in flight has reached the plugin: a volume listed that was
+/// not listed `before`, or its answer come (`answered`), polling at the listing's own pace
+/// (its observed p90). Without a listing, as long as the controller's calls take (the p90 of
+/// CreateVolume so far). Under load, a fixed wait could restart the plugin before the call
+/// reached it, and a plugin that forgets its names would then pass.
+async fn reached(ctx: &mut ScenarioCtx, before: Option<&[String]>, answered: &std::sync::atomic::AtomicBool) -> Result<(), CheckOutcome> {
+    let Some(before) = before else {
+        if let Some(reach) = ctx.latency("CreateVolume", None) {
+            tokio::time::sleep(reach).await;
+        }
+        return Ok(());
+    };
+    while !answered.load(std::sync::atomic::Ordering::SeqCst) {
+        let listed = listed_volumes(ctx).await?.unwrap_or_default();
+        if listed.iter().any(|id| !before.contains(id)) {
+            break;
+        }
+        tokio::time::sleep(ctx.latency("ListVolumes", None).unwrap_or(std::time::Duration::from_millis(1))).await;
+    }
+    Ok(())
+}
+
 /// Requirement: creating an existing, compatible volume again answers OK with that volume.
 const IDEMPOTENT: &str = "CreateVolume.idempotent";
 
@@ -60,18 +82,22 @@ async fn restart_create(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutc
     };
     let request = create_request(ctx, format!("{}-restart", ctx.name()), &capability);
     // An in-process restart starts at once, where a command takes the time of a process start:
-    // it waits as long as the controller's calls take to be answered (their p90 so far, the
-    // listing above included), so that the create has reached the plugin when it restarts.
+    // it waits until the create has reached the plugin (see [`reached`]), so that what the
+    // restart can lose is the answer, not the call.
     let in_process = ctx.restarts().controller.is_none() && ctx.restarts().in_process.is_some();
-    let reach = if in_process { ctx.latency("CreateVolume", None) } else { None };
     // The create and the restart at once: the create's answer may be lost with the process.
     let mut fork = ctx.fork();
+    let answered = std::sync::atomic::AtomicBool::new(false);
     let (first, restarted) = {
-        let create = fork.call("CreateVolume", request.clone(), None);
+        let create = async {
+            let answer = fork.call("CreateVolume", request.clone(), None).await;
+            answered.store(true, std::sync::atomic::Ordering::SeqCst);
+            answer
+        };
         let restart = async {
             tokio::task::yield_now().await;
-            if let Some(reach) = reach {
-                tokio::time::sleep(reach).await;
+            if in_process {
+                reached(ctx, before.as_deref(), &answered).await?;
             }
             restart_controller(ctx).await
         };
