@@ -21,6 +21,7 @@ pub const QUIRKS: &[(Quirk, &str, &str, Severity)] = &[
     (Quirk::StageNotReentrant, "stress.node.same-calls-at-once", "race-refused", Severity::Warn),
     (Quirk::PublishDeviceRace, "stress.controller-publish.volumes-at-once", "device-shared", Severity::Warn),
     (Quirk::CloneFanoutSharesSource, "stress.fanout.clones-and-snapshots", "shared-volume", Severity::Fail),
+    (Quirk::FanoutLosesClone, "stress.fanout.clones-and-snapshots", "lost-volume", Severity::Fail),
     (Quirk::UnpublishNeedsKnownNode, "disruption.lost-node.controller-unpublish", "lost-node", Severity::Warn),
 ];
 
@@ -38,16 +39,25 @@ async fn run(quirks: &[Quirk], jobs: usize) -> RunReport {
 /// [`run`] with `--orchestrator`s: the matrix's restart and lost-node rows are fed by the
 /// disruption scenarios.
 async fn run_as(quirks: &[Quirk], jobs: usize, orchestrators: Vec<csi_conform::orchestrator::Profile>) -> RunReport {
+    run_tuned(quirks, jobs, |config| config.orchestrators = orchestrators, true).await
+}
+
+/// [`run`] with the run's configuration tuned; `left`: assert that the plugin lists nothing
+/// afterwards (not for a plugin whose listing lags).
+async fn run_tuned(quirks: &[Quirk], jobs: usize, tune: impl FnOnce(&mut RunConfig), left: bool) -> RunReport {
     let (bundled, targets) = Bundled::start(None, quirks).await.unwrap();
     let (connections, fingerprint) = connect_and_fingerprint(&targets, &ClientOptions::default(), None).await.unwrap();
     let engine = suite::Plugin { controller: connections.controller.clone(), nodes: connections.nodes, fingerprint };
     let work = tempfile::tempdir().unwrap();
-    let mut config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), orchestrators, ..RunConfig::default() };
+    let mut config = RunConfig { seed: 29, jobs, work_dir: work.path().join("work"), ..RunConfig::default() };
+    tune(&mut config);
     config.restart_in_process(bundled.clone());
     let report = suite::run(&engine, &opt_in(), &config).await;
     let controller = connections.controller.unwrap();
-    let left = controller.controller().list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner();
-    assert!(left.entries.is_empty(), "{quirks:?} at --jobs {jobs} left {:?}", left.entries);
+    if left {
+        let left = controller.controller().list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner();
+        assert!(left.entries.is_empty(), "{quirks:?} at --jobs {jobs} left {:?}", left.entries);
+    }
     assert!(csi_conform::mounts::mounts_under(work.path()).is_empty(), "{quirks:?}: mounts left under the work dir");
     bundled.shutdown().await;
     report
@@ -100,6 +110,7 @@ async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
         // the lost node's SHOULD (the scenario's own requirement) warns.
         match severity {
             Severity::Fail if kind == "shared-volume" => assert_eq!(f.requirements, ["CreateVolume.volume.id-unique"], "{f:#?}"),
+            Severity::Fail if kind == "lost-volume" => assert_eq!(f.requirements, ["CreateVolume.volume.exists"], "{f:#?}"),
             Severity::Fail => assert_eq!(f.requirements, ["CreateVolume.idempotent"], "{f:#?}"),
             _ if kind == "race-refused" || kind == "device-shared" => {
                 assert_eq!(f.requirements, ["General.concurrency.graceful"], "{f:#?}")
@@ -229,6 +240,54 @@ async fn restores_made_at_once_without_the_source_data_fail_the_fan_out() {
     assert_eq!(found, expected, "{found:#?}");
     let f = report.scenario(&expected[0].0).unwrap().findings.iter().find(|f| f.kind == "snapshot-content").unwrap();
     assert_eq!(f.requirements, ["CreateVolume.source.snapshot"], "{f:#?}");
+}
+
+/// A clone answered OK that the plugin never recorded (`fanout-loses-clone`) is lost on two
+/// witnesses, looked for while every object of the fan-out is still there: two whole
+/// listings without it and ControllerGetVolume's NOT_FOUND (a witness the run believes). One
+/// finding naming it, under the rule of the answer; the run deletes what the plugin holds and
+/// leaves nothing (`run` asserts it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_answered_ok_and_never_recorded_is_lost_on_two_witnesses() {
+    let report = run(&[Quirk::FanoutLosesClone], 8).await;
+    let scenario = "stress.fanout.clones-and-snapshots";
+    assert_eq!(verdicts(&report), [(scenario.to_owned(), "lost-volume".to_owned(), Severity::Fail)]);
+    let f = report.scenario(scenario).unwrap().findings.iter().find(|f| f.kind == "lost-volume").unwrap();
+    assert_eq!((f.rpc.as_deref(), f.requirements.as_slice()), (Some("CreateVolume"), &["CreateVolume.volume.exists".to_owned()][..]));
+    assert!(f.message.contains("clones of volume") && f.message.contains("#createvolume"), "{}", f.message);
+    let witnesses: Vec<(&str, &str)> = f.evidence.iter().map(|e| (e.rpc.as_str(), e.claim.as_str())).collect();
+    assert_eq!(witnesses, [("ListVolumes", "not listed, in two whole listings"), ("ControllerGetVolume", "does not exist")]);
+    // The one clone lost is the one the finding names; the others were read and deleted.
+    let lost = &f.evidence[0].object;
+    assert!(f.message.contains(lost.as_str()), "{}", f.message);
+
+    // A ControllerGetVolume that answers OK for an id never created is not believed: with only
+    // the listing to say so, the clone missing from it is a note, never a verdict.
+    let report = run(&[Quirk::FanoutLosesClone, Quirk::GetVolumeOkWhenMissing], 8).await;
+    let found = verdicts(&report);
+    assert!(!found.iter().any(|(_, kind, _)| kind.starts_with("lost-") || kind.starts_with("unlisted-")), "{found:#?}");
+    let notes: Vec<&str> = report.scenario(scenario).unwrap().findings.iter().map(|f| f.message.as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains("no second witness confirms it is gone")), "{notes:#?}");
+}
+
+/// A listing that lags the plugin's state (`listing-lags`) is no verdict within
+/// `--delete-grace`; with no grace the objects the listing leaves out, each answering for
+/// itself, are the listing's fault (its "all the volumes" rule), never a lost object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_that_leaves_out_what_answers_for_itself_fails_the_listing_past_the_grace() {
+    let lost_or_unlisted =
+        |report: &RunReport| verdicts(report).into_iter().filter(|(_, kind, _)| kind.starts_with("lost-") || kind.starts_with("unlisted-")).collect::<Vec<_>>();
+    let report = run_tuned(&[Quirk::ListingLags], 1, |_| {}, false).await;
+    assert!(lost_or_unlisted(&report).is_empty(), "{:#?}", verdicts(&report));
+    let report = run_tuned(&[Quirk::ListingLags], 1, |c| c.delete_grace = std::time::Duration::ZERO, false).await;
+    let found = lost_or_unlisted(&report);
+    let scenario = "stress.fanout.clones-and-snapshots".to_owned();
+    assert!(found.contains(&(scenario.clone(), "unlisted-volume".into(), Severity::Fail)), "{found:#?}");
+    assert!(found.contains(&(scenario.clone(), "unlisted-snapshot".into(), Severity::Fail)), "{found:#?}");
+    assert!(found.iter().all(|(_, kind, _)| kind.starts_with("unlisted-")), "{found:#?}");
+    let f = report.scenario(&scenario).unwrap().findings.iter().find(|f| f.kind == "unlisted-snapshot").unwrap();
+    assert_eq!(f.requirements, ["ListSnapshots.all-snapshots"]);
+    assert!(f.message.contains("all snapshots on the storage system") && f.message.contains("#listsnapshots"), "{}", f.message);
 }
 
 /// A plugin that serialises its calls and answers ABORTED to a call on a busy volume is

@@ -654,16 +654,18 @@ fn scrub_finding(shared: &Shared, f: &Finding) -> Finding {
 mod opt_in_tests {
     use super::*;
 
-    /// The default suites leave `General.concurrency.graceful` and the snapshot fan-out's
-    /// `CreateSnapshot.snapshot.id-unique` to `--suite stress`; a run that loads it has
-    /// nothing left to credit.
+    /// The default suites leave `General.concurrency.graceful`, the snapshot fan-out's
+    /// `CreateSnapshot.snapshot.id-unique` and the lost objects' `*.exists` to `--suite
+    /// stress`; a run that loads it has nothing left to credit.
     #[test]
     fn a_run_credits_what_only_the_opt_in_suites_it_did_not_load_check() {
         let mut suites = super::super::builtin::builtin();
         let only = opt_in_coverage(&suites);
         let stress = || vec!["stress".to_owned()];
         let want = BTreeMap::from([
+            ("CreateSnapshot.snapshot.exists".to_owned(), stress()),
             ("CreateSnapshot.snapshot.id-unique".to_owned(), stress()),
+            ("CreateVolume.volume.exists".to_owned(), stress()),
             ("General.concurrency.graceful".to_owned(), stress()),
         ]);
         assert_eq!(only, want);

@@ -227,6 +227,7 @@ impl Plugin {
         let mutable = to_map(&req.mutable_parameters);
         let free = self.quirk_name_was_free(&req.name)?; // `race-create-duplicates`: made again if so
         let clone_in_flight = self.quirk_clone_in_flight(source.as_ref()); // `clone-fanout-shares-source`
+        let (_first_clone, lost) = self.quirk_clone_lost(source.as_ref()); // `fanout-loses-clone`
         self.store.transact(|state| {
             if let Some(shared) = Plugin::quirk_shared_clone(state, &clone_in_flight) {
                 return Ok(v1::CreateVolumeResponse { volume: Some(self.volume_proto(shared)) });
@@ -334,7 +335,7 @@ impl Plugin {
             let response = v1::CreateVolumeResponse {
                 volume: Some(self.volume_proto(&volume)),
             };
-            state.volumes.insert(id, volume);
+            Plugin::record_volume(state, volume, lost, &store);
             Ok(response)
         })
     }

@@ -178,6 +178,9 @@ pub enum Quirk {
     /// A CreateVolume cloning a volume while another clone of that source is in flight is
     /// answered with that other clone.
     CloneFanoutSharesSource,
+    /// A CreateVolume cloning a volume while another clone of that source is in flight
+    /// answers OK and records nothing: that clone is never listed nor found.
+    FanoutLosesClone,
     /// ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND.
     UnpublishNeedsKnownNode,
     /// A node plugin forgets on start what it had staged (its stage records), though the
@@ -278,6 +281,7 @@ impl Quirk {
         Quirk::StageNotReentrant,
         Quirk::PublishDeviceRace,
         Quirk::CloneFanoutSharesSource,
+        Quirk::FanoutLosesClone,
         Quirk::UnpublishNeedsKnownNode,
         Quirk::RestartLosesStaging,
         Quirk::RestartForgetsNames,
@@ -348,6 +352,7 @@ impl Quirk {
             Quirk::StageNotReentrant => "stage-not-reentrant",
             Quirk::PublishDeviceRace => "publish-device-race",
             Quirk::CloneFanoutSharesSource => "clone-fanout-shares-source",
+            Quirk::FanoutLosesClone => "fanout-loses-clone",
             Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
             Quirk::RestartLosesStaging => "restart-loses-staging",
             Quirk::RestartForgetsNames => "restart-forgets-names",
@@ -510,6 +515,7 @@ impl Quirk {
             Quirk::StageNotReentrant => "NodeStageVolume answers INTERNAL \"operation already in progress\" while another NodeStageVolume for the same volume is in flight, instead of waiting or ABORTED (hashicorp/nomad#15197: a stage sent again while the first was still running)",
             Quirk::PublishDeviceRace => "ControllerPublishVolume calls for one node that overlap pick the same free device and both answer OK with it in publish_context (`devicePath` of EBS-style plugins; hashicorp/nomad#17996, #8336): two volumes attached at one device, so the node would stage one volume's data for the other",
             Quirk::CloneFanoutSharesSource => "a CreateVolume cloning a volume while another clone of that source is in flight waits for it and answers with that clone, whatever its own name (in-flight requests coalesced by source instead of by name): clones of one source sent at once get one volume",
+            Quirk::FanoutLosesClone => "of the CreateVolume calls cloning one volume at once, one answers OK with a new volume id and records nothing (a lost update: state saved read-modify-write without a lock, one clone's record overwritten by another's): the CO holds a volume the plugin neither lists nor finds",
             Quirk::UnpublishNeedsKnownNode => "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)",
             Quirk::RestartLosesStaging => "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)",
             Quirk::RestartForgetsNames => "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume",

@@ -1,8 +1,9 @@
 //! The reference plugin's concurrency and lost-node quirks: overlapping calls that pick the
 //! same device (`attach-race`, `publish-device-race`), make a volume each
-//! (`race-create-duplicates`), share one clone (`clone-fanout-shares-source`) or refuse each
-//! other (`stage-not-reentrant`), and a controller that will not unpublish from a node it does
-//! not know (`unpublish-needs-known-node`). Each is behind a `self.quirk(..)` test.
+//! (`race-create-duplicates`), share one clone (`clone-fanout-shares-source`), lose one
+//! (`fanout-loses-clone`) or refuse each other (`stage-not-reentrant`), and a controller that
+//! will not unpublish from a node it does not know (`unpublish-needs-known-node`). Each is
+//! behind a `self.quirk(..)` test.
 
 use std::collections::BTreeSet;
 
@@ -91,6 +92,33 @@ impl Plugin {
             .values()
             .filter(|v| matches!(&v.source, Some(Source::Volume(s)) if s == source))
             .max_by(|a, b| a.id.cmp(&b.id))
+    }
+
+    /// `fanout-loses-clone`: for a CreateVolume from `source`, when it clones a volume: the
+    /// mark of the first clone of that volume in flight (held while it is made, after a pause
+    /// so that clones sent at once meet it), and whether this call is the one clone of that
+    /// source whose volume is answered and never recorded (one that meets another in flight;
+    /// one per source). `(None, false)` without the quirk.
+    pub(crate) fn quirk_clone_lost(&self, source: Option<&Source>) -> (Option<CloneInFlight<'_>>, bool) {
+        let Some(Source::Volume(source)) = source.filter(|_| self.quirk(Quirk::FanoutLosesClone)) else { return (None, false) };
+        let key = format!("fanout:{source}");
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        if busy.insert(key.clone()) {
+            drop(busy);
+            std::thread::sleep(RACE_PAUSE);
+            return (Some(CloneInFlight { plugin: self, key }), false);
+        }
+        (None, busy.insert(format!("lost:{source}")))
+    }
+
+    /// Records `volume` in `state`, unless it is the clone `fanout-loses-clone` loses: then
+    /// its backing store is removed and nothing is kept (the answer names it all the same).
+    pub(crate) fn record_volume(state: &mut State, volume: VolumeRecord, lost: bool, store: &super::backing::Store) {
+        if lost {
+            let _ = store.remove();
+        } else {
+            state.volumes.insert(volume.id.clone(), volume);
+        }
     }
 
     /// `restart-loses-staging`: a node plugin starting forgets this node's stage records.

@@ -1,11 +1,13 @@
 //! The `create-race` check: the same CreateVolume (one name) sent `--stress-calls` times at
 //! once, as a CO that lost its state sends it (#concurrency). Every OK must name one volume,
-//! ABORTED is lawful, and afterwards the plugin lists no volume the run was never told of.
+//! ABORTED is lawful, and afterwards the plugin has the volume they named (`stress_lost`) and
+//! lists no volume the run was never told of.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
     Check, CheckDef, CheckFuture,
+    stress_lost::{self, Objects},
     stress_support::{delete, ghosts_seen_twice, listed_volumes, note, volume_id_in},
     support::{OwnCapability, capability_arg, create_request},
 };
@@ -26,7 +28,7 @@ struct CreateRace;
 impl Check for CreateRace {
     type Args = OwnCapability;
     const NAME: &'static str = "create-race";
-    const DESCRIPTION: &'static str = "sends the same CreateVolume (one name) --stress-calls times at once: every OK names one volume (ABORTED is lawful), a lone retry names it too, and ListVolumes shows no other new volume";
+    const DESCRIPTION: &'static str = "sends the same CreateVolume (one name) --stress-calls times at once: every OK names one volume (ABORTED is lawful), a lone retry names it too, the plugin has it (listed, or found alone), and ListVolumes shows no other new volume";
     const RPCS: &'static [&'static str] = &["CreateVolume", "ListVolumes", "ControllerGetVolume", "DeleteVolume"];
 
     /// One volume, if the plugin keeps its word; the scenario holds `volumes` exclusively
@@ -142,6 +144,10 @@ async fn create_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome
     // Nothing else new in the listing: the scenario holds the volumes exclusively, so a
     // volume listed now and not before, that no answer named, came of this race.
     let known: BTreeSet<String> = named.keys().cloned().chain(alone).collect();
+    // The volume the answers named is not deleted yet: the plugin must have it.
+    if let Err(outcome) = stress_lost::lost(ctx, Objects::Volumes, &known, &format!("{calls} identical CreateVolume calls sent at once")).await {
+        return outcome;
+    }
     let confirmed = match ghosts_seen_twice(ctx, before, &known).await {
         Ok(confirmed) => confirmed,
         Err(outcome) => return outcome,

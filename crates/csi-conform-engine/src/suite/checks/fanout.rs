@@ -3,9 +3,10 @@
 //! `--stress-calls` snapshots of it are created at once (CREATE_DELETE_SNAPSHOT), as many
 //! clones of it at once (CLONE_VOLUME) and as many volumes restored from one of those
 //! snapshots at once, each as far as the run's budgets hold. Every name must get an object of
-//! its own, a sample of the clones and restores must hold the source's marker, the listings
-//! afterwards must hold nothing no answer named, and everything is deleted (snapshots before
-//! their source).
+//! its own, the plugin must have each object it answered OK (`stress_lost`: looked for
+//! before any is deleted), a sample of the clones and restores must hold the source's marker,
+//! the listings afterwards must hold nothing no answer named, and everything is deleted
+//! (snapshots before their source).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,6 +14,7 @@ use prost_reflect::DynamicMessage;
 
 use super::{
     Check, CheckDef, CheckFuture,
+    stress_lost::{self, Objects},
     stress_support::{
         Volume, controller_has, controller_publish, controller_unpublish, create, delete, extra_leases, ghosts_seen_twice,
         listed_snapshots, listed_volumes, mounts_at, node_has, node_id, note, publish_request, stage_request,
@@ -41,7 +43,7 @@ struct Fanout;
 impl Check for Fanout {
     type Args = OwnCapability;
     const NAME: &'static str = "fanout";
-    const DESCRIPTION: &'static str = "from one source volume with a data marker: --stress-calls snapshots of it at once, as many clones of it at once and as many volumes restored from one snapshot at once (each where advertised, as far as the budgets hold): one object per name, the marker in a sample of the clones and restores, no ghost in the listings, everything deleted";
+    const DESCRIPTION: &'static str = "from one source volume with a data marker: --stress-calls snapshots of it at once, as many clones of it at once and as many volumes restored from one snapshot at once (each where advertised, as far as the budgets hold): one object per name, each one the plugin has (listed, or found alone) before any is deleted, the marker in a sample of the clones and restores, no ghost in the listings, everything deleted";
     const RPCS: &'static [&'static str] = &[
         "CreateVolume",
         "CreateSnapshot",
@@ -143,15 +145,20 @@ async fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> Result<(), CheckOutc
     if snapshots {
         let requests: Vec<DynamicMessage> = (0..calls).map(|i| snapshot_request(ctx, &source, i)).collect();
         let got = fan_out(ctx, SNAPSHOTS, &source, &requests).await?;
-        restore_from = got.iter().take(requests.len()).position(Option::is_some);
-        snapshot_ids = got.into_iter().flatten().collect::<BTreeSet<_>>().into_iter().collect();
+        // While every snapshot is still there: does the plugin have each one it answered OK?
+        let named: BTreeSet<String> = got.iter().flatten().cloned().collect();
+        let what = format!("snapshots of volume {} made at once", source.id);
+        let lost = stress_lost::lost(ctx, Objects::Snapshots, &named, &what).await?;
+        restore_from = got.iter().take(requests.len()).position(|id| id.as_ref().is_some_and(|id| !lost.contains(id)));
+        snapshot_ids = named.into_iter().filter(|id| !lost.contains(id)).collect();
     }
     if clones {
         let from = v1::volume_content_source::Type::Volume(v1::volume_content_source::VolumeSource { volume_id: source.id.clone() });
         let made = volumes_from(ctx, CLONES, &source, &capability, from, volumes_at_once).await?;
+        known.extend(made.iter().map(|v| v.id.clone()));
+        let made = held(ctx, made, CLONES, &source).await?;
         check_data(ctx, node.as_ref(), &written, &made, CLONES).await?;
         for volume in &made {
-            known.insert(volume.id.clone());
             delete(ctx, &volume.id).await?;
         }
     }
@@ -159,9 +166,10 @@ async fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> Result<(), CheckOutc
         let snapshot_id = ready(ctx, &source, i as u32).await?;
         let from = v1::volume_content_source::Type::Snapshot(v1::volume_content_source::SnapshotSource { snapshot_id });
         let made = volumes_from(ctx, RESTORES, &source, &capability, from, volumes_at_once).await?;
+        known.extend(made.iter().map(|v| v.id.clone()));
+        let made = held(ctx, made, RESTORES, &source).await?;
         check_data(ctx, node.as_ref(), &written, &made, RESTORES).await?;
         for volume in &made {
-            known.insert(volume.id.clone());
             delete(ctx, &volume.id).await?;
         }
     }
@@ -181,6 +189,16 @@ async fn run(ctx: &mut ScenarioCtx, args: OwnCapability) -> Result<(), CheckOutc
         delete_snapshot(ctx, id).await?;
     }
     delete(ctx, &source.id).await
+}
+
+/// `made` (all still there: none deleted yet) without the volumes the plugin lost, each
+/// confirmed by a second witness and filed (`stress_lost`): a lost volume holds nothing, so it
+/// is neither read nor deleted.
+async fn held(ctx: &mut ScenarioCtx, made: Vec<Volume>, kind: Kind, source: &Volume) -> Result<Vec<Volume>, CheckOutcome> {
+    let named: BTreeSet<String> = made.iter().map(|v| v.id.clone()).collect();
+    let what = format!("{}s of volume {} made at once", kind.noun, source.id);
+    let lost = stress_lost::lost(ctx, Objects::Volumes, &named, &what).await?;
+    Ok(made.into_iter().filter(|v| !lost.contains(&v.id)).collect())
 }
 
 /// Node 0, when markers can be written and read through its files here; `None` (and a note

@@ -190,7 +190,7 @@ async fn try_list_page(
 
 /// How many calls that change a listing were sent and ended so far, on the connection the
 /// listing goes to (see `CallStats::sent`).
-fn changes(ctx: &ScenarioCtx, lister: &Lister) -> (u64, u64) {
+pub(super) fn changes(ctx: &ScenarioCtx, lister: &Lister) -> (u64, u64) {
     proto::method(lister.rpc)
         .and_then(|m| ctx.connection(&m, None).ok())
         .map_or((0, 0), |c| c.stats().sent(lister.changed_by))

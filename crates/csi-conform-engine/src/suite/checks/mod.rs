@@ -19,6 +19,7 @@ mod api;
 pub(crate) mod confirm;
 mod node_restart;
 pub(crate) mod properties;
+mod stress_lost;
 mod stress_support;
 mod support;
 
