@@ -88,7 +88,7 @@ fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], stuck: bo
 fn unjudged(s: &ScenarioResult) -> String {
     let first = s.findings.iter().find(|f| f.severity > Severity::Skip);
     format!(
-        "{} {} on something else ({}), so whether the plugin gets through what this row is about was not seen",
+        "{} {} on something else ({}) and filed nothing about what this row is about, so the row is not judged",
         s.id,
         match s.outcome {
             Severity::Error => "errored",
