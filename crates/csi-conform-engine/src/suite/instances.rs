@@ -84,9 +84,9 @@ fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], stuck: bo
 }
 
 /// Why a row of [`ids::FED_BY`] is not judged though its scenario `s` ran: it ended on
-/// something else than what the row is about, and the first such finding says what.
+/// something else than what the row is about, and the first finding at its outcome says what.
 fn unjudged(s: &ScenarioResult) -> String {
-    let first = s.findings.iter().find(|f| f.severity > Severity::Skip);
+    let first = s.findings.iter().find(|f| f.severity == s.outcome);
     format!(
         "{} {} on something else ({}) and filed nothing about what this row is about, so the row is not judged",
         s.id,
@@ -274,7 +274,7 @@ mod tests {
 
         // Stopped before the restart, and before the lost node's unpublish: neither row judged.
         let m = matrix_of(vec![
-            result(restart, Severity::Fail, vec![refused("NodeStageVolume")]),
+            result(restart, Severity::Fail, vec![Finding::new(Severity::Warn, "k", "a warning first"), refused("NodeStageVolume")]),
             result(lost, Severity::Fail, vec![refused("CreateVolume")]),
         ]);
         let (r, l) = (cell(&m, ids::RESTART_NODE), cell(&m, ids::LOST_NODE));
