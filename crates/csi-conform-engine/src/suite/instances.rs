@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     orchestrator::{Profile, ids},
-    report::{BehaviourResult, OrchestratorResult, Severity, SuiteResult},
+    report::{BehaviourResult, Finding, OrchestratorResult, ScenarioResult, Severity, SuiteResult},
 };
 
 
@@ -59,12 +59,20 @@ pub fn with_instances(suites: &[Suite], orchestrators: &[Profile], only: bool) -
 }
 
 /// Feeds `cell` of a row of [`ids::FED_BY`] (nothing for another row) from the plain
-/// scenario that drives it: the scenario ran (passed, at least), and, where the defect
-/// reaches the orchestrator (`exposed`), each finding of the row's kinds at warn or fail
-/// turns the cell, a failure where the orchestrator is stuck for good (`stuck`).
+/// scenario that drives it: where the defect reaches the orchestrator (`exposed`), each
+/// finding of the row's kinds at warn or fail turns the cell, a failure where the
+/// orchestrator is stuck for good (`stuck`); without one, the cell passes only when the
+/// scenario passed. A scenario that stopped on something else (a NodeStageVolume refused
+/// before the restart, a CreateVolume refused before the lost node's unpublish) may never
+/// have got to what the row is about: that is no pass, and the cell stays a skip saying why
+/// ([`unjudged`]).
 fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], exposed: bool, stuck: bool) {
     let Some((_, scenario, kinds)) = ids::FED_BY.iter().find(|(r, ..)| *r == row) else { return };
     for s in suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id == *scenario && s.outcome != Severity::Skip) {
+        let of_row = |f: &&Finding| kinds.contains(&f.kind.as_str()) && matches!(f.severity, Severity::Warn | Severity::Fail);
+        if s.outcome != Severity::Pass && !s.findings.iter().any(|f| of_row(&f)) {
+            continue;
+        }
         cell.instances.push(s.id.clone());
         if cell.outcome == Severity::Skip {
             cell.outcome = Severity::Pass;
@@ -72,7 +80,7 @@ fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], exposed: 
         if !exposed {
             continue;
         }
-        for f in s.findings.iter().filter(|f| kinds.contains(&f.kind.as_str()) && matches!(f.severity, Severity::Warn | Severity::Fail)) {
+        for f in s.findings.iter().filter(of_row) {
             cell.outcome = cell.outcome.max(if stuck { Severity::Fail } else { f.severity });
             cell.findings.push(f.clone());
         }
@@ -84,6 +92,7 @@ fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], exposed: 
 fn fed_skip(row: &str, suites: &[SuiteResult]) -> Option<String> {
     let (_, scenario, _) = ids::FED_BY.iter().find(|(r, ..)| *r == row)?;
     match suites.iter().flat_map(|s| &s.scenarios).find(|s| s.id == *scenario) {
+        Some(s) if s.outcome != Severity::Skip => Some(unjudged(s)),
         Some(s) => Some(format!("{scenario} was skipped: {}", s.skip_reason.as_deref().unwrap_or("(no reason given)"))),
         None if ids::ALSO_BY_INSTANCES.contains(&row) => None,
         None => {
@@ -91,6 +100,23 @@ fn fed_skip(row: &str, suites: &[SuiteResult]) -> Option<String> {
             Some(format!("{scenario} is not in this run: it is in the opt-in suite {suite} (--suite {suite})"))
         }
     }
+}
+
+/// Why a row of [`ids::FED_BY`] is not judged though its scenario `s` ran: it ended on
+/// something else than what the row is about, and the first finding at its outcome says what.
+fn unjudged(s: &ScenarioResult) -> String {
+    let first = s.findings.iter().find(|f| f.severity == s.outcome);
+    format!(
+        "{} {} on something else ({}) and filed nothing about what this row is about, so the row is not judged",
+        s.id,
+        match s.outcome {
+            Severity::Error => "errored",
+            Severity::Inconclusive => "was inconclusive",
+            Severity::Warn => "warned",
+            _ => "failed",
+        },
+        first.map_or_else(|| "no finding recorded".to_owned(), |f| f.message.trim().to_owned())
+    )
 }
 
 /// The compatibility matrix: for each orchestrator, one cell per driven behaviour of its
@@ -166,10 +192,7 @@ pub fn matrix(orchestrators: &[Profile], suites: &[SuiteResult]) -> Vec<Orchestr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        orchestrator::{Orchestrator, Release},
-        report::{Finding, ScenarioResult},
-    };
+    use crate::orchestrator::{Orchestrator, Release};
 
     fn suite(text: &str) -> Suite {
         super::super::load_str("test", text).unwrap_or_else(|e| panic!("{e}"))
@@ -276,5 +299,57 @@ mod tests {
         assert!(reason.contains("no scenario ran as Kubernetes"), "{reason}");
         let reason = m[2].behaviours.iter().find(|b| b.id == ids::LOST_NODE).unwrap().skip_reason.clone().unwrap();
         assert!(reason.contains("opt-in suite disruption (--suite disruption)"), "{reason}");
+    }
+
+    /// A fed row is judged only by a scenario that got to what it is about. ember-csi 0.9.1 on
+    /// Cinder's fake driver refuses NodeStageVolume before any restart: its
+    /// `disruption.restart.while-published` failed, and the `restart.node-plugin` cells said
+    /// pass, a survived restart that never happened.
+    #[test]
+    fn a_fed_row_is_judged_only_by_a_scenario_that_got_to_it() {
+        let result = |id: &str, outcome, findings: Vec<Finding>| ScenarioResult {
+            id: id.into(),
+            title: String::new(),
+            requirements: Vec::new(),
+            tags: Vec::new(),
+            parity: Vec::new(),
+            outcome,
+            skip_reason: None,
+            findings,
+            duration: std::time::Duration::ZERO,
+            expectation: None,
+            rpcs: 0,
+            exercised: Vec::new(),
+        };
+        let matrix_of = |scenarios: Vec<ScenarioResult>| {
+            let suites = vec![SuiteResult { id: "disruption".into(), title: String::new(), source: String::new(), scenarios }];
+            matrix(&[Orchestrator::Nomad.into()], &suites)
+        };
+        let cell = |m: &[OrchestratorResult], id: &str| m[0].behaviours.iter().find(|b| b.id == id).unwrap().clone();
+        let (restart, lost) = ("disruption.restart.while-published", "disruption.lost-node.controller-unpublish");
+        let refused = |rpc: &str| Finding::new(Severity::Fail, "unexpected-code", format!("{rpc} answered UNKNOWN, expected OK"));
+
+        // Stopped before the restart, and before the lost node's unpublish: neither row judged.
+        let m = matrix_of(vec![
+            result(restart, Severity::Fail, vec![Finding::new(Severity::Warn, "k", "a warning first"), refused("NodeStageVolume")]),
+            result(lost, Severity::Fail, vec![refused("CreateVolume")]),
+        ]);
+        let (r, l) = (cell(&m, ids::RESTART_NODE), cell(&m, ids::LOST_NODE));
+        assert_eq!((r.outcome, l.outcome), (Severity::Skip, Severity::Skip), "{r:#?} {l:#?}");
+        assert!(r.instances.is_empty() && r.findings.is_empty(), "{r:#?}");
+        let why = r.skip_reason.unwrap();
+        assert!(why.contains(restart) && why.contains("NodeStageVolume answered UNKNOWN"), "{why}");
+        assert!(l.skip_reason.unwrap().contains("CreateVolume answered UNKNOWN"));
+
+        // A finding of the row's kinds turns it, whatever else the scenario found.
+        let lost_state = Finding::new(Severity::Fail, "restart-lost-state", "NodePublishVolume answered NOT_FOUND");
+        let m = matrix_of(vec![
+            result(restart, Severity::Fail, vec![lost_state, refused("NodeUnstageVolume")]),
+            result(lost, Severity::Pass, Vec::new()),
+        ]);
+        let (r, l) = (cell(&m, ids::RESTART_NODE), cell(&m, ids::LOST_NODE));
+        assert_eq!((r.outcome, l.outcome), (Severity::Fail, Severity::Pass));
+        assert_eq!(r.findings.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(), ["restart-lost-state"]);
+        assert_eq!((r.instances, l.instances), (vec![restart.to_owned()], vec![lost.to_owned()]));
     }
 }

@@ -12,9 +12,12 @@ use super::{
 /// Where a behaviour is documented.
 const DOC: &str = "docs/orchestrators.md";
 
-/// The cell's finding in one line: the first of its worst findings.
+/// The cell's finding in one line: the first of its worst findings. A cell can be worse than
+/// every finding in it (a SHOULD's warning fails the cell of an orchestrator stuck for good by
+/// it), so the worst finding is looked for, not one at the cell's outcome.
 pub fn first_finding(b: &BehaviourResult) -> Option<String> {
-    b.findings.iter().find(|f| f.severity == b.outcome).map(|f| text::one_line(&f.message))
+    let worst = b.findings.iter().map(|f| f.severity).max()?;
+    b.findings.iter().find(|f| f.severity == worst).map(|f| text::one_line(&f.message))
 }
 
 /// The console's section: per orchestrator its counts, then each fail, warn and error cell
@@ -113,4 +116,38 @@ pub fn html(out: &mut String, report: &RunReport) {
         out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::Finding;
+
+    /// ember-csi 0.9.1's NOT_FOUND for a node that is gone is a warning (a SHOULD) that fails
+    /// the Nomad and Kubernetes cells (both retry it for ever): the console and JUnit named
+    /// no reason for those failures.
+    #[test]
+    fn a_cell_worse_than_its_findings_still_names_the_worst() {
+        let cell = |outcome, findings: Vec<Finding>| BehaviourResult {
+            id: "lost-node.controller-unpublish".into(),
+            summary: String::new(),
+            holds_for: String::new(),
+            source: String::new(),
+            deviation: None,
+            outcome,
+            skip_reason: None,
+            findings,
+            instances: Vec::new(),
+        };
+        let lost = || Finding::new(Severity::Warn, "lost-node", "ControllerUnpublishVolume answered NOT_FOUND");
+        let stuck = cell(Severity::Fail, vec![Finding::new(Severity::Inconclusive, "k", "undecided"), lost()]);
+        assert_eq!(first_finding(&stuck).as_deref(), Some("ControllerUnpublishVolume answered NOT_FOUND"));
+        let o = OrchestratorResult { name: "nomad".into(), title: "Nomad".into(), release: None, behaviours: vec![stuck.clone()] };
+        let (element, message, _) = junit_case(&o, &stuck).unwrap();
+        assert_eq!((element, message.as_str()), ("failure", "ControllerUnpublishVolume answered NOT_FOUND"));
+        // The first of the worst, as before.
+        let two = cell(Severity::Fail, vec![lost(), Finding::new(Severity::Fail, "a", "first"), Finding::new(Severity::Fail, "b", "second")]);
+        assert_eq!(first_finding(&two).as_deref(), Some("first"));
+        assert_eq!(first_finding(&cell(Severity::Pass, Vec::new())), None);
+    }
 }
