@@ -180,6 +180,9 @@ pub enum Quirk {
     CloneFanoutSharesSource,
     /// ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND.
     UnpublishNeedsKnownNode,
+    /// NodeUnpublishVolume and NodeUnstageVolume answer NOT_FOUND when the plugin's record
+    /// says published or staged at the path but the path is gone (after a node reboot).
+    UnpublishNeedsPath,
     /// A node plugin forgets on start what it had staged (its stage records), though the
     /// mounts stay: a volume staged before a restart is no longer published from there.
     RestartLosesStaging,
@@ -279,6 +282,7 @@ impl Quirk {
         Quirk::PublishDeviceRace,
         Quirk::CloneFanoutSharesSource,
         Quirk::UnpublishNeedsKnownNode,
+        Quirk::UnpublishNeedsPath,
         Quirk::RestartLosesStaging,
         Quirk::RestartForgetsNames,
     ];
@@ -349,6 +353,7 @@ impl Quirk {
             Quirk::PublishDeviceRace => "publish-device-race",
             Quirk::CloneFanoutSharesSource => "clone-fanout-shares-source",
             Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
+            Quirk::UnpublishNeedsPath => "unpublish-needs-path",
             Quirk::RestartLosesStaging => "restart-loses-staging",
             Quirk::RestartForgetsNames => "restart-forgets-names",
         }
@@ -511,6 +516,7 @@ impl Quirk {
             Quirk::PublishDeviceRace => "ControllerPublishVolume calls for one node that overlap pick the same free device and both answer OK with it in publish_context (`devicePath` of EBS-style plugins; hashicorp/nomad#17996, #8336): two volumes attached at one device, so the node would stage one volume's data for the other",
             Quirk::CloneFanoutSharesSource => "a CreateVolume cloning a volume while another clone of that source is in flight waits for it and answers with that clone, whatever its own name (in-flight requests coalesced by source instead of by name): clones of one source sent at once get one volume",
             Quirk::UnpublishNeedsKnownNode => "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)",
+            Quirk::UnpublishNeedsPath => "NodeUnpublishVolume and NodeUnstageVolume answer NOT_FOUND \"target path not found\" / \"staging path not found\" when the plugin's record says the volume is published or staged at that path but the path is gone, as after a node reboot (plugins that stat the path before they look at their own record): the CO can never unstage, so never detach",
             Quirk::RestartLosesStaging => "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)",
             Quirk::RestartForgetsNames => "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume",
             Quirk::EchoSecrets => {
