@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     client::RpcError,
-    fingerprint::{Capability, ControllerCapability, NodeCapability},
+    fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService},
     proto::{self, v1},
     report::{Finding, Severity},
     suite::{
@@ -101,11 +101,19 @@ pub(super) fn volume_of(response: &DynamicMessage) -> Option<Volume> {
     (!volume.volume_id.is_empty()).then_some(Volume { id: volume.volume_id, context: volume.volume_context })
 }
 
-/// A volume of the small size for `capability`, named `<ctx name>-<suffix>`, which must
-/// answer OK.
+/// A volume of the small size for `capability`, named `<ctx name>-<suffix>`, where node 0 is
+/// (its topology required, where the plugin has accessibility constraints and node 0 reports
+/// one: the checks publish it there), which must answer OK.
 pub(super) async fn create(ctx: &mut ScenarioCtx, suffix: &str, capability: &DynamicMessage) -> Result<Volume, CheckOutcome> {
     let name = format!("{}-{suffix}", ctx.name());
-    let response = call_ok(ctx, "CreateVolume", create_request(ctx, name, capability), None).await?;
+    let mut request = create_request(ctx, name, capability);
+    let node0 = ctx.fingerprint().nodes.first().and_then(|n| n.topology.clone()).filter(|t| !t.is_empty());
+    if let Some(segments) = node0.filter(|_| ctx.fingerprint().supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints))) {
+        let here = v1::Topology { segments: segments.into_iter().collect() };
+        let requirement = v1::TopologyRequirement { requisite: vec![here.clone()], preferred: vec![here] };
+        request.set_field_by_name("accessibility_requirements", prost_reflect::Value::Message(proto::to_dynamic(&requirement)));
+    }
+    let response = call_ok(ctx, "CreateVolume", request, None).await?;
     match volume_of(&response) {
         Some(v) => Ok(v),
         None => {
