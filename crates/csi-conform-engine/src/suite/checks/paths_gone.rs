@@ -18,14 +18,13 @@ use prost_reflect::DynamicMessage;
 use super::{
     Check, CheckDef, CheckFuture,
     stress_support::{
-        Volume, controller_has, controller_publish, controller_unpublish, create, delete, mounts_at, node_has, node_id, note,
-        publish_request, stage_request, typed_capability,
+        ONE_VOLUME_ON_NODE, OnNode, Volume, controller_unpublish, delete, mounts_at, node_id, note, publish_on_node,
+        typed_capability,
     },
     support::{OwnCapability, capability_arg},
 };
 use crate::{
     client::RpcError,
-    fingerprint::{ControllerCapability, NodeCapability},
     proto::{self, v1},
     report::{Evidence, Finding, Severity},
     suite::{
@@ -45,16 +44,7 @@ impl Check for PathsGone {
     type Args = OwnCapability;
     const NAME: &'static str = "paths-gone";
     const DESCRIPTION: &'static str = "stages and publishes a mount volume of its own on node 0, then plays the node's reboot: unmounts what is at the target and staging paths (only with CAP_SYS_ADMIN in the plugin's mount namespace; skipped otherwise) and removes both paths, confirmed gone; NodeUnpublishVolume and NodeUnstageVolume for them must answer OK (fails `paths-gone`); a refused path is made again as an empty directory and asked again, so the volume is still unstaged, unpublished from the node and deleted";
-    const RPCS: &'static [&'static str] = &[
-        "CreateVolume",
-        "ControllerPublishVolume",
-        "NodeStageVolume",
-        "NodePublishVolume",
-        "NodeUnpublishVolume",
-        "NodeUnstageVolume",
-        "ControllerUnpublishVolume",
-        "DeleteVolume",
-    ];
+    const RPCS: &'static [&'static str] = ONE_VOLUME_ON_NODE;
 
     fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
         CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() }
@@ -123,35 +113,16 @@ async fn paths_gone(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome 
         Ok(i) => i,
         Err(why) => return CheckOutcome::Skip(why),
     };
-    let volume = match create(ctx, "gone", &capability).await {
-        Ok(v) => v,
-        Err(outcome) => return outcome,
-    };
-    let publishes = controller_has(ctx, ControllerCapability::PublishUnpublishVolume);
-    let publish_context = if publishes {
-        match controller_publish(ctx, &volume, &node, &typed).await {
-            Ok(c) => c,
-            Err((e, request)) => return ctx.call_failed(&e, &request, "OK"),
-        }
-    } else {
-        Default::default()
-    };
+    let OnNode { volume, controller_published, staged, .. } =
+        match publish_on_node(ctx, &node, "gone", (&capability, &typed)).await {
+            Ok(on) => on,
+            Err(outcome) => return outcome,
+        };
     let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
-    let stages = node_has(ctx, NodeCapability::StageUnstageVolume);
-    if stages {
-        let request = stage_request(&volume, &publish_context, &staging, &typed);
-        if let Err(e) = ctx.call("NodeStageVolume", request.clone(), Some(0)).await {
-            return ctx.call_failed(&e, &request, "OK");
-        }
-    }
-    let publish = publish_request(&volume, &publish_context, stages.then_some(staging.as_path()), &target, &typed);
-    if let Err(e) = ctx.call("NodePublishVolume", publish.clone(), Some(0)).await {
-        return ctx.call_failed(&e, &publish, "OK");
-    }
 
     // The node reboots: the mounts go, and the paths with them; the plugin's record stays.
     let mut gone = vec![Gone::new("target", &inspector, &target)];
-    if stages {
+    if staged {
         gone.push(Gone::new("staging", &inspector, &staging));
     }
     if let Err(why) = take_away(ctx, &inspector, &gone) {
@@ -169,7 +140,7 @@ async fn paths_gone(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome 
     if let Err(outcome) = undo_on_gone(ctx, &volume, ("NodeUnpublishVolume", unpublish), &gone[0], UNPUBLISH_IDEMPOTENT).await {
         return outcome;
     }
-    if stages {
+    if staged {
         let unstage = proto::to_dynamic(&v1::NodeUnstageVolumeRequest {
             volume_id: volume.id.clone(),
             staging_target_path: staging.display().to_string(),
@@ -178,7 +149,7 @@ async fn paths_gone(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome 
             return outcome;
         }
     }
-    if publishes && let Err(outcome) = controller_unpublish(ctx, &volume, &node).await {
+    if controller_published && let Err(outcome) = controller_unpublish(ctx, &volume, &node).await {
         return outcome;
     }
     if let Err(outcome) = delete(ctx, &volume.id).await {
