@@ -306,3 +306,33 @@ async fn the_console_and_every_report_say_once_where_mounts_were_verified() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--mount-check"), "{out:?}");
     plugin.stop().await;
 }
+
+/// The node reboot of `disruption.lost-node.node-paths-gone` unmounts only where the run may:
+/// a plugin that mounts in a mount namespace of its own keeps its mounts out of this run's
+/// reach, so the scenario skips, naming that namespace (never a verdict), and its volume still
+/// comes down; under `--mount-check off` it skips before it makes anything.
+#[tokio::test]
+async fn the_node_reboot_skips_where_the_plugin_mounts_in_a_namespace_of_its_own() {
+    let test = "the_node_reboot_skips_where_the_plugin_mounts_in_a_namespace_of_its_own";
+    let Some(plugin) = PrivatePlugin::start(test, &[]).await else { return };
+    let engine = plugin.engine().await;
+    let work = tempfile::tempdir().unwrap();
+    let disruption = vec![suite::opt_in_suite("disruption").expect("an opt-in suite").expect("it loads")];
+    let id = "disruption.lost-node.node-paths-gone";
+    let focus = r"^disruption\.lost-node\.node-paths-gone$";
+    for (mode, said) in [(MountCheck::Auto, format!("pid {}) mounts in a mount namespace of its own", plugin.pid)), (MountCheck::Off, "--mount-check off".to_owned())] {
+        let report = suite::run(&engine, &disruption, &RunConfig { mount_check: mode, ..config(&work, focus) }).await;
+        let all = outcomes(&report);
+        assert_eq!(all.len(), 1, "{all:#?}");
+        let (outcome, why) = &all[id];
+        assert_eq!(*outcome, Severity::Skip, "{all:#?}");
+        assert!(why.contains(&said), "{why}");
+        let verdicts: Vec<String> = findings(&report).into_iter().filter(|f| f.contains("paths-gone:")).collect();
+        assert!(verdicts.is_empty(), "{verdicts:#?}");
+        assert!(plugin.mounts_under(work.path()).is_empty(), "mounts left in the plugin's namespace");
+        let mut controller = engine.controller.as_ref().unwrap().controller();
+        let left = controller.list_volumes(v1::ListVolumesRequest::default()).await.unwrap().into_inner().entries;
+        assert!(left.is_empty(), "{left:?}");
+    }
+    plugin.stop().await;
+}

@@ -98,7 +98,7 @@ async fn the_default_reference_plugin_fails_under_no_orchestrator() {
             assert!(b.skip_reason.as_deref().is_some_and(|r| !r.is_empty()), "{} {}", o.name, b.id);
             let swarm_expansion = o.name == "swarm" && b.id == "fields.expand-staging-path";
             // The restart and lost-node rows are the opt-in disruption suite's.
-            let disruption = ["restart.node-plugin", "lost-node.controller-unpublish"].contains(&b.id.as_str())
+            let disruption = ["restart.node-plugin", "lost-node.controller-unpublish", "lost-node.node-paths-gone"].contains(&b.id.as_str())
                 && b.skip_reason.as_deref().is_some_and(|r| r.contains("--suite disruption"));
             assert!(
                 swarm_expansion

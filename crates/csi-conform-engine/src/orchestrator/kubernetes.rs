@@ -175,6 +175,12 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
         "kubernetes-csi/external-attacher#165 (release note), #168–#170; spec#373, spec#375",
     ),
     row(
+        "lost-node.node-paths-gone",
+        "The kubelet sends NodeUnpublishVolume without looking at the target path (it removes the directory only after an OK), and NodeUnstageVolume unless its own vol_data.json beside the global mount is gone (a raw block volume's is skipped when its staging path is gone). After a reboot, kubelets since 1.28 reconstruct each leftover pod volume and its global mount as uncertain, and so send both. Every error, NOT_FOUND included, is retried with backoff (up to about 2 minutes) for ever; the volume stays in the node's volumesInUse, so on a Ready node the attach/detach controller never deletes the VolumeAttachment and ControllerUnpublishVolume is never sent, and a refused NodeUnpublishVolume also keeps the pod Terminating. Only a node NotReady for over 6 minutes (force detach) or tainted out-of-service gets out.",
+        "recent main snapshots (csi_mounter.go 4a0608c, csi_attacher.go 4cb9cbb; release not pinned); the reconstruction since 1.28 (KEP-3756); older kubelets sent only NodeUnpublishVolume, once, after a reboot",
+        "pkg/volume/csi/csi_mounter.go TearDownAt; csi_attacher.go UnmountDevice; csi_block.go TearDownDevice; pkg/kubelet/volumemanager/reconciler (reconstruct_common.go); pkg/controller/volume/attachdetach/reconciler; kubernetes PR #113262, #110721, #129825",
+    ),
+    row(
         "limits.max-volumes",
         "The kubelet copies max_volumes_per_node into the CSINode object's allocatable count; the scheduler's volume-limits filter refuses a pod that would exceed it.",
         "(not re-read)",

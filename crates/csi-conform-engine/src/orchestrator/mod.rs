@@ -191,6 +191,9 @@ pub mod ids {
     /// What the CO does with ControllerUnpublishVolume for a node that is gone (fed by
     /// `disruption.lost-node.controller-unpublish`).
     pub const LOST_NODE: &str = "lost-node.controller-unpublish";
+    /// What the CO does with NodeUnpublishVolume and NodeUnstageVolume for paths a node
+    /// reboot took away (fed by `disruption.lost-node.node-paths-gone`).
+    pub const LOST_NODE_PATHS: &str = "lost-node.node-paths-gone";
 
     /// The rows fed by a plain scenario (also, or rather than, by orchestrator instances):
     /// the row, the scenario whose findings of these kinds (at warn or fail: the plugin's
@@ -205,6 +208,7 @@ pub mod ids {
         // Publishes of different volumes to one node, sent at once: refused under the overlap,
         // or two of them given one device. Only a CO that overlaps such calls meets either.
         (CONCURRENCY_CONTROLLER, "stress.controller-publish.volumes-at-once", &["race-refused", "device-shared"]),
+        (LOST_NODE_PATHS, "disruption.lost-node.node-paths-gone", &["paths-gone"]),
     ];
 
     /// The rows of [`FED_BY`] that orchestrator instances drive as well (the orchestrated
@@ -238,6 +242,7 @@ pub mod ids {
         CONCURRENCY_CONTROLLER,
         RESTART_NODE,
         LOST_NODE,
+        LOST_NODE_PATHS,
     ];
 }
 
@@ -320,6 +325,11 @@ pub struct CallPattern {
     /// good (it retries for ever, the volume stays claimed): its cell fails even where the
     /// spec only has a SHOULD (the finding keeps its own level in the scenario).
     pub stuck_for_good: &'static [&'static str],
+    /// Answers a row of [`ids::FED_BY`]'s scenario refuses that this orchestrator takes as
+    /// success all the same, so that they do not hurt it: (row, RPC, code). Nomad takes
+    /// NOT_FOUND from NodeUnpublishVolume and NodeUnstageVolume as done. The finding keeps its
+    /// level in the scenario; only this orchestrator's cell ignores it.
+    pub forgiven: &'static [(&'static str, &'static str, &'static str)],
 }
 
 impl CallPattern {
@@ -338,6 +348,12 @@ impl CallPattern {
     /// it overlaps them (`concurrency.controller`); every other fed row reaches every CO.
     pub fn exposed(&self, id: &str) -> bool {
         id != ids::CONCURRENCY_CONTROLLER || self.parallel_controller_publish
+    }
+
+    /// Whether this orchestrator takes `code` from `rpc` as success in row `id` (see
+    /// [`CallPattern::forgiven`]).
+    pub fn forgives(&self, id: &str, rpc: Option<&str>, code: Option<&str>) -> bool {
+        self.forgiven.iter().any(|(row, r, c)| *row == id && Some(*r) == rpc && Some(*c) == code)
     }
 }
 
@@ -369,8 +385,14 @@ const NOMAD: CallPattern = CallPattern {
     )],
     undriven: &[],
     // The volumewatcher retries a failed controller unpublish; the claim is not freed
-    // (PR #13301, nomad#12346).
-    stuck_for_good: &[ids::LOST_NODE],
+    // (PR #13301, nomad#12346). A node detach refused (NodeUnstageVolume above all) keeps the
+    // claim unpublishing and ControllerUnpublishVolume unsent, retried at each claim GC.
+    stuck_for_good: &[ids::LOST_NODE, ids::LOST_NODE_PATHS],
+    // plugins/csi/client.go wraps NOT_FOUND from both node calls as ignorable (PR #8605).
+    forgiven: &[
+        (ids::LOST_NODE_PATHS, "NodeUnpublishVolume", "NOT_FOUND"),
+        (ids::LOST_NODE_PATHS, "NodeUnstageVolume", "NOT_FOUND"),
+    ],
 };
 
 const KUBERNETES: CallPattern = CallPattern {
@@ -399,8 +421,11 @@ const KUBERNETES: CallPattern = CallPattern {
         "the kubelet adds pod information only for a driver whose CSIDriver object sets podInfoOnMount, which a run \
          cannot know; csi-conform sends none",
     )],
-    // The external-attacher retries NOT_FOUND like any error (external-attacher#165).
-    stuck_for_good: &[ids::LOST_NODE],
+    // The external-attacher retries NOT_FOUND like any error (external-attacher#165). The
+    // kubelet retries a refused node teardown for ever and keeps the volume in use, so the
+    // VolumeAttachment stays (on a node that stays Ready).
+    stuck_for_good: &[ids::LOST_NODE, ids::LOST_NODE_PATHS],
+    forgiven: &[],
 };
 
 const SWARM: CallPattern = CallPattern {
@@ -445,7 +470,10 @@ const SWARM: CallPattern = CallPattern {
         "Swarm never expands a volume: swarmkit's controller side (manager/csi) has no ControllerExpandVolume and its \
          node side (agent/csi) no NodeExpandVolume",
     )],
-    stuck_for_good: &[],
+    // The agent retries a refused node unpublish or unstage for ever and never reports the
+    // volume unpublished, so the manager never sends ControllerUnpublishVolume.
+    stuck_for_good: &[ids::LOST_NODE_PATHS],
+    forgiven: &[],
 };
 
 #[cfg(test)]

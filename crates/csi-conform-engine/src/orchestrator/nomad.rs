@@ -203,6 +203,12 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
         "PR #13301, nomad#13264, nomad#12346",
     ),
     row(
+        "lost-node.node-paths-gone",
+        "The client sends NodeUnpublishVolume, then NodeUnstageVolume once no other allocation on the node uses the volume, without looking at the paths first. NOT_FOUND from either is taken as done. Another error from NodeUnpublishVolume is forgiven when Nomad can remove the (unmounted, empty) target directory itself, or when its message says \"no mount point\"; with the directory gone too it stands. Another error from NodeUnstageVolume always stands: the claim stays unpublishing, ControllerUnpublishVolume is not sent, and the server asks the node again at every claim GC (5 minutes) for as long as the plugin refuses. A node the server marked down gets no node calls at all (PR #13301).",
+        "read at main (aa026cc, Aug 2026); NOT_FOUND taken as done since PR #8605 (0.12.2), the unpublish retry since PR #11892 (1.3.0)",
+        "plugins/csi/client.go NodeUnpublishVolume, NodeUnstageVolume; client/pluginmanager/csimanager/volume.go unpublishVolume, unmountVolumeImpl, unstageVolume; client/allocrunner/csi_hook.go Postrun; nomad/csi_endpoint.go Unpublish; nomad/core_sched.go csiVolumeClaimGC; PR #8605, #11892, #13301",
+    ),
+    row(
         "limits.max-volumes",
         "The scheduler counts the volumes of that plugin already claimed on the node and refuses placement when the count reaches max_volumes_per_node; the client turns 0 into \"unlimited\".",
         "stored main",

@@ -145,6 +145,12 @@ pub(super) const BEHAVIOURS: &[Behaviour] = &[
         "manager/csi/manager.go (not read for this case)",
     ),
     row(
+        "lost-node.node-paths-gone",
+        "The agent sends NodeUnpublishVolume, then NodeUnstageVolume, without looking at the paths; after a reboot its in-memory table is empty, so NodeUnstageVolume does reach the plugin (in normal running it is skipped, see rpc.unstage). Any error, NOT_FOUND included, is retried for ever (backoff up to 10 minutes) and the volume stays pending node unpublish: the manager sends ControllerUnpublishVolume only once the node reports both calls done. A forced volume remove is the way out.",
+        "swarmkit main (3e72cb6, v2.1.2-88, Aug 2026); the files read unchanged since Feb 2024",
+        "agent/csi/volumes.go unpublishVolume, tryVolume; volumequeue/queue.go; agent/csi/plugin/plugin.go NodeUnpublishVolume, NodeUnstageVolume; manager/dispatcher/dispatcher.go; manager/csi/manager.go handleVolume",
+    ),
+    row(
         "limits.max-volumes",
         "max_volumes_per_node is recorded but the volume placement code read does not enforce it.",
         "swarmkit v2 as read; other filters not read",

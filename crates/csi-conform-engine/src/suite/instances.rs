@@ -11,7 +11,7 @@ use super::{
     model::{Action, ORCHESTRATOR_ONLY, Scenario, Suite},
 };
 use crate::{
-    orchestrator::{Profile, ids},
+    orchestrator::{CallPattern, Profile, ids},
     report::{BehaviourResult, Finding, OrchestratorResult, ScenarioResult, Severity, SuiteResult},
 };
 
@@ -59,15 +59,17 @@ pub fn with_instances(suites: &[Suite], orchestrators: &[Profile], only: bool) -
 }
 
 /// Feeds `cell` of a row of [`ids::FED_BY`] (nothing for another row) from the plain
-/// scenario that drives it: where the defect reaches the orchestrator (`exposed`), each
-/// finding of the row's kinds at warn or fail turns the cell, a failure where the
-/// orchestrator is stuck for good (`stuck`); without one, the cell passes only when the
-/// scenario passed. A scenario that stopped on something else (a NodeStageVolume refused
-/// before the restart, a CreateVolume refused before the lost node's unpublish) may never
-/// have got to what the row is about: that is no pass, and the cell stays a skip saying why
-/// ([`unjudged`]).
-fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], exposed: bool, stuck: bool) {
+/// scenario that drives it: where the defect reaches the orchestrator
+/// ([`CallPattern::exposed`]), each finding of the row's kinds at warn or fail turns the
+/// cell, a failure where the orchestrator (`pattern`) is stuck for good, none where it takes
+/// the refused answer as success ([`CallPattern::forgives`]); without one, the cell passes
+/// only when the scenario passed. A scenario that stopped on something else (a
+/// NodeStageVolume refused before the restart, a CreateVolume refused before the lost node's
+/// unpublish) may never have got to what the row is about: that is no pass, and the cell
+/// stays a skip saying why ([`unjudged`]).
+fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], pattern: &CallPattern) {
     let Some((_, scenario, kinds)) = ids::FED_BY.iter().find(|(r, ..)| *r == row) else { return };
+    let stuck = pattern.stuck_for_good.contains(&row);
     for s in suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id == *scenario && s.outcome != Severity::Skip) {
         let of_row = |f: &&Finding| kinds.contains(&f.kind.as_str()) && matches!(f.severity, Severity::Warn | Severity::Fail);
         if s.outcome != Severity::Pass && !s.findings.iter().any(|f| of_row(&f)) {
@@ -77,10 +79,11 @@ fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], exposed: 
         if cell.outcome == Severity::Skip {
             cell.outcome = Severity::Pass;
         }
-        if !exposed {
+        if !pattern.exposed(row) {
             continue;
         }
-        for f in s.findings.iter().filter(of_row) {
+        let hurts = |f: &&Finding| of_row(f) && !pattern.forgives(row, f.rpc.as_deref(), f.got.as_deref());
+        for f in s.findings.iter().filter(hurts) {
             cell.outcome = cell.outcome.max(if stuck { Severity::Fail } else { f.severity });
             cell.findings.push(f.clone());
         }
@@ -161,7 +164,7 @@ pub fn matrix(orchestrators: &[Profile], suites: &[SuiteResult]) -> Vec<Orchestr
                         cell.findings.push(f.clone());
                     }
                 }
-                feed(&mut cell, b.id, suites, pattern.exposed(b.id), pattern.stuck_for_good.contains(&b.id));
+                feed(&mut cell, b.id, suites, &pattern);
                 if cell.outcome == Severity::Skip {
                     cell.skip_reason = Some(if let Some(why) = pattern.undriven(b.id) {
                         why.to_owned()
@@ -351,5 +354,51 @@ mod tests {
         assert_eq!((r.outcome, l.outcome), (Severity::Fail, Severity::Pass));
         assert_eq!(r.findings.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(), ["restart-lost-state"]);
         assert_eq!((r.instances, l.instances), (vec![restart.to_owned()], vec![lost.to_owned()]));
+    }
+
+    /// The lost-node path row: a refusal of a node call for a path a reboot took away fails
+    /// the cells of the orchestrators it leaves stuck, but not Nomad's where Nomad takes the
+    /// answer as done (NOT_FOUND); another code fails Nomad's too.
+    #[test]
+    fn a_refusal_an_orchestrator_takes_as_done_turns_no_cell_of_it() {
+        let refused = |rpc: &str, got: &str| Finding {
+            rpc: Some(rpc.into()),
+            got: Some(got.into()),
+            ..Finding::new(Severity::Fail, "paths-gone", "m")
+        };
+        let cells = |findings: Vec<Finding>| {
+            let outcome = if findings.is_empty() { Severity::Pass } else { Severity::Fail };
+            let scenario = ScenarioResult {
+                id: "disruption.lost-node.node-paths-gone".into(),
+                title: String::new(),
+                requirements: Vec::new(),
+                tags: Vec::new(),
+                parity: Vec::new(),
+                outcome,
+                skip_reason: None,
+                findings,
+                duration: std::time::Duration::ZERO,
+                expectation: None,
+                rpcs: 0,
+                exercised: Vec::new(),
+            };
+            let suites = vec![SuiteResult { id: "s".into(), title: String::new(), source: String::new(), scenarios: vec![scenario] }];
+            let all: Vec<Profile> = Orchestrator::ALL.iter().map(|&o| o.into()).collect();
+            matrix(&all, &suites)
+                .into_iter()
+                .map(|o| {
+                    let b = o.behaviours.into_iter().find(|b| b.id == ids::LOST_NODE_PATHS).unwrap();
+                    (o.name, b.outcome, b.findings.len())
+                })
+                .collect::<Vec<_>>()
+        };
+        let not_found = vec![refused("NodeUnpublishVolume", "NOT_FOUND"), refused("NodeUnstageVolume", "NOT_FOUND")];
+        let want = [("nomad", Severity::Pass, 0), ("kubernetes", Severity::Fail, 2), ("swarm", Severity::Fail, 2)];
+        assert_eq!(cells(not_found), want.map(|(o, s, n)| (o.to_owned(), s, n)));
+        let internal = vec![refused("NodeUnpublishVolume", "NOT_FOUND"), refused("NodeUnstageVolume", "INTERNAL")];
+        let want = [("nomad", Severity::Fail, 1), ("kubernetes", Severity::Fail, 2), ("swarm", Severity::Fail, 2)];
+        assert_eq!(cells(internal), want.map(|(o, s, n)| (o.to_owned(), s, n)));
+        let none = cells(Vec::new());
+        assert!(none.iter().all(|(_, s, n)| *s == Severity::Pass && *n == 0), "{none:?}");
     }
 }

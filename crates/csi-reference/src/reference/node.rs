@@ -317,6 +317,7 @@ impl Plugin {
             let Some(record) = record_to_undo(found, |r| &r.volume_id, &req.volume_id, known || undone)? else {
                 return Ok(v1::NodeUnstageVolumeResponse {});
             };
+            self.quirk_path_gone(&staging, "staging")?;
             if let Some((target, _)) = node
                 .publications
                 .iter()
@@ -495,6 +496,7 @@ impl Plugin {
             let Some(record) = record_to_undo(found, |r| &r.volume_id, &req.volume_id, known || undone)? else {
                 return Ok(v1::NodeUnpublishVolumeResponse {});
             };
+            self.quirk_path_gone(&target, "target")?;
             if record.mounted {
                 // Quirk `hides-target-mount`: the publication's bind of the parent goes first.
                 if self.quirk(super::Quirk::HidesTargetMount) && let Some(parent) = target.parent() {

@@ -1,9 +1,10 @@
 //! The reference plugin's concurrency and lost-node quirks: overlapping calls that pick the
 //! same device (`attach-race`, `publish-device-race`), make a volume each
 //! (`race-create-duplicates`), share one clone (`clone-fanout-shares-source`), lose one
-//! (`fanout-loses-clone`) or refuse each other (`stage-not-reentrant`), and a controller that
-//! will not unpublish from a node it does not know (`unpublish-needs-known-node`). Each is
-//! behind a `self.quirk(..)` test.
+//! (`fanout-loses-clone`) or refuse each other (`stage-not-reentrant`), a controller that
+//! will not unpublish from a node it does not know (`unpublish-needs-known-node`), and a node
+//! plugin that will not unpublish or unstage at a path that is gone (`unpublish-needs-path`).
+//! Each is behind a `self.quirk(..)` test.
 
 use std::collections::BTreeSet;
 
@@ -155,6 +156,16 @@ impl Plugin {
             return Ok(());
         }
         Err(Status::not_found(format!("node {node} does not exist")))
+    }
+
+    /// `unpublish-needs-path`: NOT_FOUND for a NodeUnpublishVolume or NodeUnstageVolume whose
+    /// record says the volume is published or staged at `path`, when `path` is gone (`what`:
+    /// `target` or `staging`): the stat of the path comes before the plugin's own record.
+    pub(crate) fn quirk_path_gone(&self, path: &std::path::Path, what: &str) -> Result<(), Status> {
+        if !self.quirk(Quirk::UnpublishNeedsPath) || std::fs::symlink_metadata(path).is_ok() {
+            return Ok(());
+        }
+        Err(Status::not_found(format!("{what} path {} not found", path.display())))
     }
 }
 

@@ -55,6 +55,7 @@ checks! {
     fanout,
     restart_published,
     restart_create,
+    paths_gone,
 }
 
 /// Every named check, in the order `list --checks` shows them.

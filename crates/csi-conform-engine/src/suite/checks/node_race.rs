@@ -11,7 +11,7 @@ use prost_reflect::DynamicMessage;
 use super::{
     Check, CheckDef, CheckFuture,
     stress_support::{
-        Volume, controller_has, controller_publish, controller_unpublish, create, delete, left_mounted, mounts_at, node_has,
+        ONE_VOLUME_ON_NODE, Volume, controller_has, controller_publish, controller_unpublish, create, delete, left_mounted, mounts_at, node_has,
         node_id, note, publish_request, stage_request, typed_capability, unpublish, unstage,
     },
     support::{OwnCapability, capability_arg},
@@ -35,16 +35,7 @@ impl Check for NodeRace {
     type Args = OwnCapability;
     const NAME: &'static str = "node-race";
     const DESCRIPTION: &'static str = "sends the same NodeStageVolume, then the same NodePublishVolume, --stress-calls times at once on node 0: OK or ABORTED each, one mount at each path, and nothing left mounted after unpublish and unstage";
-    const RPCS: &'static [&'static str] = &[
-        "CreateVolume",
-        "ControllerPublishVolume",
-        "NodeStageVolume",
-        "NodePublishVolume",
-        "NodeUnpublishVolume",
-        "NodeUnstageVolume",
-        "ControllerUnpublishVolume",
-        "DeleteVolume",
-    ];
+    const RPCS: &'static [&'static str] = ONE_VOLUME_ON_NODE;
 
     fn demand(_: &OwnCapability, _: &CheckUse<'_>) -> CheckDemand {
         CheckDemand { volumes: 1, publish: vec![1], ..CheckDemand::default() }

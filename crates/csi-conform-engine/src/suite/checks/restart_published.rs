@@ -15,13 +15,12 @@ use super::{
     Check, CheckDef, CheckFuture,
     node_restart::restart_node,
     stress_support::{
-        Volume, controller_has, controller_publish, controller_unpublish, create, delete, left_mounted, mounts_at, node_has,
-        node_id, note, publish_request, stage_request, typed_capability, unpublish, unstage,
+        OnNode, controller_unpublish, delete, left_mounted, mounts_at, node_id, note, publish_on_node, typed_capability,
+        unpublish, unstage,
     },
     support::{OwnCapability, capability_arg},
 };
 use crate::{
-    fingerprint::{ControllerCapability, NodeCapability},
     report::{Finding, Severity},
     suite::{
         answer::rpc_error_finding,
@@ -105,31 +104,12 @@ async fn restart_published(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckO
         Err(outcome) => return outcome,
     };
     let block = matches!(typed.access_type, Some(crate::proto::v1::volume_capability::AccessType::Block(_)));
-    let volume: Volume = match create(ctx, "restart", &capability).await {
-        Ok(v) => v,
-        Err(outcome) => return outcome,
-    };
-    let publishes = controller_has(ctx, ControllerCapability::PublishUnpublishVolume);
-    let publish_context = if publishes {
-        match controller_publish(ctx, &volume, &node, &typed).await {
-            Ok(c) => c,
-            Err((e, request)) => return ctx.call_failed(&e, &request, "OK"),
-        }
-    } else {
-        Default::default()
-    };
+    let OnNode { volume, controller_published: publishes, staged: stages, publish } =
+        match publish_on_node(ctx, &node, "restart", (&capability, &typed)).await {
+            Ok(on) => on,
+            Err(outcome) => return outcome,
+        };
     let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
-    let stages = node_has(ctx, NodeCapability::StageUnstageVolume);
-    if stages {
-        let request = stage_request(&volume, &publish_context, &staging, &typed);
-        if let Err(e) = ctx.call("NodeStageVolume", request.clone(), Some(0)).await {
-            return ctx.call_failed(&e, &request, "OK");
-        }
-    }
-    let publish = publish_request(&volume, &publish_context, stages.then_some(staging.as_path()), &target, &typed);
-    if let Err(e) = ctx.call("NodePublishVolume", publish.clone(), Some(0)).await {
-        return ctx.call_failed(&e, &publish, "OK");
-    }
     // What was there before the restart: the mounts, and a marker in the volume.
     let mounted_before = mounts_at(ctx, &target);
     let local = ctx.inspector(0).and_then(|n| n.local_path(&target));

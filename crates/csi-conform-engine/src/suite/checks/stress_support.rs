@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     client::RpcError,
-    fingerprint::{Capability, ControllerCapability, NodeCapability},
+    fingerprint::{Capability, ControllerCapability, NodeCapability, PluginService},
     proto::{self, v1},
     report::{Finding, Severity},
     suite::{
@@ -101,11 +101,19 @@ pub(super) fn volume_of(response: &DynamicMessage) -> Option<Volume> {
     (!volume.volume_id.is_empty()).then_some(Volume { id: volume.volume_id, context: volume.volume_context })
 }
 
-/// A volume of the small size for `capability`, named `<ctx name>-<suffix>`, which must
-/// answer OK.
+/// A volume of the small size for `capability`, named `<ctx name>-<suffix>`, where node 0 is
+/// (its topology required, where the plugin has accessibility constraints and node 0 reports
+/// one: the checks publish it there), which must answer OK.
 pub(super) async fn create(ctx: &mut ScenarioCtx, suffix: &str, capability: &DynamicMessage) -> Result<Volume, CheckOutcome> {
     let name = format!("{}-{suffix}", ctx.name());
-    let response = call_ok(ctx, "CreateVolume", create_request(ctx, name, capability), None).await?;
+    let mut request = create_request(ctx, name, capability);
+    let node0 = ctx.fingerprint().nodes.first().and_then(|n| n.topology.clone()).filter(|t| !t.is_empty());
+    if let Some(segments) = node0.filter(|_| ctx.fingerprint().supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints))) {
+        let here = v1::Topology { segments: segments.into_iter().collect() };
+        let requirement = v1::TopologyRequirement { requisite: vec![here.clone()], preferred: vec![here] };
+        request.set_field_by_name("accessibility_requirements", prost_reflect::Value::Message(proto::to_dynamic(&requirement)));
+    }
+    let response = call_ok(ctx, "CreateVolume", request, None).await?;
     match volume_of(&response) {
         Some(v) => Ok(v),
         None => {
@@ -175,6 +183,57 @@ pub(super) fn publish_request(
         volume_context: volume.context.clone(),
         ..Default::default()
     })
+}
+
+/// The RPCs of one volume's whole life on node 0: created, published to the node, staged,
+/// published, and back (the `RPCS` of the checks that take a volume through it).
+pub(super) const ONE_VOLUME_ON_NODE: &[&str] = &["CreateVolume", "ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume", "NodeUnstageVolume", "ControllerUnpublishVolume", "DeleteVolume"];
+
+/// A volume of a check's own, published on node 0 by [`publish_on_node`].
+pub(super) struct OnNode {
+    /// The volume.
+    pub(super) volume: Volume,
+    /// Whether ControllerPublishVolume was sent (the controller publishes).
+    pub(super) controller_published: bool,
+    /// Whether NodeStageVolume was sent (node 0 stages), at the scenario's staging path.
+    pub(super) staged: bool,
+    /// The NodePublishVolume request that answered OK, at the scenario's target path.
+    pub(super) publish: DynamicMessage,
+}
+
+/// Creates a volume of the small size for `capability` (`typed`), named `<ctx name>-<suffix>`
+/// where node 0 (`node_id`) is, publishes it to node 0 where the controller publishes, stages it
+/// at the scenario's staging path where node 0 stages, and publishes it at the scenario's
+/// target path: each must answer OK.
+pub(super) async fn publish_on_node(
+    ctx: &mut ScenarioCtx,
+    node_id: &str,
+    suffix: &str,
+    (capability, typed): (&DynamicMessage, &v1::VolumeCapability),
+) -> Result<OnNode, CheckOutcome> {
+    let volume = create(ctx, suffix, capability).await?;
+    let controller_published = controller_has(ctx, ControllerCapability::PublishUnpublishVolume);
+    let publish_context = if controller_published {
+        match controller_publish(ctx, &volume, node_id, typed).await {
+            Ok(c) => c,
+            Err((e, request)) => return Err(ctx.call_failed(&e, &request, "OK")),
+        }
+    } else {
+        Default::default()
+    };
+    let (staging, target) = (ctx.paths().staging.clone(), ctx.paths().target.clone());
+    let staged = node_has(ctx, NodeCapability::StageUnstageVolume);
+    if staged {
+        let request = stage_request(&volume, &publish_context, &staging, typed);
+        if let Err(e) = ctx.call("NodeStageVolume", request.clone(), Some(0)).await {
+            return Err(ctx.call_failed(&e, &request, "OK"));
+        }
+    }
+    let publish = publish_request(&volume, &publish_context, staged.then_some(staging.as_path()), &target, typed);
+    if let Err(e) = ctx.call("NodePublishVolume", publish.clone(), Some(0)).await {
+        return Err(ctx.call_failed(&e, &publish, "OK"));
+    }
+    Ok(OnNode { volume, controller_published, staged, publish })
 }
 
 /// NodeUnpublishVolume, which must answer OK.
