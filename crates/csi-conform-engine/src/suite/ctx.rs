@@ -360,6 +360,14 @@ impl ScenarioCtx {
         }
     }
 
+    /// Outside an instance too: the scenario got to what row `id` of the matrix is about (a
+    /// row fed by a plain scenario, `ids::FED_BY`): its calls were sent and judged, so a
+    /// finding of the scenario about something else (a witness's lie filed under it) does not
+    /// keep the row from being judged.
+    pub fn reached(&mut self, id: &'static str) {
+        self.exercised.insert(id);
+    }
+
     /// A fork whose ControllerPublishVolume calls overlap its siblings', as the instance's
     /// orchestrator sends them (only where the pattern says it does).
     pub fn fork_overlapping(&self) -> ScenarioCtx {

@@ -63,7 +63,9 @@ pub fn with_instances(suites: &[Suite], orchestrators: &[Profile], only: bool) -
 /// ([`CallPattern::exposed`]), each finding of the row's kinds at warn or fail turns the
 /// cell, a failure where the orchestrator (`pattern`) is stuck for good, none where it takes
 /// the refused answer as success ([`CallPattern::forgives`]); without one, the cell passes
-/// only when the scenario passed. A scenario that stopped on something else (a
+/// when the scenario passed or says it got to the row ([`reached`](super::ctx::ScenarioCtx::reached): its other
+/// findings are about something else, such as a witness's lie filed under it). A scenario that
+/// stopped on something else (a
 /// NodeStageVolume refused before the restart, a CreateVolume refused before the lost node's
 /// unpublish) may never have got to what the row is about: that is no pass, and the cell
 /// stays a skip saying why ([`unjudged`]).
@@ -72,7 +74,8 @@ fn feed(cell: &mut BehaviourResult, row: &str, suites: &[SuiteResult], pattern: 
     let stuck = pattern.stuck_for_good.contains(&row);
     for s in suites.iter().flat_map(|s| &s.scenarios).filter(|s| s.id == *scenario && s.outcome != Severity::Skip) {
         let of_row = |f: &&Finding| kinds.contains(&f.kind.as_str()) && matches!(f.severity, Severity::Warn | Severity::Fail);
-        if s.outcome != Severity::Pass && !s.findings.iter().any(|f| of_row(&f)) {
+        let got_there = s.outcome == Severity::Pass || s.exercised.iter().any(|e| e == row);
+        if !got_there && !s.findings.iter().any(|f| of_row(&f)) {
             continue;
         }
         cell.instances.push(s.id.clone());
@@ -354,6 +357,14 @@ mod tests {
         assert_eq!((r.outcome, l.outcome), (Severity::Fail, Severity::Pass));
         assert_eq!(r.findings.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(), ["restart-lost-state"]);
         assert_eq!((r.instances, l.instances), (vec![restart.to_owned()], vec![lost.to_owned()]));
+
+        // Failed on something else after it got to the row (hostpath's lying ControllerGetVolume
+        // filed under the node-reboot scenario): the row is judged, and passes.
+        let mut got_there = result(restart, Severity::Fail, vec![Finding::new(Severity::Fail, "lying-witness", "a lie")]);
+        got_there.exercised = vec![ids::RESTART_NODE.to_owned()];
+        let m = matrix_of(vec![got_there]);
+        let r = cell(&m, ids::RESTART_NODE);
+        assert_eq!((r.outcome, r.findings.len()), (Severity::Pass, 0), "{r:#?}");
     }
 
     /// The lost-node path row: a refusal of a node call for a path a reboot took away fails

@@ -149,6 +149,7 @@ async fn paths_gone(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcome 
             return outcome;
         }
     }
+    ctx.reached(crate::orchestrator::ids::LOST_NODE_PATHS);
     if controller_published && let Err(outcome) = controller_unpublish(ctx, &volume, &node).await {
         return outcome;
     }

@@ -150,6 +150,7 @@ async fn publish_race(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckOutcom
     if let Err(outcome) = shared_devices(ctx, &volumes, &contexts, &node, &typed).await {
         return outcome;
     }
+    ctx.reached(crate::orchestrator::ids::CONCURRENCY_CONTROLLER);
     for volume in &volumes {
         if let Err(outcome) = controller_unpublish(ctx, volume, &node).await {
             return outcome;

@@ -172,6 +172,7 @@ async fn restart_published(ctx: &mut ScenarioCtx, args: OwnCapability) -> CheckO
     if let Err(outcome) = after_restart(ctx, "NodePublishVolume", publish, if stages { STAGED_PUBLISHES } else { AT_TARGET }).await {
         return outcome;
     }
+    ctx.reached(crate::orchestrator::ids::RESTART_NODE);
     if let Err(outcome) = unpublish(ctx, &volume, &target).await {
         return outcome;
     }
