@@ -204,6 +204,24 @@ mod tests {
         super::super::load_str("test", text).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// A plain scenario's result: `outcome`, its `findings`, nothing exercised.
+    fn scenario(id: &str, outcome: Severity, findings: Vec<Finding>) -> ScenarioResult {
+        ScenarioResult {
+            id: id.into(),
+            title: String::new(),
+            requirements: Vec::new(),
+            tags: Vec::new(),
+            parity: Vec::new(),
+            outcome,
+            skip_reason: None,
+            findings,
+            duration: std::time::Duration::ZERO,
+            expectation: None,
+            rpcs: 0,
+            exercised: Vec::new(),
+        }
+    }
+
     const TEXT: &str = "suite: t\ntitle: t\nscenarios:\n  - id: life\n    title: l\n    steps:\n      - check: lifecycle\n\
         \x20 - id: plain\n    title: p\n    steps:\n      - call: Probe\n";
 
@@ -233,18 +251,8 @@ mod tests {
     #[test]
     fn a_cell_is_the_worst_finding_filed_under_it_pass_when_exercised_skip_otherwise() {
         let result = |id: &str, exercised: &[&str], findings: Vec<Finding>| ScenarioResult {
-            id: id.into(),
-            title: String::new(),
-            requirements: Vec::new(),
-            tags: Vec::new(),
-            parity: Vec::new(),
-            outcome: Severity::Pass,
-            skip_reason: None,
-            findings,
-            duration: std::time::Duration::ZERO,
-            expectation: None,
-            rpcs: 0,
             exercised: exercised.iter().map(|e| (*e).to_owned()).collect(),
+            ..scenario(id, Severity::Pass, findings)
         };
         let filed = |severity, behaviour: &str| Finding { behaviour: Some(behaviour.into()), ..Finding::new(severity, "k", "m") };
         let scenarios = vec![
@@ -272,21 +280,12 @@ mod tests {
     #[test]
     fn a_publish_race_turns_the_concurrency_cell_only_where_the_orchestrator_overlaps_publishes() {
         let shared = Finding::new(Severity::Warn, "device-shared", "two volumes at one device");
-        let scenario = ScenarioResult {
-            id: "stress.controller-publish.volumes-at-once".into(),
-            title: String::new(),
-            requirements: Vec::new(),
-            tags: Vec::new(),
-            parity: Vec::new(),
-            outcome: Severity::Warn,
-            skip_reason: None,
-            findings: vec![shared, Finding::new(Severity::Warn, "other-kind", "not this row's")],
-            duration: std::time::Duration::ZERO,
-            expectation: None,
-            rpcs: 0,
-            exercised: Vec::new(),
-        };
-        let suites = vec![SuiteResult { id: "stress".into(), title: String::new(), source: String::new(), scenarios: vec![scenario] }];
+        let raced = scenario(
+            "stress.controller-publish.volumes-at-once",
+            Severity::Warn,
+            vec![shared, Finding::new(Severity::Warn, "other-kind", "not this row's")],
+        );
+        let suites = vec![SuiteResult { id: "stress".into(), title: String::new(), source: String::new(), scenarios: vec![raced] }];
         let profiles: Vec<Profile> = vec![
             Orchestrator::Nomad.into(),
             Profile::parse("nomad@1.5").unwrap().remove(0),
@@ -313,20 +312,7 @@ mod tests {
     /// pass, a survived restart that never happened.
     #[test]
     fn a_fed_row_is_judged_only_by_a_scenario_that_got_to_it() {
-        let result = |id: &str, outcome, findings: Vec<Finding>| ScenarioResult {
-            id: id.into(),
-            title: String::new(),
-            requirements: Vec::new(),
-            tags: Vec::new(),
-            parity: Vec::new(),
-            outcome,
-            skip_reason: None,
-            findings,
-            duration: std::time::Duration::ZERO,
-            expectation: None,
-            rpcs: 0,
-            exercised: Vec::new(),
-        };
+        let result = scenario;
         let matrix_of = |scenarios: Vec<ScenarioResult>| {
             let suites = vec![SuiteResult { id: "disruption".into(), title: String::new(), source: String::new(), scenarios }];
             matrix(&[Orchestrator::Nomad.into()], &suites)
@@ -379,21 +365,8 @@ mod tests {
         };
         let cells = |findings: Vec<Finding>| {
             let outcome = if findings.is_empty() { Severity::Pass } else { Severity::Fail };
-            let scenario = ScenarioResult {
-                id: "disruption.lost-node.node-paths-gone".into(),
-                title: String::new(),
-                requirements: Vec::new(),
-                tags: Vec::new(),
-                parity: Vec::new(),
-                outcome,
-                skip_reason: None,
-                findings,
-                duration: std::time::Duration::ZERO,
-                expectation: None,
-                rpcs: 0,
-                exercised: Vec::new(),
-            };
-            let suites = vec![SuiteResult { id: "s".into(), title: String::new(), source: String::new(), scenarios: vec![scenario] }];
+            let gone = scenario("disruption.lost-node.node-paths-gone", outcome, findings);
+            let suites = vec![SuiteResult { id: "s".into(), title: String::new(), source: String::new(), scenarios: vec![gone] }];
             let all: Vec<Profile> = Orchestrator::ALL.iter().map(|&o| o.into()).collect();
             matrix(&all, &suites)
                 .into_iter()
