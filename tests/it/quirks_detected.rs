@@ -335,16 +335,18 @@ async fn caught(quirk: Quirk) -> RunReport {
     report
 }
 
-/// A plugin that refuses to unpublish or unstage at a path that is gone fails no scenario of a
+/// A plugin that refuses to unpublish or unstage at a path that is gone (either quirk) fails no scenario of a
 /// default run: the second NodeUnpublishVolume and NodeUnstageVolume of
 /// `extras.node-unpublish-unstage.twice` meet a path the first call removed, but no record
 /// left either, and the OK they owe stands. Only the disruption suite's node reboot, which
 /// takes the paths away while the record stays, catches it (tests/it/stress.rs).
 #[tokio::test]
-async fn a_plugin_that_needs_the_path_to_unpublish_fails_no_default_scenario() {
-    let report = caught(Quirk::UnpublishNeedsPath).await;
-    assert!(!report.failed());
-    assert_eq!(report.scenario("extras.node-unpublish-unstage.twice").map(|s| s.outcome), Some(Severity::Pass));
+async fn a_plugin_that_needs_the_path_to_unpublish_or_unstage_fails_no_default_scenario() {
+    for quirk in [Quirk::UnpublishNeedsPath, Quirk::UnstageUnmountsBlindly] {
+        let report = caught(quirk).await;
+        assert!(!report.failed(), "{quirk}");
+        assert_eq!(report.scenario("extras.node-unpublish-unstage.twice").map(|s| s.outcome), Some(Severity::Pass), "{quirk}");
+    }
 }
 
 /// A plugin that counts on the CO to make the staging directory passes every base scenario:

@@ -24,6 +24,7 @@ pub const QUIRKS: &[(Quirk, &str, &str, Severity)] = &[
     (Quirk::FanoutLosesClone, "stress.fanout.clones-and-snapshots", "lost-volume", Severity::Fail),
     (Quirk::UnpublishNeedsKnownNode, "disruption.lost-node.controller-unpublish", "lost-node", Severity::Warn),
     (Quirk::UnpublishNeedsPath, "disruption.lost-node.node-paths-gone", "paths-gone", Severity::Fail),
+    (Quirk::UnstageUnmountsBlindly, "disruption.lost-node.node-paths-gone", "paths-gone", Severity::Fail),
 ];
 
 fn opt_in() -> Vec<Suite> {
@@ -114,14 +115,17 @@ async fn each_race_and_lost_node_quirk_is_one_finding_in_its_own_scenario() {
     for &(quirk, scenario, kind, severity) in QUIRKS {
         let report = run(&[quirk], 8).await;
         let found = verdicts(&report);
-        // A node reboot's refusals are one finding per refused call, each naming its own rule.
-        let calls = if kind == "paths-gone" { 2 } else { 1 };
-        assert_eq!(found, vec![(scenario.to_owned(), kind.to_owned(), severity); calls], "{quirk}: {found:#?}");
+        assert_eq!(found, [(scenario.to_owned(), kind.to_owned(), severity)], "{quirk}: {found:#?}");
         let f = report.scenario(scenario).unwrap().findings.iter().find(|f| f.kind == kind).unwrap();
         // Named at its true level: the idempotency MUST fails, the concurrency SHOULD warns,
         // the lost node's SHOULD (the scenario's own requirement) warns.
         match severity {
-            Severity::Fail if kind == "paths-gone" => assert_eq!(f.requirements, ["NodeUnpublishVolume.idempotent"], "{f:#?}"),
+            Severity::Fail if quirk == Quirk::UnpublishNeedsPath => {
+                assert_eq!(f.requirements, ["NodeUnpublishVolume.idempotent"], "{f:#?}")
+            }
+            Severity::Fail if quirk == Quirk::UnstageUnmountsBlindly => {
+                assert_eq!(f.requirements, ["NodeUnstageVolume.idempotent"], "{f:#?}")
+            }
             Severity::Fail if kind == "shared-volume" => assert_eq!(f.requirements, ["CreateVolume.volume.id-unique"], "{f:#?}"),
             Severity::Fail if kind == "lost-volume" => assert_eq!(f.requirements, ["CreateVolume.volume.exists"], "{f:#?}"),
             Severity::Fail => assert_eq!(f.requirements, ["CreateVolume.idempotent"], "{f:#?}"),
@@ -247,49 +251,49 @@ async fn a_publish_race_turns_the_concurrency_cell_only_where_the_orchestrator_o
 }
 
 /// A node reboot took the mounts and the paths away while the plugin's record still holds the
-/// volume: a plugin that looks at the path before its own record refuses NodeUnpublishVolume
-/// and NodeUnstageVolume with NOT_FOUND. Each refusal is a failure naming its own rule, resting
-/// on the run's two observations that the path is gone (the path, the mount table); the paths
-/// made again, the volume still comes down and nothing is left (`run_as` asserts it). In the
-/// matrix Kubernetes and Swarm are stuck for good, while Nomad takes NOT_FOUND as done.
+/// volume. A plugin that looks at the target before its own record refuses NodeUnpublishVolume
+/// with NOT_FOUND; one that unmounts the staging path before it looks refuses NodeUnstageVolume
+/// with INTERNAL. Each refusal is one failure naming its rule, resting on the run's two
+/// observations that the path is gone (the path, the mount table); the path made again, the
+/// volume still comes down and nothing is left (`run_as` asserts it). In the matrix Kubernetes
+/// and Swarm are stuck for good on either; Nomad takes NOT_FOUND as done and is stuck on the
+/// INTERNAL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plugin_that_needs_the_path_to_unpublish_fails_the_node_reboot_and_strands_kubernetes_and_swarm() {
+async fn a_plugin_that_needs_the_path_to_unpublish_or_unstage_fails_the_node_reboot_and_strands_the_orchestrators() {
     let all = csi_conform::orchestrator::Profile::parse("all").unwrap();
-    let report = run_as(&[Quirk::UnpublishNeedsPath], 4, all).await;
-    let scenario = report.scenario("disruption.lost-node.node-paths-gone").unwrap();
-    let refused: Vec<_> = scenario.findings.iter().filter(|f| f.severity >= Severity::Warn).collect();
-    let calls: Vec<(&str, &str, &str, Vec<&str>)> = refused
-        .iter()
-        .map(|f| {
-            let requirements = f.requirements.iter().map(String::as_str).collect();
-            (f.kind.as_str(), f.rpc.as_deref().unwrap_or_default(), f.got.as_deref().unwrap_or_default(), requirements)
-        })
-        .collect();
-    assert_eq!(
-        calls,
-        [
-            ("paths-gone", "NodeUnpublishVolume", "NOT_FOUND", vec!["NodeUnpublishVolume.idempotent"]),
-            ("paths-gone", "NodeUnstageVolume", "NOT_FOUND", vec!["NodeUnstageVolume.idempotent"]),
-        ],
-        "{refused:#?}"
-    );
-    for f in &refused {
+    let cases = [
+        (Quirk::UnpublishNeedsPath, "NodeUnpublishVolume", "NOT_FOUND", "NodeUnpublishVolume.idempotent", Severity::Pass),
+        (Quirk::UnstageUnmountsBlindly, "NodeUnstageVolume", "INTERNAL", "NodeUnstageVolume.idempotent", Severity::Fail),
+    ];
+    for (quirk, rpc, code, rule, nomad) in cases {
+        let report = run_as(&[quirk], 4, all.clone()).await;
+        let scenario = report.scenario("disruption.lost-node.node-paths-gone").unwrap();
+        let refused: Vec<_> = scenario.findings.iter().filter(|f| f.severity >= Severity::Warn).collect();
+        let calls: Vec<(&str, &str, &str, Vec<&str>)> = refused
+            .iter()
+            .map(|f| {
+                let requirements = f.requirements.iter().map(String::as_str).collect();
+                (f.kind.as_str(), f.rpc.as_deref().unwrap_or_default(), f.got.as_deref().unwrap_or_default(), requirements)
+            })
+            .collect();
+        assert_eq!(calls, [("paths-gone", rpc, code, vec![rule])], "{quirk}: {refused:#?}");
+        let f = refused[0];
         assert_eq!(f.severity, Severity::Fail);
         let claims: Vec<&str> = f.evidence.iter().map(|e| e.claim.as_str()).collect();
         assert_eq!(claims, ["does not exist", "lists nothing mounted there"], "{f:#?}");
         assert!(f.message.contains("answered OK once the path was made again"), "{}", f.message);
+        let cells: BTreeMap<String, Severity> = report
+            .orchestrators
+            .iter()
+            .map(|o| (o.name.clone(), o.behaviours.iter().find(|b| b.id == "lost-node.node-paths-gone").unwrap().outcome))
+            .collect();
+        let want: BTreeMap<String, Severity> =
+            [("kubernetes", Severity::Fail), ("nomad", nomad), ("swarm", Severity::Fail)].map(|(o, s)| (o.to_owned(), s)).into();
+        assert_eq!(cells, want, "{quirk}");
     }
     if !csi_conform::mounts::has_cap_sys_admin() {
         eprintln!("SKIPPED (in part): no CAP_SYS_ADMIN, so the reference plugin mounted nothing and the reboot only removed the paths");
     }
-    let cells: BTreeMap<String, Severity> = report
-        .orchestrators
-        .iter()
-        .map(|o| (o.name.clone(), o.behaviours.iter().find(|b| b.id == "lost-node.node-paths-gone").unwrap().outcome))
-        .collect();
-    let want: BTreeMap<String, Severity> =
-        [("kubernetes", Severity::Fail), ("nomad", Severity::Pass), ("swarm", Severity::Fail)].map(|(o, s)| (o.to_owned(), s)).into();
-    assert_eq!(cells, want);
 }
 
 /// The fan-out reads the source's marker back from its copies: a plugin whose volumes restored

@@ -317,7 +317,7 @@ impl Plugin {
             let Some(record) = record_to_undo(found, |r| &r.volume_id, &req.volume_id, known || undone)? else {
                 return Ok(v1::NodeUnstageVolumeResponse {});
             };
-            self.quirk_path_gone(&staging, "staging")?;
+            self.quirk_staging_gone(&staging)?;
             if let Some((target, _)) = node
                 .publications
                 .iter()
@@ -496,7 +496,7 @@ impl Plugin {
             let Some(record) = record_to_undo(found, |r| &r.volume_id, &req.volume_id, known || undone)? else {
                 return Ok(v1::NodeUnpublishVolumeResponse {});
             };
-            self.quirk_path_gone(&target, "target")?;
+            self.quirk_target_gone(&target)?;
             if record.mounted {
                 // Quirk `hides-target-mount`: the publication's bind of the parent goes first.
                 if self.quirk(super::Quirk::HidesTargetMount) && let Some(parent) = target.parent() {

@@ -183,9 +183,12 @@ pub enum Quirk {
     FanoutLosesClone,
     /// ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND.
     UnpublishNeedsKnownNode,
-    /// NodeUnpublishVolume and NodeUnstageVolume answer NOT_FOUND when the plugin's record
-    /// says published or staged at the path but the path is gone (after a node reboot).
+    /// NodeUnpublishVolume answers NOT_FOUND when the plugin's record says published at the
+    /// target path but the path is gone (after a node reboot).
     UnpublishNeedsPath,
+    /// NodeUnstageVolume unmounts the staging path before it looks at it and answers INTERNAL
+    /// when the path is gone though its record says staged (after a node reboot).
+    UnstageUnmountsBlindly,
     /// A node plugin forgets on start what it had staged (its stage records), though the
     /// mounts stay: a volume staged before a restart is no longer published from there.
     RestartLosesStaging,
@@ -287,6 +290,7 @@ impl Quirk {
         Quirk::FanoutLosesClone,
         Quirk::UnpublishNeedsKnownNode,
         Quirk::UnpublishNeedsPath,
+        Quirk::UnstageUnmountsBlindly,
         Quirk::RestartLosesStaging,
         Quirk::RestartForgetsNames,
     ];
@@ -359,6 +363,7 @@ impl Quirk {
             Quirk::FanoutLosesClone => "fanout-loses-clone",
             Quirk::UnpublishNeedsKnownNode => "unpublish-needs-known-node",
             Quirk::UnpublishNeedsPath => "unpublish-needs-path",
+            Quirk::UnstageUnmountsBlindly => "unstage-unmounts-blindly",
             Quirk::RestartLosesStaging => "restart-loses-staging",
             Quirk::RestartForgetsNames => "restart-forgets-names",
         }
@@ -522,7 +527,8 @@ impl Quirk {
             Quirk::CloneFanoutSharesSource => "a CreateVolume cloning a volume while another clone of that source is in flight waits for it and answers with that clone, whatever its own name (in-flight requests coalesced by source instead of by name): clones of one source sent at once get one volume",
             Quirk::FanoutLosesClone => "of the CreateVolume calls cloning one volume at once, one answers OK with a new volume id and records nothing (a lost update: state saved read-modify-write without a lock, one clone's record overwritten by another's): the CO holds a volume the plugin neither lists nor finds",
             Quirk::UnpublishNeedsKnownNode => "ControllerUnpublishVolume for a node id the plugin does not know answers NOT_FOUND instead of OK, so a CO whose node is gone for good can never release the volume (hashicorp/nomad#13301, #8683)",
-            Quirk::UnpublishNeedsPath => "NodeUnpublishVolume and NodeUnstageVolume answer NOT_FOUND \"target path not found\" / \"staging path not found\" when the plugin's record says the volume is published or staged at that path but the path is gone, as after a node reboot (plugins that stat the path before they look at their own record): the kubelet and the Swarm agent then retry for ever and never detach the volume (Nomad takes NOT_FOUND as done)",
+            Quirk::UnpublishNeedsPath => "NodeUnpublishVolume answers NOT_FOUND \"target path not found\" when the plugin's record says the volume is published at the target path but the path is gone, as after a node reboot (plugins that stat the target before they look at their own record): the kubelet and the Swarm agent then retry for ever and never detach the volume (Nomad takes NOT_FOUND as done)",
+            Quirk::UnstageUnmountsBlindly => "NodeUnstageVolume unmounts the staging path before it looks at it, and answers INTERNAL \"unmount ...: no such file or directory\" when the path is gone though the plugin's record says the volume is staged there, as after a node reboot: Nomad, the kubelet and the Swarm agent all retry for ever and never send ControllerUnpublishVolume (Nomad forgives only NOT_FOUND)",
             Quirk::RestartLosesStaging => "a node plugin forgets on start what it had staged (its stage records; the mounts stay), so a volume staged before a restart answers FAILED_PRECONDITION \"not staged\" to NodePublishVolume afterwards (hashicorp/nomad#13028, #25813: node plugins that keep their state in memory)",
             Quirk::RestartForgetsNames => "a controller plugin forgets on start which name each volume was created under (a name index kept in memory), so a CreateVolume whose answer was lost in a restart, asked again, makes a second volume",
             Quirk::EchoSecrets => {

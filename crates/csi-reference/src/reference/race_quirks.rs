@@ -3,8 +3,8 @@
 //! (`race-create-duplicates`), share one clone (`clone-fanout-shares-source`), lose one
 //! (`fanout-loses-clone`) or refuse each other (`stage-not-reentrant`), a controller that
 //! will not unpublish from a node it does not know (`unpublish-needs-known-node`), and a node
-//! plugin that will not unpublish or unstage at a path that is gone (`unpublish-needs-path`).
-//! Each is behind a `self.quirk(..)` test.
+//! plugin that will not unpublish (`unpublish-needs-path`) or unstage
+//! (`unstage-unmounts-blindly`) at a path that is gone. Each is behind a `self.quirk(..)` test.
 
 use std::collections::BTreeSet;
 
@@ -158,14 +158,24 @@ impl Plugin {
         Err(Status::not_found(format!("node {node} does not exist")))
     }
 
-    /// `unpublish-needs-path`: NOT_FOUND for a NodeUnpublishVolume or NodeUnstageVolume whose
-    /// record says the volume is published or staged at `path`, when `path` is gone (`what`:
-    /// `target` or `staging`): the stat of the path comes before the plugin's own record.
-    pub(crate) fn quirk_path_gone(&self, path: &std::path::Path, what: &str) -> Result<(), Status> {
-        if !self.quirk(Quirk::UnpublishNeedsPath) || std::fs::symlink_metadata(path).is_ok() {
+    /// `unpublish-needs-path`: NOT_FOUND for a NodeUnpublishVolume whose record says the
+    /// volume is published at `target`, when `target` is gone: the stat of the path comes
+    /// before the plugin's own record.
+    pub(crate) fn quirk_target_gone(&self, target: &std::path::Path) -> Result<(), Status> {
+        if !self.quirk(Quirk::UnpublishNeedsPath) || std::fs::symlink_metadata(target).is_ok() {
             return Ok(());
         }
-        Err(Status::not_found(format!("{what} path {} not found", path.display())))
+        Err(Status::not_found(format!("target path {} not found", target.display())))
+    }
+
+    /// `unstage-unmounts-blindly`: INTERNAL for a NodeUnstageVolume whose record says the
+    /// volume is staged at `staging`, when `staging` is gone: the unmount comes before any look
+    /// at the path.
+    pub(crate) fn quirk_staging_gone(&self, staging: &std::path::Path) -> Result<(), Status> {
+        if !self.quirk(Quirk::UnstageUnmountsBlindly) || std::fs::symlink_metadata(staging).is_ok() {
+            return Ok(());
+        }
+        Err(Status::internal(format!("unmount {}: no such file or directory", staging.display())))
     }
 }
 
