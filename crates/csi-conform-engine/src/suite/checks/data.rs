@@ -18,7 +18,7 @@ use std::{
 use prost_reflect::DynamicMessage;
 use tonic::Code;
 
-use super::{Args, ArgReader, Check, CheckDef, CheckFuture};
+use super::{Args, ArgReader, Check, CheckDef, CheckFuture, support::accessible_from};
 use crate::client::Pacer;
 use crate::marker::{Marker, Placement};
 use crate::suite::{
@@ -388,13 +388,9 @@ impl Data<'_> {
         source: Option<v1::VolumeContentSource>,
         nodes: &[usize],
     ) -> Step<Volume> {
-        let mut requisite: Vec<v1::Topology> = Vec::new();
+        let mut topologies = Vec::new();
         for &n in nodes {
-            let (_, topology) = self.node(n).await?;
-            let t = v1::Topology { segments: topology.into_iter().collect() };
-            if !t.segments.is_empty() && !requisite.contains(&t) {
-                requisite.push(t);
-            }
+            topologies.push(self.node(n).await?.1);
         }
         let requests = self.ctx.requests();
         let mut request = v1::CreateVolumeRequest {
@@ -405,9 +401,8 @@ impl Data<'_> {
             volume_content_source: source,
             ..Default::default()
         };
-        if !requisite.is_empty() && self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints)) {
-            let preferred = vec![requisite[0].clone()];
-            request.accessibility_requirements = Some(v1::TopologyRequirement { requisite, preferred });
+        if self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints)) {
+            request.accessibility_requirements = accessible_from(&topologies);
         }
         let sent = proto::to_dynamic(&request);
         let response = match self.ctx.call("CreateVolume", sent.clone(), None).await {

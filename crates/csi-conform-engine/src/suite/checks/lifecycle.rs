@@ -26,7 +26,7 @@ use std::{
 use prost_reflect::{DynamicMessage, ReflectMessage};
 use tonic::Code;
 
-use super::CheckDef;
+use super::{CheckDef, support::accessible_from};
 use crate::suite::{
     assert,
     catalog::{CheckDemand, CheckUse},
@@ -625,17 +625,7 @@ impl Lifecycle<'_> {
         if self.supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints))
             && self.requisite_from_nodes()
         {
-            let mut requisite: Vec<v1::Topology> = Vec::new();
-            for n in nodes.iter().filter(|n| !n.topology.is_empty()) {
-                let t = v1::Topology { segments: n.topology.clone().into_iter().collect() };
-                if !requisite.contains(&t) {
-                    requisite.push(t);
-                }
-            }
-            if !requisite.is_empty() {
-                let preferred = vec![requisite[0].clone()];
-                request.accessibility_requirements = Some(v1::TopologyRequirement { requisite, preferred });
-            }
+            request.accessibility_requirements = accessible_from(nodes.iter().map(|n| &n.topology));
         }
         let (sent, answer) = self.send("CreateVolume", proto::to_dynamic(&request), None).await;
         let first = match answer {

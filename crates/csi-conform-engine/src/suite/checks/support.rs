@@ -1,5 +1,6 @@
-//! What several named checks share: the capability argument, a call that must answer OK, and
-//! a volume of their own created with the run's size and parameters.
+//! What several named checks share: the capability argument, a call that must answer OK, a
+//! volume of their own created with the run's size and parameters, and where it must be
+//! accessible from.
 
 use prost_reflect::DynamicMessage;
 
@@ -13,6 +14,24 @@ use crate::{
         vars::{FieldPath, Seg, Val},
     },
 };
+
+/// CreateVolume's accessibility requirement for a volume used on nodes with `topologies`
+/// (each node's NodeGetInfo segments): each distinct non-empty one requisite, the first one
+/// preferred; `None` when no node reports one. The caller sends it only where the plugin has
+/// VOLUME_ACCESSIBILITY_CONSTRAINTS.
+pub(super) fn accessible_from<'a>(
+    topologies: impl IntoIterator<Item = &'a std::collections::BTreeMap<String, String>>,
+) -> Option<v1::TopologyRequirement> {
+    let mut requisite: Vec<v1::Topology> = Vec::new();
+    for segments in topologies.into_iter().filter(|t| !t.is_empty()) {
+        let t = v1::Topology { segments: segments.clone().into_iter().collect() };
+        if !requisite.contains(&t) {
+            requisite.push(t);
+        }
+    }
+    let preferred = vec![requisite.first()?.clone()];
+    Some(v1::TopologyRequirement { requisite, preferred })
+}
 
 pub(super) fn path_of(text: &str) -> Vec<Seg> {
     FieldPath::parse(text).map(|p| p.0).unwrap_or_default()
