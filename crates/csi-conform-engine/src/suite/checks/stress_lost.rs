@@ -92,12 +92,17 @@ impl Objects {
         Ok(if quiet { Grace::Quiet } else { Grace::Busy })
     }
 
-    /// The object asked for alone: `Some(true)` it answers, `Some(false)` the witness says it
-    /// does not exist, `None` no witness to believe.
-    async fn alone(self, ctx: &mut ScenarioCtx, id: &str) -> Option<bool> {
+    /// The object asked for alone: whether it answers (`false`: the witness says it does not
+    /// exist), and which witness said so; `None` no witness to believe. The delete verifier's
+    /// look-up (ControllerGetVolume, GetSnapshot) where advertised and believed; for a snapshot
+    /// without one, ListSnapshots filtered by its id.
+    async fn alone(self, ctx: &mut ScenarioCtx, id: &str) -> Option<(bool, &'static str)> {
         match self {
-            Objects::Volumes => found(ctx, id).await,
-            Objects::Snapshots => snapshot_alone(ctx, id).await,
+            Objects::Volumes => found(ctx, "DeleteVolume", id).await.map(|seen| (seen, "ControllerGetVolume")),
+            Objects::Snapshots => match found(ctx, "DeleteSnapshot", id).await {
+                Some(seen) => Some((seen, "GetSnapshot")),
+                None => snapshot_alone(ctx, id).await.map(|seen| (seen, "ListSnapshots(snapshot_id)")),
+            },
         }
     }
 }
@@ -154,14 +159,13 @@ pub(super) async fn lost(ctx: &mut ScenarioCtx, objects: Objects, named: &BTreeS
             tracing::info!(object = id, "an object missing from one listing was listed again: no verdict");
             continue;
         }
-        let witness = if objects == Objects::Volumes { "ControllerGetVolume" } else { "ListSnapshots(snapshot_id)" };
         match objects.alone(ctx, id).await {
-            Some(false) => {
+            Some((false, witness)) => {
                 evidence.push(ctx.witnesses().observe(rpc, id, "not listed, in two whole listings"));
                 evidence.push(ctx.witnesses().observe(witness, id, "does not exist"));
                 gone.insert(id.clone());
             }
-            Some(true) => match objects.listed_within_grace(ctx, id, quiet).await? {
+            Some((true, witness)) => match objects.listed_within_grace(ctx, id, quiet).await? {
                 Grace::Listed => tracing::info!(object = id, "an object the listing lagged was listed within --delete-grace: no verdict"),
                 Grace::Quiet => unlisted.push((id.clone(), ctx.witnesses().observe(witness, id, "answers for itself"))),
                 Grace::Busy => unsure.push(format!("{id} (it answers for itself; the listings were read while calls changed them)")),

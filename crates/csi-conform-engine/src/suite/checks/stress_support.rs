@@ -8,7 +8,7 @@ use prost_reflect::DynamicMessage;
 
 use super::{
     list::{LIST_SNAPSHOTS, LIST_VOLUMES, page_to_end},
-    support::{call_ok, create_request, path_of},
+    support::{accessible_from, call_ok, create_request, path_of},
 };
 use crate::{
     client::RpcError,
@@ -107,10 +107,8 @@ pub(super) fn volume_of(response: &DynamicMessage) -> Option<Volume> {
 pub(super) async fn create(ctx: &mut ScenarioCtx, suffix: &str, capability: &DynamicMessage) -> Result<Volume, CheckOutcome> {
     let name = format!("{}-{suffix}", ctx.name());
     let mut request = create_request(ctx, name, capability);
-    let node0 = ctx.fingerprint().nodes.first().and_then(|n| n.topology.clone()).filter(|t| !t.is_empty());
-    if let Some(segments) = node0.filter(|_| ctx.fingerprint().supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints))) {
-        let here = v1::Topology { segments: segments.into_iter().collect() };
-        let requirement = v1::TopologyRequirement { requisite: vec![here.clone()], preferred: vec![here] };
+    let constrained = ctx.fingerprint().supports(Capability::Plugin(PluginService::VolumeAccessibilityConstraints));
+    if let Some(requirement) = accessible_from(ctx.fingerprint().nodes.first().and_then(|n| n.topology.as_ref())).filter(|_| constrained) {
         request.set_field_by_name("accessibility_requirements", prost_reflect::Value::Message(proto::to_dynamic(&requirement)));
     }
     let response = call_ok(ctx, "CreateVolume", request, None).await?;
@@ -294,21 +292,21 @@ pub(super) async fn listed_snapshots(ctx: &mut ScenarioCtx) -> Result<Option<Vec
     Ok(Some(seen.into_iter().map(|(id, _)| id).collect()))
 }
 
-/// Whether ControllerGetVolume (where advertised, and believed: the run's witness rules, see
-/// `witness.rs`) finds `volume_id`: `Some(true)` found, `Some(false)` NOT_FOUND, `None` not
-/// advertised, not believed, or another answer.
-pub(super) async fn found(ctx: &mut ScenarioCtx, volume_id: &str) -> Option<bool> {
-    if !controller_has(ctx, ControllerCapability::GetVolume) {
+/// Whether the look-up that names one object of the kind `deleting` deletes (ControllerGetVolume
+/// for DeleteVolume, GetSnapshot for DeleteSnapshot: the delete verifier's own, `deleted.rs`),
+/// where advertised and believed (the run's witness rules, see `witness.rs`), finds `id`:
+/// `Some(true)` found, `Some(false)` NOT_FOUND, `None` not advertised, not believed, or another
+/// answer.
+pub(super) async fn found(ctx: &mut ScenarioCtx, deleting: &str, id: &str) -> Option<bool> {
+    let get = crate::suite::deleted::get_lookup(deleting, ctx.fingerprint())?;
+    if !ctx.credible(get).await {
         return None;
     }
-    if !ctx.credible("ControllerGetVolume").await {
-        return None;
-    }
-    let request = proto::to_dynamic(&v1::ControllerGetVolumeRequest { volume_id: volume_id.to_owned() });
-    match ctx.call("ControllerGetVolume", request, None).await {
-        Ok(_) => Some(true),
-        Err(e) if e.code == tonic::Code::NotFound => Some(false),
-        Err(_) => None,
+    let answer = ctx.call(get, crate::suite::deleted::request(get, id, ""), None).await;
+    match crate::suite::deleted::look(get, id, answer.as_ref().map_err(|e| (e.code, e.message.as_str()))) {
+        crate::suite::deleted::Look::Gone => Some(false),
+        crate::suite::deleted::Look::Still(_) => Some(true),
+        _ => None,
     }
 }
 
@@ -327,7 +325,7 @@ pub(super) async fn ghosts_seen_twice(
     let after = listed_volumes(ctx).await?.unwrap_or_default();
     let mut confirmed = Vec::new();
     for ghost in after.into_iter().filter(|id| !before.contains(id) && !known.contains(id)).collect::<std::collections::BTreeSet<_>>() {
-        let seen_again = match found(ctx, &ghost).await {
+        let seen_again = match found(ctx, "DeleteVolume", &ghost).await {
             Some(found) => found,
             None => listed_volumes(ctx).await?.unwrap_or_default().contains(&ghost),
         };
