@@ -188,6 +188,18 @@ async fn restart_and_lost_node_findings_turn_the_orchestrator_cells() {
     let cells = restart_cells(&report);
     assert_eq!(cells.len(), 9, "{cells:#?}");
     assert!(cells.values().all(|s| *s == Severity::Pass), "{cells:#?}");
+    // Each feeding scenario says it got to its row (a check's `reached`, or a YAML step that
+    // names the row's kind), so a finding about something else filed under it (a lying
+    // witness) cannot turn the row into a skip.
+    for (scenario, row) in [
+        ("disruption.restart.while-published", restart),
+        ("disruption.lost-node.controller-unpublish", lost),
+        ("disruption.lost-node.node-paths-gone", "lost-node.node-paths-gone"),
+        ("stress.controller-publish.volumes-at-once", "concurrency.controller"),
+    ] {
+        let exercised = &report.scenario(scenario).unwrap().exercised;
+        assert!(exercised.iter().any(|e| e == row), "{scenario}: {exercised:?}");
+    }
 
     // Forgotten stagings: the publish after the restart fails under every orchestrator,
     // which all publish again from the staging done before.

@@ -382,8 +382,10 @@ pub(crate) fn judge(ctx: &mut ScenarioCtx, call: &Call, sent: &DynamicMessage, a
             }
         };
         ctx.push(f);
+        reached_by_kind(ctx, call);
         return Judged::Flow(flow_after(call.expect.otherwise));
     }
+    reached_by_kind(ctx, call);
     let Ok(response) = answer else {
         return Judged::Accepted;
     };
@@ -395,6 +397,16 @@ pub(crate) fn judge(ctx: &mut ScenarioCtx, call: &Call, sent: &DynamicMessage, a
             let flow = assertion_failed(ctx, e, call.expect.otherwise, Some(rpc), Some(sent), Some(&call.expect));
             if warn { Judged::Response(response) } else { Judged::Flow(flow) }
         }
+    }
+}
+
+/// A step whose expectation names the kind its finding would have (`expect.kind`) was judged:
+/// the matrix rows that kind feeds (`ids::FED_BY`) were got to, whatever else the scenario
+/// finds (a YAML scenario's counterpart of a check's `ScenarioCtx::reached`).
+fn reached_by_kind(ctx: &mut ScenarioCtx, call: &Call) {
+    let Some(kind) = call.expect.kind.as_deref() else { return };
+    for (row, ..) in crate::orchestrator::ids::FED_BY.iter().filter(|(_, _, kinds)| kinds.contains(&kind)) {
+        ctx.reached(row);
     }
 }
 

@@ -244,7 +244,9 @@ pub struct ScenarioResult {
     /// (what a scenario costs a plugin that serves RPCs one at a time).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rpcs: u64,
-    /// In an orchestrator instance: the ids of the orchestrator's behaviours it exercised.
+    /// In an orchestrator instance: the ids of the orchestrator's behaviours it exercised. In a
+    /// plain scenario that feeds a matrix row (restart, lost node, publish race): that row, once
+    /// the scenario got to what the row is about.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exercised: Vec<String>,
 }
