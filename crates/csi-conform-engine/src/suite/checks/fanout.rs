@@ -58,6 +58,7 @@ impl Check for Fanout {
         "ListVolumes",
         "ListSnapshots",
         "ControllerGetVolume",
+        "GetSnapshot",
     ];
 
     /// The source and one new volume at a time; the further ones are leases taken when it
